@@ -1,0 +1,31 @@
+# KernelBand Service. `make demo` and `make test` work on a fresh machine.
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PIP := $(PY) -m pip
+export LITELLM_LOCAL_MODEL_COST_MAP := True
+
+.PHONY: install demo test lint bench up down migrate worker gpu-validate screenshot
+
+$(VENV)/.installed: pyproject.toml
+	python3.11 -m venv $(VENV) 2>/dev/null || python3 -m venv $(VENV)
+	$(PIP) install -q --upgrade pip
+	# CPU machines take the local CPU build of torch; a GPU node keeps its CUDA torch.
+	if command -v nvidia-smi >/dev/null 2>&1 && $(PY) -c "import torch" 2>/dev/null; then :; \
+	else $(PIP) install -q torch==2.13.0; fi
+	$(PIP) install -q -e ".[dev]"
+	touch $@
+
+install: $(VENV)/.installed
+
+demo: install
+	$(PY) -m kernelband.demo
+
+test: install
+	$(PY) -m pytest -q -p no:cacheprovider
+
+lint: install
+	$(VENV)/bin/ruff check kernelband services tests bench
+	$(VENV)/bin/mypy kernelband services
+
+bench: install
+	$(PY) -m bench.run_all

@@ -1,0 +1,67 @@
+"""The one Settings object of the service (environment prefix KERNELBAND_)."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+
+from pydantic import SecretStr, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    """Validated at start; unsafe defaults are refused outside development."""
+
+    model_config = SettingsConfigDict(env_prefix="KERNELBAND_", env_file=None, extra="ignore")
+
+    environment: str = "development"  # development | production
+    data_dir: Path = Path("kernelband-data")
+    database_url: str = ""  # empty: SQLite file under data_dir (embedded mode)
+    broker_url: str = "redis://127.0.0.1:6379/0"
+    result_backend_url: str = "redis://127.0.0.1:6379/1"
+
+    # generator: an empty model means the offline rules generator
+    llm_model: str = ""
+    llm_api_base: str = ""
+    llm_api_key: SecretStr = SecretStr("")
+    llm_timeout_s: float = 120.0
+    llm_max_retries: int = 3
+    llm_concurrency: int = 4
+
+    # sandbox
+    sandbox_timeout_s: float = 60.0
+    sandbox_cpu_s: int = 120
+    sandbox_max_files: int = 256
+    sandbox_max_procs: int = 512
+    sandbox_max_file_bytes: int = 256 * 1024 * 1024
+    sandbox_warm_pool: bool = True
+
+    # scheduler
+    lease_s: float = 300.0
+    max_tries: int = 3
+    poll_interval_s: float = 0.2
+
+    # api
+    max_source_bytes: int = 256 * 1024
+    max_concurrent_jobs_per_team: int = 20
+    bootstrap_token: SecretStr = SecretStr("")
+
+    @property
+    def effective_database_url(self) -> str:
+        if self.database_url:
+            return self.database_url
+        return f"sqlite:///{(self.data_dir / 'kernelband.sqlite').resolve()}"
+
+    @model_validator(mode="after")
+    def _refuse_unsafe_production(self) -> Settings:
+        if self.environment == "production" and not self.database_url:
+            raise ValueError(
+                "KERNELBAND_DATABASE_URL must be set in production "
+                "(the SQLite default is for the embedded mode only)"
+            )
+        return self
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    return Settings()

@@ -1,0 +1,93 @@
+"""The kernel problem a team submits: plain data, safe to pass between processes.
+
+Nothing here imports or executes the user's code; the loaders that do so run in the sandbox
+and return a `KernelProblem` built from plain values.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+ProblemFormat = Literal["native", "tritonbench", "kernelbench"]
+PROBLEM_FORMATS: tuple[str, ...] = ("native", "tritonbench", "kernelbench")
+
+# Default tolerances (atol, rtol) per dtype name; a problem may override them.
+DEFAULT_TOLERANCES: dict[str, tuple[float, float]] = {
+    "float32": (1e-4, 1e-4),
+    "float64": (1e-6, 1e-6),
+    "float16": (1e-2, 1e-2),
+    "bfloat16": (1e-2, 1e-2),
+}
+
+
+class ProblemLoadError(ValueError):
+    """A file is not a valid kernel problem; `reason` is what to fix."""
+
+    def __init__(self, reason: str, line: int | None = None) -> None:
+        self.reason = reason
+        self.line = line
+        super().__init__(f"{reason} (line {line})" if line else reason)
+
+
+@dataclass(frozen=True)
+class Case:
+    """One input configuration: a name, its parameters (sizes, shapes) and dtype."""
+
+    name: str
+    params: dict[str, Any] = field(default_factory=dict)
+    dtype: str = "float32"
+    held_out: bool = False
+
+
+@dataclass(frozen=True)
+class KernelProblem:
+    """A loaded problem. `source` is the complete module text in its own format.
+
+    `editable` is the region a generator may rewrite (the Triton kernels and the entry
+    function); `splice(new_region)` returns the full module with that region replaced.
+    """
+
+    name: str
+    format: ProblemFormat
+    source: str
+    editable: str
+    entry: str
+    kernel_names: tuple[str, ...]
+    cases: tuple[Case, ...]
+    held_out_cases: tuple[Case, ...]
+    tolerances: dict[str, tuple[float, float]] = field(default_factory=dict)
+    inplace_outputs: tuple[int, ...] = ()
+    allow_nondeterminism: bool = False
+    description: str = ""
+
+    @property
+    def content_hash(self) -> str:
+        return hashlib.sha256(f"{self.format}\n{self.source}".encode()).hexdigest()
+
+    def tolerance(self, dtype: str) -> tuple[float, float]:
+        if dtype in self.tolerances:
+            return self.tolerances[dtype]
+        return DEFAULT_TOLERANCES.get(dtype, DEFAULT_TOLERANCES["float32"])
+
+    def splice(self, editable: str) -> str:
+        """The full module text with the editable region replaced by `editable`."""
+        from kernelband.problem.editable import splice_region
+
+        return splice_region(self.source, self.format, editable)
+
+    def to_dict(self) -> dict[str, Any]:
+        from dataclasses import asdict
+
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> KernelProblem:
+        fields = dict(data)
+        fields["cases"] = tuple(Case(**c) for c in data["cases"])
+        fields["held_out_cases"] = tuple(Case(**c) for c in data["held_out_cases"])
+        fields["kernel_names"] = tuple(data["kernel_names"])
+        fields["inplace_outputs"] = tuple(data.get("inplace_outputs", ()))
+        fields["tolerances"] = {k: tuple(v) for k, v in data.get("tolerances", {}).items()}
+        return cls(**fields)
