@@ -1,0 +1,310 @@
+"""SQLAlchemy 2 models: one metadata, identical on SQLite and Postgres.
+
+Status values are plain strings (constants below) so SQLite and Postgres store them alike and a
+migration never has to alter an enum type.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    Boolean,
+    DateTime,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+# Stable constraint names keep Alembic autogenerate and `alembic check` free of drift.
+NAMING_CONVENTION = {
+    "ix": "ix_%(column_0_label)s",
+    "uq": "uq_%(table_name)s_%(column_0_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+JOB_STATUSES = ("queued", "running", "completed", "cancelled", "failed")
+TRACK_STATUSES = ("pending", "running", "accepting", "completed", "cancelled", "failed")
+ATTEMPT_KINDS = ("generate", "compile", "profile", "verify")
+ATTEMPT_STATES = ("pending", "dispatched", "done", "failed", "expired")
+CANDIDATE_STATUSES = ("generated", "compiled", "rejected", "measured")
+FINISHED_JOB_STATUSES = ("completed", "cancelled", "failed")
+
+
+def utcnow() -> datetime:
+    """Timezone-aware now; SQLite drops the zone, so readers must tolerate naive values."""
+    return datetime.now(UTC)
+
+
+class Base(DeclarativeBase):
+    """Declarative base holding the single metadata of the service."""
+
+    metadata = MetaData(naming_convention=NAMING_CONVENTION)
+    type_annotation_map = {dict[str, Any]: JSON, list[Any]: JSON, datetime: DateTime(timezone=True)}
+
+
+class Team(Base):
+    """A tenant: owns tokens, problems and jobs."""
+
+    __tablename__ = "teams"
+    id: Mapped[int] = mapped_column(primary_key=True)
+    name: Mapped[str] = mapped_column(String(120), unique=True)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class ApiToken(Base):
+    """A bearer token; only its sha256 hash and a short display prefix are stored."""
+
+    __tablename__ = "api_tokens"
+    id: Mapped[int] = mapped_column(primary_key=True)
+    team_id: Mapped[int] = mapped_column(ForeignKey("teams.id", ondelete="CASCADE"), index=True)
+    name: Mapped[str] = mapped_column(String(120), default="")
+    prefix: Mapped[str] = mapped_column(String(16))
+    token_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    is_admin: Mapped[bool] = mapped_column(Boolean, default=False)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    last_used_at: Mapped[datetime | None] = mapped_column(default=None)
+    revoked_at: Mapped[datetime | None] = mapped_column(default=None)
+
+
+class Problem(Base):
+    """A submitted kernel problem; the same content is stored once per team."""
+
+    __tablename__ = "problems"
+    __table_args__ = (UniqueConstraint("team_id", "content_hash", name="uq_problems_team_hash"),)
+    id: Mapped[int] = mapped_column(primary_key=True)
+    team_id: Mapped[int] = mapped_column(ForeignKey("teams.id", ondelete="CASCADE"), index=True)
+    name: Mapped[str] = mapped_column(String(200))
+    format: Mapped[str] = mapped_column(String(16))
+    content_hash: Mapped[str] = mapped_column(String(64))
+    source: Mapped[str] = mapped_column(Text)
+    # KernelProblem.to_dict() from the sandboxed loader (cases, editable region, entry, ...).
+    loaded: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class Job(Base):
+    """One optimization run of a problem over one or more targets (one track each)."""
+
+    __tablename__ = "jobs"
+    id: Mapped[int] = mapped_column(primary_key=True)
+    team_id: Mapped[int] = mapped_column(ForeignKey("teams.id", ondelete="CASCADE"), index=True)
+    problem_id: Mapped[int] = mapped_column(ForeignKey("problems.id"), index=True)
+    status: Mapped[str] = mapped_column(String(16), default="queued", index=True)
+    targets: Mapped[list[Any]] = mapped_column(default=list)
+    policy: Mapped[str] = mapped_column(String(40), default="kernelband")
+    policy_params: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    generator: Mapped[str] = mapped_column(String(16), default="rules")  # rules | llm
+    model: Mapped[str] = mapped_column(String(200), default="")
+    seed: Mapped[int] = mapped_column(Integer, default=0)
+    budget_iterations: Mapped[int] = mapped_column(Integer, default=20)
+    budget_tokens: Mapped[int | None] = mapped_column(Integer, default=None)
+    budget_usd: Mapped[float | None] = mapped_column(Float, default=None)
+    budget_wall_s: Mapped[float | None] = mapped_column(Float, default=None)
+    parallelism: Mapped[int] = mapped_column(Integer, default=1)  # pulls in flight per track
+    cancel_requested: Mapped[bool] = mapped_column(Boolean, default=False)
+    suite_id: Mapped[str | None] = mapped_column(String(64), default=None, index=True)
+    tokens_used: Mapped[int] = mapped_column(Integer, default=0)
+    cost_usd: Mapped[float] = mapped_column(Float, default=0.0)
+    cost_known: Mapped[bool] = mapped_column(Boolean, default=True)
+    reason: Mapped[str | None] = mapped_column(Text, default=None)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    started_at: Mapped[datetime | None] = mapped_column(default=None)
+    finished_at: Mapped[datetime | None] = mapped_column(default=None)
+
+
+class Track(Base):
+    """One bandit run of a job on one target; `version` fences concurrent writers."""
+
+    __tablename__ = "tracks"
+    __table_args__ = (UniqueConstraint("job_id", "target", name="uq_tracks_job_target"),)
+    id: Mapped[int] = mapped_column(primary_key=True)
+    job_id: Mapped[int] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"), index=True)
+    target: Mapped[str] = mapped_column(String(16))
+    status: Mapped[str] = mapped_column(String(16), default="pending", index=True)
+    policy_state: Mapped[dict[str, Any] | None] = mapped_column(default=None)
+    iterations_dispatched: Mapped[int] = mapped_column(Integer, default=0)
+    iterations_done: Mapped[int] = mapped_column(Integer, default=0)
+    original_candidate_id: Mapped[int | None] = mapped_column(
+        ForeignKey("candidates.id", use_alter=True, ondelete="SET NULL"), default=None
+    )
+    best_candidate_id: Mapped[int | None] = mapped_column(
+        ForeignKey("candidates.id", use_alter=True, ondelete="SET NULL"), default=None
+    )
+    original_time_ms: Mapped[float | None] = mapped_column(Float, default=None)
+    best_time_ms: Mapped[float | None] = mapped_column(Float, default=None)
+    best_speedup: Mapped[float | None] = mapped_column(Float, default=None)
+    best_label: Mapped[str | None] = mapped_column(String(16), default=None)
+    held_out: Mapped[str | None] = mapped_column(String(16), default=None)  # passed | failed
+    held_out_reason: Mapped[str | None] = mapped_column(Text, default=None)
+    reason: Mapped[str | None] = mapped_column(Text, default=None)
+    version: Mapped[int] = mapped_column(Integer, default=1)
+    started_at: Mapped[datetime | None] = mapped_column(default=None)
+    finished_at: Mapped[datetime | None] = mapped_column(default=None)
+
+    __mapper_args__ = {"version_id_col": version}
+
+
+class Attempt(Base):
+    """One unit of work sent to a worker; applied at most once, re-dispatched up to max tries."""
+
+    __tablename__ = "attempts"
+    __table_args__ = (Index("ix_attempts_state_lease", "state", "lease_expires_at"),)
+    id: Mapped[int] = mapped_column(primary_key=True)
+    job_id: Mapped[int] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"), index=True)
+    track_id: Mapped[int] = mapped_column(ForeignKey("tracks.id", ondelete="CASCADE"), index=True)
+    kind: Mapped[str] = mapped_column(String(16))
+    state: Mapped[str] = mapped_column(String(16), default="pending")
+    decision_id: Mapped[int | None] = mapped_column(Integer, default=None)
+    candidate_id: Mapped[int | None] = mapped_column(
+        ForeignKey("candidates.id", use_alter=True, ondelete="SET NULL"), default=None
+    )
+    queue: Mapped[str] = mapped_column(String(40), default="")
+    task_id: Mapped[str | None] = mapped_column(String(80), default=None)
+    tries: Mapped[int] = mapped_column(Integer, default=0)
+    payload: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    result: Mapped[dict[str, Any] | None] = mapped_column(default=None)
+    reason: Mapped[str | None] = mapped_column(Text, default=None)
+    lease_expires_at: Mapped[datetime | None] = mapped_column(default=None)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    dispatched_at: Mapped[datetime | None] = mapped_column(default=None)
+    finished_at: Mapped[datetime | None] = mapped_column(default=None)
+
+
+class Candidate(Base):
+    """A kernel variant in a track: the original (depth 0) or a generated child."""
+
+    __tablename__ = "candidates"
+    id: Mapped[int] = mapped_column(primary_key=True)
+    track_id: Mapped[int] = mapped_column(ForeignKey("tracks.id", ondelete="CASCADE"), index=True)
+    parent_id: Mapped[int | None] = mapped_column(
+        ForeignKey("candidates.id", ondelete="SET NULL"), default=None
+    )
+    decision_id: Mapped[int | None] = mapped_column(Integer, default=None)
+    strategy: Mapped[str | None] = mapped_column(String(40), default=None)
+    editable: Mapped[str] = mapped_column(Text)
+    status: Mapped[str] = mapped_column(String(16), default="generated")
+    reason: Mapped[str | None] = mapped_column(Text, default=None)
+    lineage_depth: Mapped[int] = mapped_column(Integer, default=0)
+    static_profile: Mapped[dict[str, Any] | None] = mapped_column(default=None)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class Measurement(Base):
+    """A time for a candidate, always labelled measured or estimated."""
+
+    __tablename__ = "measurements"
+    id: Mapped[int] = mapped_column(primary_key=True)
+    candidate_id: Mapped[int] = mapped_column(
+        ForeignKey("candidates.id", ondelete="CASCADE"), index=True
+    )
+    label: Mapped[str] = mapped_column(String(16))  # measured | estimated
+    method: Mapped[str] = mapped_column(String(80))
+    device: Mapped[str] = mapped_column(String(120))
+    target: Mapped[str] = mapped_column(String(16))
+    time_ms: Mapped[float] = mapped_column(Float)
+    case_times: Mapped[list[Any]] = mapped_column(default=list)
+    cv: Mapped[float | None] = mapped_column(Float, default=None)
+    noisy: Mapped[bool] = mapped_column(Boolean, default=False)
+    paired_ratio: Mapped[float | None] = mapped_column(Float, default=None)
+    features: Mapped[dict[str, Any] | None] = mapped_column(default=None)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class ArmStat(Base):
+    """Derived view of a track's policy state, rewritten at each update for dashboards."""
+
+    __tablename__ = "arm_stats"
+    __table_args__ = (
+        UniqueConstraint("track_id", "cluster", "strategy", name="uq_arm_stats_arm"),
+    )
+    id: Mapped[int] = mapped_column(primary_key=True)
+    track_id: Mapped[int] = mapped_column(ForeignKey("tracks.id", ondelete="CASCADE"), index=True)
+    cluster: Mapped[int] = mapped_column(Integer)
+    strategy: Mapped[str] = mapped_column(String(40))
+    pulls: Mapped[float] = mapped_column(Float, default=0.0)
+    mean_reward: Mapped[float] = mapped_column(Float, default=0.0)
+    masked: Mapped[bool] = mapped_column(Boolean, default=False)
+    ucb_score: Mapped[float | None] = mapped_column(Float, default=None)
+    updated_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class Cluster(Base):
+    """A behaviour cluster of a track's frontier (derived view of the policy state)."""
+
+    __tablename__ = "clusters"
+    __table_args__ = (UniqueConstraint("track_id", "cluster", name="uq_clusters_track_cluster"),)
+    id: Mapped[int] = mapped_column(primary_key=True)
+    track_id: Mapped[int] = mapped_column(ForeignKey("tracks.id", ondelete="CASCADE"), index=True)
+    cluster: Mapped[int] = mapped_column(Integer)
+    size: Mapped[int] = mapped_column(Integer, default=0)
+    representative_id: Mapped[int | None] = mapped_column(Integer, default=None)
+    members: Mapped[list[Any]] = mapped_column(default=list)
+    centroid: Mapped[list[Any]] = mapped_column(default=list)
+    updated_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class Event(Base):
+    """An append-only progress record; `seq` increases strictly per job."""
+
+    __tablename__ = "events"
+    __table_args__ = (UniqueConstraint("job_id", "seq", name="uq_events_job_seq"),)
+    id: Mapped[int] = mapped_column(primary_key=True)
+    job_id: Mapped[int] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"))
+    seq: Mapped[int] = mapped_column(Integer)
+    kind: Mapped[str] = mapped_column(String(40))
+    payload: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class Worker(Base):
+    """A worker process as last seen by its heartbeat."""
+
+    __tablename__ = "workers"
+    id: Mapped[int] = mapped_column(primary_key=True)
+    name: Mapped[str] = mapped_column(String(200), unique=True)
+    queue: Mapped[str] = mapped_column(String(40))
+    target: Mapped[str | None] = mapped_column(String(16), default=None)
+    gpu_name: Mapped[str | None] = mapped_column(String(120), default=None)
+    versions: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    last_heartbeat: Mapped[datetime] = mapped_column(default=utcnow)
+    current_attempt_id: Mapped[int | None] = mapped_column(Integer, default=None)
+    started_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class LlmUsage(Base):
+    """Tokens and cost of one generation; `cost_known` is False when the model has no price."""
+
+    __tablename__ = "llm_usage"
+    id: Mapped[int] = mapped_column(primary_key=True)
+    job_id: Mapped[int] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"), index=True)
+    attempt_id: Mapped[int | None] = mapped_column(
+        ForeignKey("attempts.id", ondelete="SET NULL"), default=None
+    )
+    model: Mapped[str] = mapped_column(String(200))
+    prompt_tokens: Mapped[int] = mapped_column(Integer, default=0)
+    completion_tokens: Mapped[int] = mapped_column(Integer, default=0)
+    tokens: Mapped[int] = mapped_column(Integer, default=0)
+    usd: Mapped[float] = mapped_column(Float, default=0.0)
+    cost_known: Mapped[bool] = mapped_column(Boolean, default=True)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class LeaderEpoch(Base):
+    """Single row (id=1) whose epoch increases each time a scheduler becomes leader."""
+
+    __tablename__ = "leader_epoch"
+    id: Mapped[int] = mapped_column(primary_key=True)
+    epoch: Mapped[int] = mapped_column(Integer, default=0)
+    holder: Mapped[str] = mapped_column(String(200), default="")
+    updated_at: Mapped[datetime] = mapped_column(default=utcnow)

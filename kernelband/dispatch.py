@@ -1,0 +1,161 @@
+"""How the scheduler hands work to workers and gets results back.
+
+The engine commits an attempt row first and only then calls `Dispatcher.submit`; results come
+back as `TaskResult`s that the scheduler drains and ingests (at most once per attempt id).
+`EmbeddedDispatcher` runs the same `kernelband.tasks` functions on a thread pool; the Celery
+dispatcher (services/worker) sends them to named queues instead.
+"""
+
+from __future__ import annotations
+
+import importlib
+import queue
+import threading
+import traceback
+import uuid
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+QUEUE_LLM = "llm"
+QUEUE_CPU = "cpu"
+QUEUE_RESULTS = "results"
+TASK_KINDS = ("generate", "compile", "profile", "verify")
+
+TaskFunction = Callable[[dict[str, Any]], dict[str, Any]]
+
+
+def gpu_queue(target: str) -> str:
+    """The queue of the GPU workers of one target type, e.g. `gpu.h100`."""
+    return f"gpu.{target}"
+
+
+def queue_for(kind: str, target: str) -> str:
+    """Queue of a task kind; the `cpu` target measures (estimates) on the CPU queue."""
+    if kind == "generate":
+        return QUEUE_LLM
+    if kind == "compile" or target == "cpu":
+        return QUEUE_CPU
+    if kind in ("profile", "verify"):
+        return gpu_queue(target)
+    raise ValueError(f"unknown task kind {kind!r}; expected one of {', '.join(TASK_KINDS)}")
+
+
+@dataclass(frozen=True)
+class TaskMessage:
+    """One attempt sent to a worker: everything it needs travels in `payload`."""
+
+    attempt_id: int
+    kind: str
+    queue: str
+    payload: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"attempt_id": self.attempt_id, "kind": self.kind, "queue": self.queue,
+                "payload": self.payload}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> TaskMessage:
+        return cls(int(data["attempt_id"]), str(data["kind"]), str(data["queue"]),
+                   dict(data.get("payload") or {}))
+
+
+@dataclass(frozen=True)
+class TaskResult:
+    """A worker's answer for one attempt; `result` is the task function's plain dict."""
+
+    attempt_id: int
+    result: dict[str, Any]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"attempt_id": self.attempt_id, "result": self.result}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> TaskResult:
+        return cls(int(data["attempt_id"]), dict(data["result"]))
+
+
+def task_error_result(kind: str, exc: BaseException) -> dict[str, Any]:
+    """The result dict of a task body that raised: a failure with its reason, never silence."""
+    tail = "".join(traceback.format_exception(exc))[-2000:]
+    return {"ok": False, "kind": kind, "reason": f"task_error:{type(exc).__name__}",
+            "message": str(exc)[:500], "traceback": tail}
+
+
+def task_function(kind: str) -> TaskFunction:
+    """The task body of a kind, from `kernelband.tasks` (imported lazily)."""
+    if kind not in TASK_KINDS:
+        raise ValueError(f"unknown task kind {kind!r}; expected one of {', '.join(TASK_KINDS)}")
+    tasks = importlib.import_module("kernelband.tasks")
+    return getattr(tasks, kind)  # type: ignore[no-any-return]
+
+
+class Dispatcher:
+    """Extension point: how attempts reach workers and how their results come back."""
+
+    def submit(self, task: TaskMessage) -> str:
+        """Send one task; returns a task id. Called only after the attempt row is committed."""
+        raise NotImplementedError("Must provide submit(task) -> task id")
+
+    def drain(self, timeout_s: float = 0.0, max_items: int = 1000) -> list[TaskResult]:
+        """Results that arrived, waiting up to `timeout_s` for the first one."""
+        raise NotImplementedError("Must provide drain(timeout_s, max_items) -> results")
+
+    def close(self) -> None:
+        """Release threads or connections; pending work may be abandoned (leases recover it)."""
+
+
+class InboxDispatcher(Dispatcher):
+    """A dispatcher whose results land in an in-process inbox (thread-safe queue)."""
+
+    def __init__(self) -> None:
+        self._inbox: queue.Queue[TaskResult] = queue.Queue()
+
+    def deliver(self, attempt_id: int, result: dict[str, Any]) -> None:
+        """Put a result into the inbox (also used by tests to replay a duplicate)."""
+        self._inbox.put(TaskResult(attempt_id, result))
+
+    def drain(self, timeout_s: float = 0.0, max_items: int = 1000) -> list[TaskResult]:
+        results: list[TaskResult] = []
+        try:
+            results.append(self._inbox.get(timeout=timeout_s) if timeout_s > 0
+                           else self._inbox.get_nowait())
+        except queue.Empty:
+            return results
+        while len(results) < max_items:
+            try:
+                results.append(self._inbox.get_nowait())
+            except queue.Empty:
+                break
+        return results
+
+
+class EmbeddedDispatcher(InboxDispatcher):
+    """Runs `kernelband.tasks` bodies on a thread pool (candidate code still runs sandboxed)."""
+
+    def __init__(self, max_workers: int = 2,
+                 functions: dict[str, TaskFunction] | None = None) -> None:
+        super().__init__()
+        self._pool = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="kb-task")
+        self._functions = dict(functions or {})
+        self._lock = threading.Lock()
+        self.submitted: dict[str, int] = {}  # attempts per kind, for reports
+
+    def submit(self, task: TaskMessage) -> str:
+        task_id = f"embedded-{uuid.uuid4().hex[:12]}"
+        with self._lock:
+            self.submitted[task.kind] = self.submitted.get(task.kind, 0) + 1
+        self._pool.submit(self._run, task)
+        return task_id
+
+    def _run(self, task: TaskMessage) -> None:
+        try:
+            function = self._functions.get(task.kind) or task_function(task.kind)
+            result = function(task.payload)
+        except Exception as exc:  # a task body bug becomes a failed attempt, not a hang
+            result = task_error_result(task.kind, exc)
+        self.deliver(task.attempt_id, result)
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)

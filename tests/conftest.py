@@ -1,0 +1,109 @@
+"""Shared fixtures: settings, a migrated SQLite file per test, and one fresh Postgres database
+per test run (created from KERNELBAND_TEST_POSTGRES_URL, dropped at the end)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from sqlalchemy import Engine, text
+from sqlalchemy.engine import make_url
+from sqlalchemy.orm import Session, sessionmaker
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+from kernelband.config import Settings  # noqa: E402
+from kernelband.db.models import Base  # noqa: E402
+from kernelband.db.session import (  # noqa: E402
+    make_engine,
+    make_session_factory,
+    normalize_url,
+    upgrade_database,
+)
+
+DEFAULT_TEST_POSTGRES_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
+
+
+@pytest.fixture
+def settings(tmp_path: Path) -> Settings:
+    """Development settings whose data dir (and embedded SQLite file) live in tmp_path."""
+    return Settings(data_dir=tmp_path / "data", database_url="", environment="development")
+
+
+@pytest.fixture(scope="session")
+def sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One SQLite file migrated to head, copied by each test (migrating per test is slow)."""
+    path = tmp_path_factory.mktemp("sqlite-template") / "template.sqlite"
+    upgrade_database(f"sqlite:///{path}")
+    return path
+
+
+@pytest.fixture
+def sqlite_url(sqlite_template: Path, tmp_path: Path) -> str:
+    """URL of a fresh, migrated SQLite database for this test."""
+    path = tmp_path / "kernelband.sqlite"
+    shutil.copyfile(sqlite_template, path)
+    return f"sqlite:///{path}"
+
+
+@pytest.fixture
+def sqlite_factory(sqlite_url: str) -> Iterator[sessionmaker[Session]]:
+    """Session factory on this test's migrated SQLite database."""
+    engine = make_engine(sqlite_url)
+    yield make_session_factory(engine)
+    engine.dispose()
+
+
+@pytest.fixture(scope="session")
+def postgres_url() -> Iterator[str]:
+    """A fresh, migrated Postgres database for this test run; FAILS (not skips) when down."""
+    admin_url = os.environ.get("KERNELBAND_TEST_POSTGRES_URL", DEFAULT_TEST_POSTGRES_URL)
+    admin = make_engine(admin_url, isolation_level="AUTOCOMMIT")
+    name = f"kb_test_{os.getpid()}_{uuid.uuid4().hex[:8]}"
+    try:
+        with admin.connect() as conn:
+            conn.execute(text(f'CREATE DATABASE "{name}"'))
+    except Exception as exc:  # any connection failure: say what to do, do not skip silently
+        admin.dispose()
+        pytest.fail(
+            f"Postgres is unreachable at {admin_url} ({type(exc).__name__}: {exc}). Start "
+            "Postgres or set KERNELBAND_TEST_POSTGRES_URL to a server where this user may "
+            "CREATE DATABASE.",
+            pytrace=False,
+        )
+    url = make_url(normalize_url(admin_url)).set(database=name).render_as_string(
+        hide_password=False
+    )
+    upgrade_database(url)
+    yield url
+    with admin.connect() as conn:
+        conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+    admin.dispose()
+
+
+@pytest.fixture(scope="session")
+def postgres_engine(postgres_url: str) -> Iterator[Engine]:
+    """One engine on the test run's Postgres database."""
+    engine = make_engine(postgres_url)
+    yield engine
+    engine.dispose()
+
+
+@pytest.fixture
+def postgres_factory(postgres_engine: Engine) -> sessionmaker[Session]:
+    """Session factory on the run's Postgres database, emptied before this test."""
+    tables = ", ".join(f'"{t.name}"' for t in Base.metadata.sorted_tables)
+    with postgres_engine.begin() as conn:
+        conn.execute(text(f"TRUNCATE {tables} RESTART IDENTITY CASCADE"))
+    return make_session_factory(postgres_engine)
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def db_factory(request: pytest.FixtureRequest) -> sessionmaker[Session]:
+    """The same test on SQLite and on Postgres (real databases, no mocks)."""
+    name = "sqlite_factory" if request.param == "sqlite" else "postgres_factory"
+    return request.getfixturevalue(name)  # type: ignore[no-any-return]
