@@ -1,0 +1,93 @@
+"""Arm scoring: saturation masks, UCB with pending pulls, tie-breaking and parent sampling.
+
+Pending pulls (the asynchronous batch scheme). The paper selects one arm, waits for its
+reward, then selects again. A fleet has P pulls in flight. Without care, P selections made
+before any reward returns all pick the same argmax arm. We count each pending pull as a
+*virtual pull at the arm's current mean*: N_eff = N + pending(arm), mu unchanged, and the
+round counter t_eff = t + 1 + pending(total). The virtual pull shrinks the arm's exploration
+bonus exactly as a real pull that returned the mean would, so the next selection moves to the
+arm with the next-highest UCB; when the real reward arrives it replaces the virtual one (the
+pending entry is removed and N, mu are updated with the true reward), in any order.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from kernelband.bandit.state import PolicyState
+from kernelband.bandit.strategies import STRATEGY_NAMES, TARGET_DIMENSION
+
+TARGETS = np.array([TARGET_DIMENSION[s] for s in STRATEGY_NAMES])
+
+
+def ucb_scores(state: PolicyState, c: float, virtual: bool) -> np.ndarray:
+    """mu + c * sqrt(ln t / N) for every (cluster, strategy), counting pending pulls if virtual."""
+    n = np.array(state.arm_n, dtype=float)
+    mu = np.array(state.arm_mu, dtype=float)
+    t = state.t + 1
+    if virtual:
+        for (cluster, strategy), count in state.pending_counts().items():
+            if strategy is not None and cluster < n.shape[0]:
+                n[cluster, STRATEGY_NAMES.index(strategy)] += count
+        t += len(state.pending)
+    return mu + c * np.sqrt(math.log(t) / n)
+
+
+def cluster_members(state: PolicyState, n_clusters: int) -> list[list[int]]:
+    """Frontier indices of each cluster."""
+    members: list[list[int]] = [[] for _ in range(n_clusters)]
+    for index, label in enumerate(state.labels):
+        if label < n_clusters:
+            members[label].append(index)
+    return members
+
+
+def representative(state: PolicyState, members: list[int]) -> int | None:
+    """The fastest member that has a hardware signature, or None when none has one."""
+    with_h = [i for i in members if state.frontier[i].h is not None]
+    if not with_h:
+        return None
+    return min(with_h, key=lambda i: state.frontier[i].time_ms)
+
+
+def open_arms(state: PolicyState, members: list[list[int]], theta: np.ndarray) -> np.ndarray:
+    """Mask [cluster, strategy]: open when the representative's target dimension is unsaturated."""
+    mask = np.zeros((len(members), len(STRATEGY_NAMES)), dtype=bool)
+    for cluster, idx in enumerate(members):
+        if not idx:
+            continue  # empty clusters are closed
+        rep = representative(state, idx)
+        if rep is None:
+            mask[cluster] = True  # no signature, no evidence of saturation
+            continue
+        h = np.array(state.frontier[rep].h)
+        headroom = theta[TARGETS] - h[TARGETS]
+        mask[cluster] = headroom > 0
+        if not mask[cluster].any():
+            # every dimension saturated: keep the arms with the most headroom open
+            mask[cluster] = headroom == headroom.max()
+    return mask
+
+
+def argmax_open(scores: np.ndarray, mask: np.ndarray, rng: np.random.Generator) -> tuple[int, int]:
+    """Best open arm; exact ties are broken uniformly at random (seeded)."""
+    masked = np.where(mask, scores, -np.inf)
+    best = masked.max()
+    ties = np.argwhere(np.isclose(masked, best, rtol=0.0, atol=1e-12) & mask)
+    row, col = ties[int(rng.integers(len(ties)))] if len(ties) > 1 else ties[0]
+    return int(row), int(col)
+
+
+def sample_parent(
+    state: PolicyState, members: list[int], dim: int, theta: float, temperature: float,
+    rng: np.random.Generator,
+) -> int:
+    """Softmax over headroom (theta - h[dim]) / temperature; fastest member without signatures."""
+    with_h = [i for i in members if state.frontier[i].h is not None]
+    if not with_h:
+        return min(members, key=lambda i: state.frontier[i].time_ms)
+    logits = np.array([(theta - state.frontier[i].h[dim]) / temperature for i in with_h])  # type: ignore[index]
+    weights = np.exp(logits - logits.max())
+    return with_h[int(rng.choice(len(with_h), p=weights / weights.sum()))]

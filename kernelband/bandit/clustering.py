@@ -1,0 +1,94 @@
+"""Cluster the frontier by k-means++ on z-scored phi, keeping cluster indices stable."""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+import numpy as np
+from scipy.optimize import linear_sum_assignment
+from sklearn.cluster import KMeans
+
+from kernelband.bandit.state import PolicyState
+from kernelband.bandit.types import FrontierEntry
+
+
+def feature_matrix(entries: list[FrontierEntry]) -> np.ndarray:
+    """phi of every entry, or log1p(time) alone when phi is missing or of mixed length."""
+    lengths = {len(e.phi) for e in entries}
+    if len(lengths) == 1 and 0 not in lengths:
+        return np.array([e.phi for e in entries], dtype=float)
+    return np.array([[math.log1p(e.time_ms)] for e in entries], dtype=float)
+
+
+def should_recluster(state: PolicyState, k: int, tau: int) -> bool:
+    """Cluster first when the frontier reaches 2K kernels, then every tau additions."""
+    if k < 2 or len(state.frontier) < 2 * k:
+        return False
+    return state.n_clusters == 1 or state.since_recluster >= tau
+
+
+def recluster(state: PolicyState, k: int, n_init: int, rng: np.random.Generator) -> None:
+    """Fit K-means on the whole frontier (in place on a copied state); old indices are kept."""
+    x = feature_matrix(state.frontier)
+    mean = x.mean(axis=0)
+    std = x.std(axis=0)
+    std[std == 0] = 1.0  # a constant feature carries no information; keep it neutral
+    z = (x - mean) / std
+    k_eff = min(k, len(np.unique(z.round(9), axis=0)))
+    if k_eff < 2:
+        labels = np.zeros(len(z), dtype=int)
+        centroids = z.mean(axis=0, keepdims=True)
+    else:
+        model = KMeans(
+            n_clusters=k_eff,
+            init="k-means++",
+            n_init=n_init,
+            random_state=int(rng.integers(2**31 - 1)),
+        )
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # duplicate points: sklearn warns, result is fine
+            labels = model.fit_predict(z)
+        centroids = model.cluster_centers_
+    order = _align(state, centroids, mean, std)
+    state.labels = [int(order[label]) for label in labels]
+    placed: list[list[float]] = [[] for _ in range(max(order) + 1)]  # [] marks an empty index
+    for new, old in enumerate(order):
+        placed[old] = [float(v) for v in centroids[new]]
+    state.centroids = placed
+    state.z_mean = mean.tolist()
+    state.z_std = std.tolist()
+    state.n_clusters = len(order)
+    state.since_recluster = 0
+
+
+def _align(
+    state: PolicyState, centroids: np.ndarray, mean: np.ndarray, std: np.ndarray
+) -> list[int]:
+    """Map new cluster i to an old index so that arm statistics keep following similar kernels."""
+    if not state.centroids or len(state.z_mean) != len(mean):
+        return list(range(len(centroids)))
+    indices = [i for i, c in enumerate(state.centroids) if c]
+    old = np.array([state.centroids[i] for i in indices]) * np.array(state.z_std)
+    old_z = (old + np.array(state.z_mean) - mean) / std
+    cost = np.linalg.norm(centroids[:, None, :] - old_z[None, :, :], axis=2)
+    rows, cols = linear_sum_assignment(cost)
+    order = [-1] * len(centroids)
+    for r, c in zip(rows, cols, strict=True):
+        order[r] = indices[int(c)]
+    taken = set(order)
+    free = iter(i for i in range(len(centroids) + len(state.centroids)) if i not in taken)
+    return [o if o >= 0 else next(free) for o in order]
+
+
+def assign(state: PolicyState, entry: FrontierEntry) -> int:
+    """Cluster of a new frontier entry: the nearest centroid in the stored z-space."""
+    if state.n_clusters <= 1 or not state.centroids:
+        return 0
+    x = feature_matrix([entry])[0]
+    if len(x) != len(state.z_mean):
+        return 0  # feature layout changed; the next re-clustering places it properly
+    z = (x - np.array(state.z_mean)) / np.array(state.z_std)
+    live = [(i, c) for i, c in enumerate(state.centroids) if c]
+    distances = [float(np.linalg.norm(np.array(c) - z)) for _, c in live]
+    return live[int(np.argmin(distances))][0]

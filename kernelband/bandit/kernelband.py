@@ -1,0 +1,68 @@
+"""KernelBand v2: masked UCB over (cluster x strategy) arms with headroom-weighted parents."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+import numpy as np
+
+from kernelband.bandit.arms import (
+    argmax_open,
+    cluster_members,
+    open_arms,
+    representative,
+    sample_parent,
+    ucb_scores,
+)
+from kernelband.bandit.clustering import assign, recluster, should_recluster
+from kernelband.bandit.config import KernelBandConfig
+from kernelband.bandit.policy import Policy
+from kernelband.bandit.state import PolicyState
+from kernelband.bandit.strategies import STRATEGY_NAMES, TARGET_DIMENSION
+from kernelband.bandit.types import FrontierEntry
+
+
+class KernelBandPolicy(Policy):
+    """One iteration: mask arms by saturation, pick the UCB arm, sample a parent in its cluster."""
+
+    name: ClassVar[str] = "kernelband"
+
+    def __init__(self, config: KernelBandConfig) -> None:
+        super().__init__(config)
+        self.cfg = config
+        self.theta = np.array(config.theta_sat, dtype=float)
+
+    def init_state(self, original: FrontierEntry, seed: int) -> PolicyState:
+        """Arm tables get one row per possible cluster (K); only row 0 is live before clustering."""
+        state = super().init_state(original, seed)
+        state.arm_n = [[1.0] * len(STRATEGY_NAMES) for _ in range(self.cfg.k)]
+        state.arm_mu = [[0.5] * len(STRATEGY_NAMES) for _ in range(self.cfg.k)]
+        return state
+
+    def _choose(self, state: PolicyState, rng: np.random.Generator) -> tuple[int, str | None, str]:
+        members = cluster_members(state, self.cfg.k)
+        mask = open_arms(state, members, self.theta)
+        scores = ucb_scores(state, self.cfg.c, self.cfg.pending == "virtual")
+        scores = scores + self._bonus(state, members)
+        cluster, s = argmax_open(scores, mask, rng)
+        strategy = STRATEGY_NAMES[s]
+        dim = TARGET_DIMENSION[strategy]
+        index = sample_parent(
+            state, members[cluster], dim, float(self.theta[dim]), self.cfg.temperature, rng
+        )
+        return cluster, strategy, state.frontier[index].kernel_id
+
+    def _bonus(self, state: PolicyState, members: list[list[int]]) -> np.ndarray | float:
+        """Extra score per arm; zero here, the compatibility prior in `kernelband+prior`."""
+        return 0.0
+
+    def _on_join(self, state: PolicyState, rng: np.random.Generator) -> None:
+        """Place the newcomer in its nearest cluster; re-cluster on the tau schedule."""
+        state.labels[-1] = assign(state, state.frontier[-1])
+        if should_recluster(state, self.cfg.k, self.cfg.tau):
+            recluster(state, self.cfg.k, self.cfg.kmeans_n_init, rng)
+
+    @staticmethod
+    def representatives(state: PolicyState, members: list[list[int]]) -> list[int | None]:
+        """Representative frontier index of each cluster (None: empty or without signatures)."""
+        return [representative(state, idx) if idx else None for idx in members]
