@@ -1,0 +1,100 @@
+"""Plain values that cross the sandbox boundary: limits, results, the scrubbed environment."""
+
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+# Variables whose name matches this never reach untrusted code (credentials, service URLs).
+SECRET_NAME = re.compile(
+    r"KEY|TOKEN|SECRET|PASSW|PASSWD|CREDENTIAL|AUTH|COOKIE|SESSION|DATABASE_URL|DSN|BROKER"
+    r"|_URL$|^AWS_|^GCP_|^GOOGLE_|^AZURE_|^OPENAI|^ANTHROPIC|^HF_|^PG|^REDIS|^CELERY",
+    re.IGNORECASE,
+)
+# Harmless basics a Python process needs; anything else is dropped.
+KEPT_NAMES = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TERM", "CUDA_VISIBLE_DEVICES",
+              "NVIDIA_VISIBLE_DEVICES", "LD_LIBRARY_PATH", "CUDA_HOME", "TRITON_PTXAS_PATH",
+              "KERNELBAND_DEVICE")
+
+
+def default_triton_cache_dir() -> str:
+    """A cache shared by sandbox children so a GPU node does not rebuild Triton's launcher."""
+    return os.path.join(tempfile.gettempdir(), "kernelband-triton-cache")
+
+
+@dataclass(frozen=True)
+class SandboxLimits:
+    """Resource limits of one sandboxed run. `memory_bytes` is enforced by an RSS watchdog."""
+
+    wall_s: float = 60.0
+    cpu_s: int = 120
+    memory_bytes: int = 8 * 1024**3
+    max_files: int = 256
+    max_procs: int = 64
+    max_file_bytes: int = 256 * 1024 * 1024
+    max_result_bytes: int = 64 * 1024 * 1024
+    interpret: bool = False  # set TRITON_INTERPRET=1 (CPU device) in the child
+    network: bool = False  # False: a private network namespace where the OS permits it
+    audit: bool = True  # install the runtime audit hook (writes, sockets, processes)
+    warm: bool = True  # fork from the pre-imported zygote; False: a fresh interpreter
+    extra_env: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def from_settings(cls, **overrides: Any) -> SandboxLimits:
+        """Limits from the service Settings, with keyword overrides."""
+        from kernelband.config import get_settings
+
+        s = get_settings()
+        values: dict[str, Any] = {
+            "wall_s": s.sandbox_timeout_s,
+            "cpu_s": s.sandbox_cpu_s,
+            "max_files": s.sandbox_max_files,
+            "max_file_bytes": s.sandbox_max_file_bytes,
+            "warm": s.sandbox_warm_pool,
+        }
+        values.update(overrides)
+        return cls(**values)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class SandboxResult:
+    """What a sandboxed run produced: the target's JSON value, or why there is none."""
+
+    ok: bool
+    value: Any = None
+    reason: str = ""  # "", timeout, memory_limit, cpu_limit, crashed:SIGSEGV, exit:3, ...
+    message: str = ""
+    wall_s: float = 0.0
+    stderr_tail: str = ""
+    warm: bool = False
+    network_isolated: bool | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> SandboxResult:
+        return cls(**data)
+
+
+def scrubbed_env(limits: SandboxLimits, workdir: str) -> dict[str, str]:
+    """The child's environment: basics only, no secrets, HOME inside the private temp dir."""
+    env = {k: v for k, v in os.environ.items() if k in KEPT_NAMES and not SECRET_NAME.search(k)}
+    env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
+    env["HOME"] = workdir
+    env["TMPDIR"] = workdir
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    env["PYTHONHASHSEED"] = "0"
+    env["TRITON_CACHE_DIR"] = default_triton_cache_dir()
+    if limits.interpret:
+        env["TRITON_INTERPRET"] = "1"
+    for key, value in limits.extra_env.items():
+        if not SECRET_NAME.search(key):
+            env[key] = value
+    return env

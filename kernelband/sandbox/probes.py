@@ -1,0 +1,73 @@
+"""Trusted targets that exercise the sandbox itself (used by its tests and benchmarks)."""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import socket
+import sys
+import time
+from typing import Any
+
+
+def echo(payload: dict[str, Any]) -> dict[str, Any]:
+    """Return the payload with facts about the child's environment."""
+    return {
+        "payload": payload,
+        "cwd": os.getcwd(),
+        "env": dict(os.environ),
+        "sid_is_pid": os.getsid(0) == os.getpid(),
+        "torch_loaded": "torch" in sys.modules,
+    }
+
+
+def sleep(payload: dict[str, Any]) -> dict[str, Any]:
+    time.sleep(float(payload.get("seconds", 3600)))
+    return {}
+
+
+def segfault(payload: dict[str, Any]) -> dict[str, Any]:
+    ctypes.string_at(0)
+    return {}
+
+
+def exit_now(payload: dict[str, Any]) -> dict[str, Any]:
+    os._exit(int(payload.get("code", 3)))
+
+
+def allocate(payload: dict[str, Any]) -> dict[str, Any]:
+    """Touch `gb` gigabytes, one 64 MiB block at a time."""
+    blocks = []
+    for _ in range(int(float(payload["gb"]) * 16)):
+        blocks.append(bytearray(64 * 1024 * 1024))
+    return {"blocks": len(blocks)}
+
+
+def fork_many(payload: dict[str, Any]) -> dict[str, Any]:
+    """Start `n` sleeping children (a fork bomb in slow motion)."""
+    for _ in range(int(payload["n"])):
+        if os.fork() == 0:
+            time.sleep(60)
+            os._exit(0)
+    time.sleep(60)
+    return {}
+
+
+def connect(payload: dict[str, Any]) -> dict[str, Any]:
+    """Try to reach a TCP address; report the error instead of raising."""
+    try:
+        with socket.create_connection((payload["host"], int(payload["port"])), timeout=2):
+            return {"connected": True}
+    except OSError as exc:
+        return {"connected": False, "error": type(exc).__name__}
+
+
+def write_file(payload: dict[str, Any]) -> dict[str, Any]:
+    with open(payload["path"], "w") as f:
+        f.write("x")
+    return {"written": True}
+
+
+def spin(payload: dict[str, Any]) -> dict[str, Any]:
+    while True:
+        pass

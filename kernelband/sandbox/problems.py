@@ -1,0 +1,48 @@
+"""Load a user's problem file inside the sandbox (loading executes the user's module)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kernelband.problem.model import KernelProblem, ProblemLoadError
+from kernelband.sandbox.limits import SandboxLimits
+from kernelband.sandbox.runner import run_sandboxed
+
+
+def load_problem_target(payload: dict[str, Any]) -> dict[str, Any]:
+    """Sandbox target: `{"problem": dict}` or `{"error": {"reason", "line"}}`."""
+    from kernelband.problem import load_problem
+
+    try:
+        problem = load_problem(payload["source"], payload["format"], payload["name"])
+    except ProblemLoadError as exc:
+        return {"error": {"reason": exc.reason, "line": exc.line}}
+    return {"problem": problem.to_dict()}
+
+
+def load_problem_sandboxed(
+    source: str, format: str, name: str, limits: SandboxLimits | None = None
+) -> KernelProblem:
+    """`load_problem` run in a sandbox child; raises ProblemLoadError with the loader's reason."""
+    limits = limits or SandboxLimits.from_settings(interpret=_needs_interpreter())
+    result = run_sandboxed(
+        "kernelband.sandbox.problems:load_problem_target",
+        {"source": source, "format": format, "name": name},
+        limits,
+    )
+    if not result.ok:
+        raise ProblemLoadError(
+            f"loading the problem failed in the sandbox ({result.reason}): "
+            f"{result.message.splitlines()[0] if result.message else 'no details'}; "
+            "check that the file imports and runs on its own"
+        )
+    value = result.value or {}
+    if "error" in value:
+        raise ProblemLoadError(value["error"]["reason"], value["error"].get("line"))
+    return KernelProblem.from_dict(value["problem"])
+
+
+def _needs_interpreter() -> bool:
+    from kernelband.sandbox.device import detect_device
+
+    return detect_device() == "cpu"

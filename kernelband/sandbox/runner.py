@@ -1,0 +1,184 @@
+"""`run_sandboxed`: run a trusted target in a confined child and supervise it to the end."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import selectors
+import shutil
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from kernelband.sandbox import pool
+from kernelband.sandbox.limits import SandboxLimits, SandboxResult, default_triton_cache_dir
+from kernelband.sandbox.watch import kill_session, session_usage, signal_reason
+
+log = logging.getLogger(__name__)
+STDERR_TAIL_BYTES = 4000
+WATCH_INTERVAL_S = 0.05
+_warned_network = False
+
+
+@dataclass
+class _Outputs:
+    result: bytearray = field(default_factory=bytearray)
+    stderr: bytearray = field(default_factory=bytearray)
+    status: bytearray = field(default_factory=bytearray)
+    too_large: bool = False
+
+
+def _read_into(fd: int, handle: pool.ChildHandle, out: _Outputs, limits: SandboxLimits) -> bool:
+    """Read one chunk; False at end of file."""
+    try:
+        chunk = os.read(fd, 1 << 20)
+    except BlockingIOError:
+        return True
+    if not chunk:
+        return False
+    if fd == handle.result_r:
+        out.result += chunk
+        out.too_large = out.too_large or len(out.result) > limits.max_result_bytes
+    elif fd == handle.stderr_r:
+        out.stderr = (out.stderr + chunk)[-STDERR_TAIL_BYTES:]
+    else:
+        out.status += chunk
+    return True
+
+
+def _exit_code(handle: pool.ChildHandle, out: _Outputs) -> int | None:
+    """Popen-style return code (negative: signal), None while running."""
+    if handle.popen is not None:
+        return handle.popen.poll()
+    if out.status:
+        return os.waitstatus_to_exitcode(int(json.loads(bytes(out.status))["status"]))
+    return None
+
+
+def _watch_reason(handle: pool.ChildHandle, limits: SandboxLimits, deadline: float) -> str:
+    if time.monotonic() >= deadline:
+        return "timeout"
+    nprocs, rss = session_usage(handle.pid)
+    # count first: forked children share pages, so their summed RSS overstates memory
+    if nprocs > limits.max_procs:
+        return "too_many_processes"
+    if rss > limits.memory_bytes:
+        return "memory_limit"
+    return ""
+
+
+def _supervise(handle: pool.ChildHandle, limits: SandboxLimits) -> tuple[int | None, str, _Outputs]:
+    """Pump the pipes until the child ends or a limit is hit; returns (code, kill reason, out)."""
+    out = _Outputs()
+    sel = selectors.DefaultSelector()
+    for fd in (handle.result_r, handle.stderr_r, handle.status_r):
+        if fd is not None:
+            os.set_blocking(fd, False)
+            sel.register(fd, selectors.EVENT_READ)
+    deadline = time.monotonic() + limits.wall_s
+    reason, code = "", None
+    while code is None:
+        for key, _ in sel.select(WATCH_INTERVAL_S):
+            if not _read_into(int(key.fd), handle, out, limits):
+                sel.unregister(key.fd)
+        code = _exit_code(handle, out)
+        reason = "result_too_large" if out.too_large else ""
+        reason = reason or (_watch_reason(handle, limits, deadline) if code is None else "")
+        if reason:
+            break
+    kill_session(handle.pid)  # stragglers the child left behind die with it
+    if code is None:
+        code = _wait_killed(handle, sel, out, limits)
+    for key in list(sel.get_map().values()):
+        while _read_into(int(key.fd), handle, out, limits):
+            if not _readable(key.fd):
+                break
+    sel.close()
+    return code, reason, out
+
+
+def _readable(fd: Any) -> bool:
+    sel = selectors.DefaultSelector()
+    sel.register(fd, selectors.EVENT_READ)
+    ready = bool(sel.select(0))
+    sel.close()
+    return ready
+
+
+def _wait_killed(
+    handle: pool.ChildHandle, sel: selectors.BaseSelector, out: _Outputs, limits: SandboxLimits
+) -> int | None:
+    if handle.popen is not None:
+        try:
+            return handle.popen.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            return None
+    end = time.monotonic() + 10
+    while not out.status and time.monotonic() < end and handle.status_r is not None:
+        if _readable(handle.status_r):
+            _read_into(handle.status_r, handle, out, limits)
+        else:
+            time.sleep(0.01)
+    return _exit_code(handle, out)
+
+
+def _interpret(code: int | None, reason: str, out: _Outputs, wall: float, warm: bool) -> SandboxResult:
+    tail = out.stderr.decode(errors="replace")
+    common = {"wall_s": wall, "stderr_tail": tail, "warm": warm}
+    if reason:
+        return SandboxResult(False, reason=reason, message=_kill_message(reason), **common)  # type: ignore[arg-type]
+    doc: dict[str, Any] | None = None
+    if out.result:
+        try:
+            doc = json.loads(bytes(out.result))
+        except ValueError:
+            doc = None
+    if code is not None and code < 0:
+        return SandboxResult(False, reason=signal_reason(-code), message="the sandbox child was killed by a signal", **common)  # type: ignore[arg-type]
+    if not isinstance(doc, dict):
+        why = f"exit:{code}" if code else "no_result"
+        return SandboxResult(False, reason=why, message=f"the sandbox child ended ({why}) without a result", **common)  # type: ignore[arg-type]
+    _warn_network(doc.get("network_isolated"))
+    if doc.get("ok"):
+        return SandboxResult(True, value=doc.get("value"), network_isolated=doc.get("network_isolated"), **common)  # type: ignore[arg-type]
+    msg = f"{doc.get('message', '')}\n{doc.get('traceback', '')}".strip()
+    return SandboxResult(False, reason=str(doc.get("reason", "error")), message=msg, **common)  # type: ignore[arg-type]
+
+
+def _kill_message(reason: str) -> str:
+    return {
+        "timeout": "the run exceeded its wall-clock limit and was killed",
+        "memory_limit": "the run exceeded its memory limit (resident set size) and was killed",
+        "too_many_processes": "the run started too many processes and was killed",
+        "result_too_large": "the run returned a result larger than allowed and was killed",
+    }.get(reason, reason)
+
+
+def _warn_network(isolated: Any) -> None:
+    global _warned_network
+    if isolated is False and not _warned_network:
+        _warned_network = True
+        log.warning("sandbox: could not create a private network namespace; children have network")
+
+
+def run_sandboxed(target: str, payload: dict[str, Any], limits: SandboxLimits | None = None) -> SandboxResult:
+    """Run `target` ("module:function", dict -> JSON-able) in a confined child process."""
+    limits = limits or SandboxLimits.from_settings()
+    os.makedirs(default_triton_cache_dir(), exist_ok=True)
+    workdir = tempfile.mkdtemp(prefix="kb-sandbox-")
+    request_path = os.path.join(workdir, ".request.json")
+    with open(request_path, "w", encoding="utf-8") as f:
+        json.dump({"target": target, "payload": payload, "limits": limits.to_dict(), "workdir": workdir}, f)
+    start = time.monotonic()
+    handle = pool.spawn(request_path, limits, workdir)
+    try:
+        code, reason, out = _supervise(handle, limits)
+    finally:
+        for fd in (handle.result_r, handle.stderr_r, handle.status_r):
+            if fd is not None:
+                os.close(fd)
+        shutil.rmtree(workdir, ignore_errors=True)
+    return _interpret(code, reason, out, time.monotonic() - start, handle.warm)

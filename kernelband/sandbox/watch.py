@@ -1,0 +1,59 @@
+"""Watch and kill a sandbox child's whole session through /proc (no cgroups needed)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+
+_PAGE = os.sysconf("SC_PAGE_SIZE")
+
+
+def _stat_fields(pid: str) -> list[str] | None:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            raw = f.read().decode(errors="replace")
+    except OSError:
+        return None
+    # the command name may hold spaces or parentheses: split after the last ')'
+    return raw[raw.rfind(")") + 2 :].split()
+
+
+def session_members(sid: int) -> list[tuple[int, int]]:
+    """(pid, rss_bytes) of every live process whose session id is `sid`."""
+    members = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        fields = _stat_fields(name)
+        # fields[0] is the state (index 2 of stat); session is stat field 6, rss field 24
+        if fields and int(fields[3]) == sid and fields[0] != "Z":
+            members.append((int(name), int(fields[21]) * _PAGE))
+    return members
+
+
+def session_usage(sid: int) -> tuple[int, int]:
+    """(process count, total RSS bytes) of the session."""
+    members = session_members(sid)
+    return len(members), sum(rss for _, rss in members)
+
+
+def kill_session(sid: int) -> None:
+    """SIGKILL the process group and every straggler that kept the session id."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(sid, signal.SIGKILL)
+    for pid, _ in session_members(sid):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
+
+
+def signal_reason(sig: int) -> str:
+    """`cpu_limit`, `file_size_limit` or `crashed:SIGSEGV` for a terminating signal."""
+    if sig == signal.SIGXCPU:
+        return "cpu_limit"
+    if sig == signal.SIGXFSZ:
+        return "file_size_limit"
+    try:
+        return f"crashed:{signal.Signals(sig).name}"
+    except ValueError:
+        return f"crashed:signal{sig}"

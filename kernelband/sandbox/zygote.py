@@ -1,0 +1,96 @@
+"""The warm pool: a process with torch and triton imported that forks one child per run.
+
+Protocol over a SOCK_SEQPACKET socket pair: the parent sends `{"request": PATH}` with three
+descriptors (result, stderr, status pipes' write ends); the zygote forks, answers
+`{"pid": N}`, and when the child ends writes `{"status": waitstatus}` on the status pipe.
+The zygote never runs untrusted code itself and never initialises CUDA.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import select
+import signal
+import socket
+import sys
+
+PRELOAD = ("torch", "triton", "numpy")
+
+
+def _child(sock: socket.socket, wake: tuple[int, int], path: str, fds: list[int]) -> None:
+    result_fd, stderr_fd, status_fd = fds
+    os.setsid()  # its own session and process group: the parent kills them as one
+    signal.set_wakeup_fd(-1)
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    sock.close()
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.dup2(stderr_fd, 1)
+    os.dup2(stderr_fd, 2)
+    # keep only the result pipe: other runs' pipes must not be reachable from this child
+    keep = sorted({0, 1, 2, result_fd})
+    for low, high in zip(keep, keep[1:] + [65536], strict=False):
+        os.closerange(low + 1, high)
+    from kernelband.sandbox.child import read_request, run_request
+
+    run_request(read_request(path), result_fd)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
+
+
+def _reap(status_fds: dict[int, int]) -> None:
+    while True:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+        fd = status_fds.pop(pid, None)
+        if fd is not None:
+            os.write(fd, json.dumps({"status": status}).encode())
+            os.close(fd)
+
+
+def serve(sock: socket.socket) -> None:
+    """Fork a confined child per request until the parent closes the socket."""
+    wake_r, wake_w = os.pipe()
+    os.set_blocking(wake_w, False)
+    signal.set_wakeup_fd(wake_w)
+    signal.signal(signal.SIGCHLD, lambda *_: None)
+    status_fds: dict[int, int] = {}
+    sock.send(b'{"ready": true}')
+    while True:
+        readable, _, _ = select.select([sock.fileno(), wake_r], [], [])
+        if wake_r in readable:
+            os.read(wake_r, 4096)
+            _reap(status_fds)
+        if sock.fileno() in readable:
+            msg, fds, _, _ = socket.recv_fds(sock, 65536, 3)
+            if not msg:
+                return  # the parent is gone
+            pid = os.fork()
+            if pid == 0:
+                _child(sock, (wake_r, wake_w), json.loads(msg)["request"], fds)
+            os.close(fds[0])
+            os.close(fds[1])
+            status_fds[pid] = fds[2]
+            sock.send(json.dumps({"pid": pid}).encode())
+            _reap(status_fds)
+
+
+def main() -> None:
+    """`python -m kernelband.sandbox.zygote SOCKET_FD [MODULE ...]`."""
+    for name in PRELOAD + tuple(sys.argv[2:]):
+        try:
+            importlib.import_module(name)
+        except ImportError as exc:
+            print(f"zygote: preloading {name} failed: {exc}", file=sys.stderr)
+    serve(socket.socket(fileno=int(sys.argv[1])))
+
+
+if __name__ == "__main__":
+    main()

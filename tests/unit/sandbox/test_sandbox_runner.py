@@ -1,0 +1,81 @@
+"""The sandbox confines, limits and reports real child processes (warm and cold)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+
+import pytest
+
+from kernelband.sandbox import SandboxLimits, run_sandboxed, shutdown_pool
+from kernelband.sandbox.limits import SandboxResult
+
+PROBE = "kernelband.sandbox.probes:"
+FAST = {"wall_s": 3.0, "cpu_s": 3, "memory_bytes": 1500 * 1024**2, "max_procs": 20}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _pool() -> Iterator[None]:
+    yield
+    shutdown_pool()
+
+
+def run(target: str, payload: dict, **limits: object) -> SandboxResult:
+    return run_sandboxed(PROBE + target, payload, SandboxLimits(**{**FAST, **limits}))  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("warm", [True, False])
+def test_child_gets_private_dir_own_session_and_scrubbed_env(warm: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KERNELBAND_LLM_API_KEY", "sk-secret")
+    monkeypatch.setenv("DATABASE_URL", "postgresql://root@127.0.0.1/x")
+    monkeypatch.setenv("MY_TOKEN", "t")
+    result = run("echo", {"x": [1, 2]}, warm=warm, interpret=True)
+    assert result.ok, result
+    value = result.value
+    assert value["payload"] == {"x": [1, 2]}
+    assert value["sid_is_pid"] is True
+    assert value["torch_loaded"] is warm
+    assert value["env"]["TRITON_INTERPRET"] == "1"
+    assert value["env"]["HOME"] == value["cwd"]
+    assert not any(k in value["env"] for k in ("KERNELBAND_LLM_API_KEY", "DATABASE_URL", "MY_TOKEN"))
+    assert not os.path.exists(value["cwd"]), "the temp dir must be deleted afterwards"
+    assert result.warm is warm
+
+
+@pytest.mark.parametrize(
+    ("target", "payload", "limits", "reason"),
+    [
+        ("sleep", {"seconds": 60}, {"wall_s": 1.0}, "timeout"),
+        ("segfault", {}, {}, "crashed:SIGSEGV"),
+        ("exit_now", {"code": 3}, {}, "exit:3"),
+        ("allocate", {"gb": 20}, {"memory_bytes": 1024**3}, "memory_limit"),
+        ("fork_many", {"n": 200}, {"audit": False, "max_procs": 10}, "too_many_processes"),
+        ("spin", {}, {"cpu_s": 1, "wall_s": 10}, "cpu_limit"),
+        ("write_file", {"path": "/tmp/kb_sandbox_escape"}, {}, "exception:SandboxViolation"),
+    ],
+)
+def test_misbehaving_child_is_a_result_not_an_outage(target: str, payload: dict, limits: dict, reason: str) -> None:
+    result = run(target, payload, **limits)
+    assert not result.ok
+    assert result.reason == reason, result
+    assert result.wall_s < 8
+    assert not os.path.exists("/tmp/kb_sandbox_escape")
+
+
+def test_network_namespace_has_no_route_even_without_audit_hook() -> None:
+    result = run("connect", {"host": "127.0.0.1", "port": 6379}, audit=False)
+    assert result.ok, result
+    assert result.network_isolated is True
+    assert result.value["connected"] is False
+
+
+def test_audit_hook_refuses_sockets() -> None:
+    result = run("connect", {"host": "127.0.0.1", "port": 6379})
+    assert result.value == {"connected": False, "error": "SandboxViolation"}
+
+
+def test_exception_in_target_comes_back_with_type_and_message() -> None:
+    result = run_sandboxed("kernelband.sandbox.probes:does_not_exist", {}, SandboxLimits(**FAST))  # type: ignore[arg-type]
+    assert not result.ok
+    assert result.reason == "exception:AttributeError"
+    assert "does_not_exist" in result.message
