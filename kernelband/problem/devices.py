@@ -1,0 +1,139 @@
+"""Run problems written for `cuda` on the CPU (under TRITON_INTERPRET=1) without editing them.
+
+`device_scope(device)` is a context manager. On a real GPU (`device` starts with "cuda") it does
+nothing. Otherwise it rewrites every `cuda` device a torch call asks for (factory `device=`
+keywords, `Tensor.cuda()`, `Tensor.to("cuda")`) to `device`, reports tensors as `is_cuda`, and
+turns the `torch.cuda` calls that CPU-only torch refuses (synchronize, device guards, ...) into
+harmless stand-ins for the duration of the scope.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import torch
+from torch.overrides import TorchFunctionMode
+
+
+def is_gpu_device(device: str) -> bool:
+    """True when `device` names a CUDA device (nothing is remapped then)."""
+    return device.startswith("cuda")
+
+
+def use_interpreter_for(device: str) -> None:
+    """Make Triton kernels decorated from now on run in the interpreter on a CPU device."""
+    if not is_gpu_device(device):
+        # triton reads TRITON_INTERPRET when a kernel is decorated, so set it before user imports.
+        os.environ["TRITON_INTERPRET"] = "1"
+
+
+def _is_cuda_spec(value: Any) -> bool:
+    if isinstance(value, torch.device):
+        return value.type == "cuda"
+    return isinstance(value, str) and value.split(":")[0] == "cuda"
+
+
+def _remap_value(value: Any, target: str) -> Any:
+    return target if _is_cuda_spec(value) else value
+
+
+class CudaToDevice(TorchFunctionMode):
+    """A torch function mode that sends every `cuda` placement to `target`."""
+
+    def __init__(self, target: str) -> None:
+        super().__init__()
+        self.target = target
+
+    def __torch_function__(
+        self,
+        func: Callable[..., Any],
+        types: Any,
+        args: tuple[Any, ...] = (),
+        kwargs: dict[str, Any] | None = None,
+    ) -> Any:
+        kwargs = dict(kwargs or {})
+        if func is torch.Tensor.cuda:
+            return args[0].to(self.target)
+        if getattr(func, "__self__", None) is torch.Tensor.is_cuda:
+            # user code often asserts `x.is_cuda`; the remapped tensors stand in for cuda ones
+            return True
+        if "device" in kwargs:
+            kwargs["device"] = _remap_value(kwargs["device"], self.target)
+        if func is torch.Tensor.to:
+            args = tuple(_remap_value(a, self.target) for a in args)
+        return func(*args, **kwargs)
+
+
+class _NoOpDeviceGuard:
+    """Stands in for `torch.cuda.device(...)`, which CPU-only torch refuses."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+    def __enter__(self) -> _NoOpDeviceGuard:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+class _WallClockEvent:
+    """Stands in for `torch.cuda.Event(enable_timing=True)` using the host clock."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self.stamp = 0.0
+
+    def record(self, *args: Any, **kwargs: Any) -> None:
+        self.stamp = time.perf_counter()
+
+    def synchronize(self) -> None:
+        return None
+
+    def elapsed_time(self, end: _WallClockEvent) -> float:
+        return (end.stamp - self.stamp) * 1000.0
+
+
+def _no_op(*args: Any, **kwargs: Any) -> None:
+    return None
+
+
+_CUDA_STAND_INS: dict[str, Any] = {
+    "synchronize": _no_op,
+    "empty_cache": _no_op,
+    "set_device": _no_op,
+    "reset_peak_memory_stats": _no_op,
+    "current_device": lambda: 0,
+    "device": _NoOpDeviceGuard,
+    "Event": _WallClockEvent,
+}
+
+
+@contextlib.contextmanager
+def _patched_cuda_module() -> Iterator[None]:
+    saved = {name: getattr(torch.cuda, name) for name in _CUDA_STAND_INS}
+    try:
+        for name, stand_in in _CUDA_STAND_INS.items():
+            setattr(torch.cuda, name, stand_in)
+        yield
+    finally:
+        for name, original in saved.items():
+            setattr(torch.cuda, name, original)
+
+
+@contextlib.contextmanager
+def device_scope(device: str) -> Iterator[None]:
+    """Inside this scope, code written for `cuda` runs on `device` (no-op on a real GPU)."""
+    if is_gpu_device(device):
+        if not torch.cuda.is_available():
+            raise RuntimeError(
+                f"device {device!r} was requested but this machine has no usable GPU; "
+                "run on a GPU node or ask for device 'cpu' (Triton interpreter)"
+            )
+        yield
+        return
+    with _patched_cuda_module(), CudaToDevice(device):
+        yield

@@ -1,0 +1,210 @@
+"""Run a problem's inputs, reference and candidate (sandbox child only).
+
+`load_runtime` imports the original module and the candidate module (the original file with
+its editable region replaced) as two separate modules from files in `workdir`. Every call runs
+inside `device_scope(device)`, so problems written for `cuda` run on the CPU interpreter.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import torch
+
+from kernelband.problem.devices import device_scope, use_interpreter_for
+from kernelband.problem.model import Case, KernelProblem
+from kernelband.problem.tritonbench import run_test, runnable_source, test_function_name
+from kernelband.problem.usercode import import_module_file
+
+# Both KernelBench models are built after seeding with this, as KernelBench's own harness does.
+WEIGHT_SEED = 42
+
+
+class CaseInputs(list[Any]):
+    """The argument list of one call; it remembers the case and seed it was built for."""
+
+    def __init__(self, args: list[Any], case: Case, seed: int) -> None:
+        super().__init__(args)
+        self.case = case
+        self.seed = seed
+
+
+class ProblemRuntime:
+    """Fresh inputs, the reference result and the candidate result for one case."""
+
+    def __init__(
+        self, problem: KernelProblem, original: ModuleType, candidate: ModuleType, device: str
+    ) -> None:
+        self.problem = problem
+        self.original_module = original
+        self.candidate_module = candidate
+        self.device = device
+        self._last: tuple[Case, int] | None = None
+
+    def inputs(self, case: Case, seed: int) -> list[Any]:
+        """Fresh arguments for `case`, seeded by `seed` (may be empty, see subclasses)."""
+        raise NotImplementedError("Must provide inputs(case, seed)")
+
+    def reference(self, args: list[Any]) -> Any:
+        """The reference result for `args`."""
+        raise NotImplementedError("Must provide reference(args)")
+
+    def candidate(self, args: list[Any]) -> Any:
+        """The candidate kernel's result for `args`."""
+        raise NotImplementedError("Must provide candidate(args)")
+
+    def _remember(self, args: list[Any], case: Case, seed: int) -> CaseInputs:
+        self._last = (case, seed)
+        return CaseInputs(args, case, seed)
+
+    def _case_of(self, args: list[Any]) -> tuple[Case, int]:
+        """The case/seed `args` were built for (a plain list copy: the last inputs() call)."""
+        if isinstance(args, CaseInputs):
+            return args.case, args.seed
+        if self._last is None:
+            raise RuntimeError("call inputs(case, seed) before reference() or candidate()")
+        return self._last
+
+
+class NativeRuntime(ProblemRuntime):
+    """Native format: make_inputs / reference / entry."""
+
+    def inputs(self, case: Case, seed: int) -> list[Any]:
+        with device_scope(self.device):
+            torch.manual_seed(seed)
+            args = self.original_module.make_inputs(case, self.device, seed)
+        if not isinstance(args, list | tuple):
+            raise TypeError(
+                f"make_inputs must return a list of arguments, got {type(args).__name__}"
+            )
+        return self._remember(list(args), case, seed)
+
+    def reference(self, args: list[Any]) -> Any:
+        module = self.original_module
+        fn = getattr(module, "reference", None) or getattr(module, self.problem.entry)
+        with device_scope(self.device):
+            return fn(*args)
+
+    def candidate(self, args: list[Any]) -> Any:
+        with device_scope(self.device):
+            return getattr(self.candidate_module, self.problem.entry)(*args)
+
+
+class TritonBenchRuntime(ProblemRuntime):
+    """TritonBench-G: the test builds its own inputs; results are picked by case name."""
+
+    def inputs(self, case: Case, seed: int) -> list[Any]:
+        return self._remember([], case, seed)
+
+    def _run(self, module: ModuleType, args: list[Any], who: str) -> Any:
+        case, seed = self._case_of(args)
+        test_name = test_function_name(self.problem.source)
+        results = run_test(module, test_name, seed, self.device)
+        if case.name not in results:
+            raise KeyError(
+                f"the {who} test returned no result {case.name!r}; it returned {list(results)}"
+            )
+        return results[case.name]
+
+    def reference(self, args: list[Any]) -> Any:
+        return self._run(self.original_module, args, "original")
+
+    def candidate(self, args: list[Any]) -> Any:
+        return self._run(self.candidate_module, args, "candidate")
+
+
+def _to_device(value: Any, device: str, dtype: str) -> Any:
+    if not isinstance(value, torch.Tensor):
+        return value
+    value = value.to(device)
+    return value.to(getattr(torch, dtype)) if value.is_floating_point() else value
+
+
+class KernelBenchRuntime(ProblemRuntime):
+    """KernelBench: Model is the reference, ModelNew the candidate, same weights."""
+
+    def __init__(
+        self, problem: KernelProblem, original: ModuleType, candidate: ModuleType, device: str
+    ) -> None:
+        super().__init__(problem, original, candidate, device)
+        self._models: dict[str, tuple[torch.nn.Module, torch.nn.Module]] = {}
+
+    def _apply_params(self, case: Case) -> None:
+        # case params override module constants that get_inputs()/get_init_inputs() read
+        for module in (self.original_module, self.candidate_module):
+            for key, value in case.params.items():
+                setattr(module, key, value)
+
+    def _build(self, case: Case) -> tuple[torch.nn.Module, torch.nn.Module]:
+        self._apply_params(case)
+        with device_scope(self.device):
+            init = list(self.original_module.get_init_inputs())
+            torch.manual_seed(WEIGHT_SEED)
+            ref = self.original_module.Model(*init)
+            torch.manual_seed(WEIGHT_SEED)
+            new = self.candidate_module.ModelNew(*init)
+        _copy_matching_state(ref, new)
+        dtype = getattr(torch, case.dtype)
+        return ref.to(self.device, dtype), new.to(self.device, dtype)
+
+    def _pair(self, args: list[Any]) -> tuple[torch.nn.Module, torch.nn.Module]:
+        case, _ = self._case_of(args)
+        if case.name not in self._models:
+            self._models[case.name] = self._build(case)
+        return self._models[case.name]
+
+    def inputs(self, case: Case, seed: int) -> list[Any]:
+        self._apply_params(case)
+        with device_scope(self.device):
+            torch.manual_seed(seed)
+            args = list(self.original_module.get_inputs())
+        return self._remember([_to_device(a, self.device, case.dtype) for a in args], case, seed)
+
+    def reference(self, args: list[Any]) -> Any:
+        model = self._pair(args)[0]
+        with device_scope(self.device), torch.no_grad():
+            return model(*args)
+
+    def candidate(self, args: list[Any]) -> Any:
+        model = self._pair(args)[1]
+        with device_scope(self.device), torch.no_grad():
+            return model(*args)
+
+
+def _copy_matching_state(source: torch.nn.Module, target: torch.nn.Module) -> None:
+    """Give ModelNew the reference's weights where names and shapes agree."""
+    wanted = target.state_dict()
+    shared = {
+        k: v for k, v in source.state_dict().items() if k in wanted and wanted[k].shape == v.shape
+    }
+    if shared:
+        target.load_state_dict(shared, strict=False)
+
+
+_RUNTIMES: dict[str, type[ProblemRuntime]] = {
+    "native": NativeRuntime,
+    "tritonbench": TritonBenchRuntime,
+    "kernelbench": KernelBenchRuntime,
+}
+
+
+def _runnable(problem: KernelProblem, source: str) -> str:
+    return runnable_source(source) if problem.format == "tritonbench" else source
+
+
+def load_runtime(
+    problem: KernelProblem,
+    editable: str | None,
+    device: str,
+    *,
+    workdir: str | Path | None = None,
+) -> ProblemRuntime:
+    """Import the original and the candidate (`editable=None`: the original kernel)."""
+    use_interpreter_for(device)
+    folder = Path(workdir or Path.cwd())
+    original = import_module_file(_runnable(problem, problem.source), "original", folder, device)
+    spliced = problem.source if editable is None else problem.splice(editable)
+    candidate = import_module_file(_runnable(problem, spliced), "candidate", folder, device)
+    return _RUNTIMES[problem.format](problem, original, candidate, device)
