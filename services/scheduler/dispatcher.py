@@ -1,0 +1,148 @@
+"""CeleryDispatcher: attempts go to named Celery queues, results come back on `results`.
+
+Choice (see DESIGN.md): results are plain kombu messages on the `results` queue, read by this
+dispatcher with `basic_get` in the scheduler process only (no Celery worker consumes them).
+A result is acknowledged only when the scheduler calls `ack` after committing its effect, so a
+scheduler crash leaves it in Redis; the next leader calls `recover_unacked` at takeover and the
+at-most-once-per-attempt rule absorbs any duplicate.
+
+The results channel keeps its unacknowledged messages under its own Redis keys, so its short
+visibility timeout never redelivers a Celery task that is still running on a worker.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections import defaultdict
+from typing import Any
+
+from celery import Celery
+from kombu import Connection
+from kombu.message import Message
+
+from kernelband.config import Settings
+from kernelband.dispatch import Dispatcher, TaskMessage, TaskResult
+from services.worker.app import make_app
+from services.worker.messages import RESULTS, Heartbeat, MessageFormatError, parse_message
+from services.worker.tasks import TASK_NAMES
+
+log = logging.getLogger(__name__)
+
+RESULTS_UNACKED_KEYS = {
+    "unacked_key": "kernelband.results.unacked",
+    "unacked_index_key": "kernelband.results.unacked_index",
+    "unacked_mutex_key": "kernelband.results.unacked_mutex",
+}
+# A leader that holds a result this long without committing it is presumed dead.
+RESULTS_VISIBILITY_S = 120
+POLL_STEP_S = 0.05
+
+
+def results_connection(broker_url: str, visibility_timeout: float = RESULTS_VISIBILITY_S) -> Connection:
+    """A broker connection whose unacked bookkeeping is private to the results queue."""
+    options = {**RESULTS_UNACKED_KEYS, "visibility_timeout": visibility_timeout}
+    return Connection(broker_url, transport_options=options)
+
+
+class CeleryDispatcher(Dispatcher):
+    """Sends TaskMessages to Celery queues; drains result and heartbeat messages."""
+
+    def __init__(self, settings: Settings, app: Celery | None = None) -> None:
+        self._app = app or make_app(settings)
+        self._broker_url = settings.broker_url
+        self._connection = results_connection(settings.broker_url)
+        self._queue = RESULTS(self._connection.default_channel)
+        self._queue.declare()
+        self._pending: dict[int, list[Message]] = defaultdict(list)
+        self._heartbeats: list[Heartbeat] = []
+        self.submitted: dict[str, int] = {}  # attempts per kind, for reports
+
+    def submit(self, task: TaskMessage) -> str:
+        """Send one attempt to its queue; an unknown queue raises (no queue is ever created)."""
+        task_id = task.task_id or f"attempt-{task.attempt_id}-{uuid.uuid4().hex[:8]}"
+        self._app.send_task(TASK_NAMES[task.kind], args=[task.to_dict()], queue=task.queue,
+                            task_id=task_id)
+        self.submitted[task.kind] = self.submitted.get(task.kind, 0) + 1
+        return task_id
+
+    def drain(self, timeout_s: float = 0.0, max_items: int = 1000) -> list[TaskResult]:
+        """Results that arrived (unacknowledged until `ack`), waiting up to `timeout_s`."""
+        deadline = time.monotonic() + timeout_s
+        results: list[TaskResult] = []
+        while len(results) < max_items:
+            message = self._queue.get(no_ack=False)
+            if message is None:
+                if results or time.monotonic() >= deadline:
+                    break
+                time.sleep(POLL_STEP_S)
+                continue
+            result = self._accept(message)
+            if result is not None:
+                results.append(result)
+        return results
+
+    def _accept(self, message: Message) -> TaskResult | None:
+        try:
+            parsed = parse_message(message.decode())
+        except (MessageFormatError, ValueError) as exc:
+            log.error("dropping a malformed results message: %s", exc)
+            message.ack()  # redelivering it would fail the same way forever
+            return None
+        if isinstance(parsed, Heartbeat):
+            self._heartbeats.append(parsed)
+            message.ack()  # a lost heartbeat is replaced by the next one
+            return None
+        self._pending[parsed.attempt_id].append(message)
+        meta = {"name": parsed.worker, "wall_s": parsed.wall_s, "sent_at": parsed.sent_at}
+        return TaskResult(parsed.attempt_id, {**parsed.result, "_worker": meta})
+
+    def ack(self, results: list[TaskResult]) -> None:
+        """Acknowledge results whose effect is committed; each delivery of them is removed."""
+        for result in results:
+            for message in self._pending.pop(result.attempt_id, []):
+                message.ack()
+
+    def ack_drained(self) -> int:
+        """Acknowledge every result drained so far (call after their transactions committed)."""
+        messages = [m for batch in self._pending.values() for m in batch]
+        self._pending.clear()
+        for message in messages:
+            message.ack()
+        return len(messages)
+
+    def requeue_drained(self) -> int:
+        """Put every drained, unacknowledged result back on the queue (after a failed step)."""
+        messages = [m for batch in self._pending.values() for m in batch]
+        self._pending.clear()
+        for message in messages:
+            message.requeue()
+        return len(messages)
+
+    def has_heartbeats(self) -> bool:
+        """True when heartbeats wait to be recorded."""
+        return bool(self._heartbeats)
+
+    def take_heartbeats(self) -> list[Heartbeat]:
+        """Heartbeats received since the last call."""
+        beats, self._heartbeats = self._heartbeats, []
+        return beats
+
+    def recover_unacked(self) -> int:
+        """Put back every result a dead leader took but never acknowledged; returns how many."""
+        with results_connection(self._broker_url, visibility_timeout=0) as connection:
+            client = connection.default_channel.client
+            before = int(client.zcard(RESULTS_UNACKED_KEYS["unacked_index_key"]))
+            connection.default_channel.qos.restore_visible(num=100_000, interval=1)
+        return before
+
+    def close(self) -> None:
+        """Close the connection; unacknowledged results go back to the queue."""
+        self._pending.clear()
+        self._connection.release()
+
+    def queue_depth(self) -> dict[str, Any]:
+        """Messages waiting in the results queue (for diagnostics)."""
+        _, count, _ = self._queue.queue_declare(passive=True)
+        return {"results": count}

@@ -1,0 +1,114 @@
+"""The scheduler process: wait for the leader lock, then run engine steps until told to stop.
+
+Each pass: expire leases, drain results, select and dispatch, finish tracks and jobs (all in
+kernelband.engine.step, each sub-step a fenced transaction), then record heartbeats. Results
+are acknowledged to Redis only after the step that ingested them returned, so a crash
+redelivers them and the at-most-once-per-attempt rule absorbs the duplicate.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+
+from sqlalchemy.exc import SQLAlchemyError
+
+from kernelband.config import Settings
+from kernelband.db.session import DatabaseError, open_database, session_scope
+from kernelband.engine import EngineContext, step
+from kernelband.engine_support import FencingError, verify_epoch
+from services.scheduler.dispatcher import CeleryDispatcher
+from services.scheduler.leader import LeaderLock
+from services.scheduler.workers import record_heartbeats, scheduler_heartbeat
+from services.worker.heartbeat import package_versions
+
+log = logging.getLogger(__name__)
+
+STANDBY_POLL_S = 1.0  # how often a replica retries the lock
+LOCK_CHECK_S = 2.0  # how often the leader confirms it still holds the lock
+OWN_HEARTBEAT_S = 5.0
+ERROR_BACKOFF_S = 2.0
+
+
+@dataclass
+class LeaderStats:
+    """Counters of one leadership term, logged when it ends."""
+
+    steps: int = 0
+    ingested: int = 0
+    dispatched: int = 0
+    requeued: int = 0
+    errors: list[str] = field(default_factory=list)
+
+
+def run_scheduler(settings: Settings, name: str, stop: threading.Event) -> None:
+    """Run until `stop` is set: standby while another replica leads, lead otherwise."""
+    url = settings.effective_database_url
+    engine, factory = open_database(url)  # fails fast on an unmigrated schema
+    lock = LeaderLock(url, name, factory)
+    dispatcher = CeleryDispatcher(settings)
+    try:
+        while not stop.is_set():
+            epoch = lock.try_acquire()
+            if epoch is None:
+                stop.wait(STANDBY_POLL_S)
+                continue
+            recovered = dispatcher.recover_unacked()
+            log.info("%s leads with epoch %s; %s unacknowledged results put back", name, epoch,
+                     recovered)
+            ctx = EngineContext(factory=factory, dispatcher=dispatcher, settings=settings,
+                                leader_epoch=epoch)
+            stats = lead(ctx, lock, dispatcher, name, stop)
+            log.info("%s stopped leading: %s", name, stats)
+            lock.release()
+    finally:
+        dispatcher.close()  # unacknowledged results return to the queue
+        lock.dispose()
+        engine.dispose()
+
+
+def lead(ctx: EngineContext, lock: LeaderLock, dispatcher: CeleryDispatcher, name: str,
+         stop: threading.Event) -> LeaderStats:
+    """Engine steps while this process holds the lock and nobody asked it to stop."""
+    stats, last_check, last_beat = LeaderStats(), time.monotonic(), 0.0
+    while not stop.is_set():
+        if time.monotonic() - last_check > LOCK_CHECK_S:
+            if not lock.still_held():
+                stats.errors.append("lost the leader lock")
+                return stats
+            last_check = time.monotonic()
+        try:
+            report = step(ctx, drain_timeout_s=ctx.settings.poll_interval_s)
+        except FencingError as exc:
+            stats.requeued += dispatcher.requeue_drained()
+            stats.errors.append(str(exc))
+            return stats
+        except (DatabaseError, SQLAlchemyError, ConnectionError, OSError) as exc:
+            # Redis or Postgres briefly away: put results back and try again shortly.
+            stats.requeued += dispatcher.requeue_drained()
+            stats.errors.append(f"{type(exc).__name__}: {exc}"[:300])
+            log.warning("scheduler step failed, retrying in %ss: %s", ERROR_BACKOFF_S, exc)
+            stop.wait(ERROR_BACKOFF_S)
+            continue
+        dispatcher.ack_drained()
+        stats.steps += 1
+        stats.ingested += report.ingested
+        stats.dispatched += report.dispatched
+        if time.monotonic() - last_beat > OWN_HEARTBEAT_S or dispatcher.has_heartbeats():
+            write_heartbeats(ctx, dispatcher, name)
+            last_beat = time.monotonic()
+    return stats
+
+
+def write_heartbeats(ctx: EngineContext, dispatcher: CeleryDispatcher, name: str) -> None:
+    """Record worker heartbeats and the scheduler's own, in one fenced transaction."""
+    beats = [*dispatcher.take_heartbeats(),
+             scheduler_heartbeat(name, ctx.leader_epoch, package_versions())]
+    try:
+        with session_scope(ctx.factory) as session:
+            verify_epoch(session, ctx.leader_epoch)
+            record_heartbeats(session, beats)
+    except (DatabaseError, SQLAlchemyError, FencingError) as exc:
+        log.warning("heartbeats not recorded: %s", exc)

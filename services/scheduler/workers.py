@@ -1,0 +1,38 @@
+"""The workers table: the scheduler records each heartbeat it receives (workers cannot)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from kernelband.db.models import Worker
+from services.worker.messages import Heartbeat
+
+SCHEDULER_QUEUE = "scheduler"
+
+
+def record_heartbeats(session: Session, beats: list[Heartbeat]) -> int:
+    """Upsert one row per worker name with its latest heartbeat; returns rows written."""
+    latest: dict[str, Heartbeat] = {}
+    for beat in beats:
+        if beat.worker not in latest or beat.sent_at >= latest[beat.worker].sent_at:
+            latest[beat.worker] = beat
+    for beat in latest.values():
+        row = session.scalars(select(Worker).where(Worker.name == beat.worker)).one_or_none()
+        if row is None:
+            row = Worker(name=beat.worker, queue=beat.queue)
+            session.add(row)
+        row.queue, row.target, row.gpu_name = beat.queue, beat.target, beat.gpu_name
+        row.versions = {**beat.versions,
+                        "holds_database_credentials": beat.holds_database_credentials}
+        row.last_heartbeat = datetime.fromtimestamp(beat.sent_at, UTC)
+    session.flush()
+    return len(latest)
+
+
+def scheduler_heartbeat(name: str, epoch: int | None, versions: dict[str, str]) -> Heartbeat:
+    """The scheduler's own liveness row (queue "scheduler"), written while it leads."""
+    return Heartbeat(worker=name, queue=SCHEDULER_QUEUE, target=None, gpu_name=None,
+                     versions={**versions, "leader_epoch": str(epoch)})
