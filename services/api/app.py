@@ -1,0 +1,84 @@
+"""The FastAPI application: routers composed in one place, one error body, one settings object."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
+from sqlalchemy.orm import Session, sessionmaker
+from starlette.responses import Response
+
+from kernelband.config import Settings, get_settings
+from kernelband.db import open_database
+from services.api.errors import ErrorBody, install_error_handlers
+from services.api.logs import install_log_redaction
+from services.api.metrics import ApiMetrics
+from services.api.problems import ProblemLoader, sandboxed_loader
+from services.api.routers import fleet, health, jobs, results
+
+DESCRIPTION = (
+    "Submit Triton kernel problems and get faster kernels per GPU type, found by a "
+    "hardware-aware multi-armed bandit (KernelBand). Every time is labelled `measured` or "
+    "`estimated`. Authenticate with `Authorization: Bearer <token>` "
+    "(`kernelband tokens create --team NAME`)."
+)
+
+
+def _body_limit(settings: Settings) -> int:
+    # JSON escaping can grow source text several-fold; this only stops absurd bodies early,
+    # the exact source limit is checked on the decoded field.
+    return 8 * settings.max_source_bytes + 64 * 1024
+
+
+def create_app(
+    settings: Settings | None = None,
+    *,
+    session_factory: sessionmaker[Session] | None = None,
+    problem_loader: ProblemLoader = sandboxed_loader,
+    embedded: bool = False,
+) -> FastAPI:
+    """Build the app; without a session factory the database is opened (and, on SQLite,
+    migrated) at startup. `embedded` reads queue depths from attempts instead of Redis."""
+    settings = settings or get_settings()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        if app.state.session_factory is None:
+            url = settings.effective_database_url
+            _, app.state.session_factory = open_database(url, migrate=url.startswith("sqlite"))
+        yield
+
+    app = FastAPI(
+        title="KernelBand Service", version="0.1.0", description=DESCRIPTION, lifespan=lifespan
+    )
+    app.state.settings = settings
+    app.state.session_factory = session_factory
+    app.state.problem_loader = problem_loader
+    app.state.broker_url = None if embedded else settings.broker_url
+    app.state.metrics = ApiMetrics(lambda: app.state.session_factory)
+    install_error_handlers(app)
+    install_log_redaction()
+    _install_middleware(app, _body_limit(settings))
+    for module in (health, jobs, results, fleet):
+        app.include_router(module.router)
+    return app
+
+
+def _install_middleware(app: FastAPI, max_body: int) -> None:
+    @app.middleware("http")
+    async def limit_body(
+        request: Request, call_next: Callable[[Request], Awaitable[Response]]
+    ) -> Response:
+        length = request.headers.get("content-length", "")
+        if length.isdigit() and int(length) > max_body:
+            body = ErrorBody(
+                error="payload_too_large",
+                message=f"The request body is {length} bytes; this server accepts at most "
+                f"{max_body} bytes. Submit a smaller problem file.",
+            )
+            return JSONResponse(body.model_dump(exclude_none=True), 413)
+        return await call_next(request)
+
+    app.middleware("http")(app.state.metrics.middleware)

@@ -1,0 +1,57 @@
+"""Bearer-token authentication: a token names its team; only sha256 hashes are stored."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from kernelband.db.models import ApiToken, Team, utcnow
+from services.api.errors import ApiError
+from services.api.tokens import hashes_match, token_prefix
+
+_HOW_TO_GET = "create one with `kernelband tokens create --team NAME`"
+_CHALLENGE = {"WWW-Authenticate": "Bearer"}
+# Recording use on every request would turn each read into a write; once a minute is enough.
+_LAST_USED_RESOLUTION = timedelta(minutes=1)
+
+
+def _unauthorized(code: str, message: str) -> ApiError:
+    return ApiError(401, code, message, headers=_CHALLENGE)
+
+
+def missing_token() -> ApiError:
+    """401 for a request without a bearer token."""
+    return _unauthorized(
+        "missing_token", f"Send the header 'Authorization: Bearer <token>'; {_HOW_TO_GET}."
+    )
+
+
+def authenticate(session: Session, token: str) -> Team:
+    """The team of a valid, unrevoked token, else a 401 ApiError."""
+    prefix = token_prefix(token)
+    if prefix is not None:
+        rows = session.scalars(select(ApiToken).where(ApiToken.prefix == prefix)).all()
+        for row in rows:
+            if not hashes_match(token, row.token_hash):
+                continue
+            if row.revoked_at is not None:
+                raise _unauthorized(
+                    "revoked_token", f"Token kb_{prefix}_... was revoked; {_HOW_TO_GET}."
+                )
+            _touch(session, row)
+            team = session.get(Team, row.team_id)
+            if team is not None:
+                return team
+    raise _unauthorized("invalid_token", f"The bearer token is not valid; {_HOW_TO_GET}.")
+
+
+def _touch(session: Session, row: ApiToken) -> None:
+    now = utcnow()
+    last = row.last_used_at
+    if last is not None and last.tzinfo is None:
+        last = last.replace(tzinfo=now.tzinfo)  # SQLite returns naive datetimes
+    if last is None or now - last > _LAST_USED_RESOLUTION:
+        row.last_used_at = now
+        session.commit()

@@ -1,0 +1,45 @@
+"""Queue depths: Redis LLEN per Celery queue when a broker is configured, else pending attempts."""
+
+from __future__ import annotations
+
+import logging
+
+from sqlalchemy.orm import Session
+
+from kernelband.dispatch import QUEUE_CPU, QUEUE_LLM, QUEUE_RESULTS, gpu_queue
+from services.api import queries
+from services.api.schemas import QueueDepth, Target
+
+log = logging.getLogger(__name__)
+
+KNOWN_QUEUES: tuple[str, ...] = (
+    QUEUE_LLM, QUEUE_CPU, *(gpu_queue(t.value) for t in Target if t is not Target.cpu),
+    QUEUE_RESULTS,
+)
+
+
+def broker_depths(broker_url: str, queues: tuple[str, ...] = KNOWN_QUEUES) -> dict[str, int]:
+    """LLEN of each Celery queue list in Redis; raises when the broker cannot be reached."""
+    import redis
+
+    client = redis.Redis.from_url(broker_url, socket_connect_timeout=0.5, socket_timeout=0.5)
+    try:
+        pipe = client.pipeline()
+        for name in queues:
+            pipe.llen(name)
+        return {q: int(n) for q, n in zip(queues, pipe.execute(), strict=True)}
+    finally:
+        client.close()
+
+
+def queue_depths(session: Session, broker_url: str | None) -> list[QueueDepth]:
+    """Depth per queue with its source; falls back to pending attempts if Redis is down."""
+    if broker_url and broker_url.startswith(("redis://", "rediss://")):
+        try:
+            depths = broker_depths(broker_url)
+            return [QueueDepth(queue=q, depth=n, source="broker") for q, n in depths.items()]
+        except Exception as exc:  # the fleet view must still answer when the broker is down
+            log.warning("broker unreachable for queue depths (%s); using pending attempts", exc)
+    pending = queries.pending_attempts_by_queue(session)
+    names = list(KNOWN_QUEUES) + sorted(set(pending) - set(KNOWN_QUEUES))
+    return [QueueDepth(queue=q, depth=pending.get(q, 0), source="pending_attempts") for q in names]

@@ -1,0 +1,73 @@
+"""Validating and storing submitted problems; the user's module only ever runs in the sandbox."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from kernelband.db.models import Problem
+from kernelband.problem.model import KernelProblem, ProblemLoadError
+from services.api.errors import ApiError
+
+# (source, format, name) -> KernelProblem, raising ProblemLoadError for an invalid file.
+ProblemLoader = Callable[[str, str, str], KernelProblem]
+
+
+def sandboxed_loader(source: str, format: str, name: str) -> KernelProblem:
+    """Load a problem in a sandbox child process (never in the API process)."""
+    try:
+        from kernelband.sandbox import load_problem_sandboxed
+    except ImportError as exc:
+        raise ApiError(
+            503, "loader_unavailable",
+            "The sandboxed problem loader is not installed on this server; ask the operator to "
+            "install the full kernelband package.",
+        ) from exc
+    return load_problem_sandboxed(source, format, name)
+
+
+def content_hash(source: str, format: str) -> str:
+    """The same hash as `KernelProblem.content_hash`, computable before loading."""
+    return hashlib.sha256(f"{format}\n{source}".encode()).hexdigest()
+
+
+def check_size(source: str, max_bytes: int) -> None:
+    """413 when the source is larger than the server accepts."""
+    size = len(source.encode())
+    if size > max_bytes:
+        raise ApiError(
+            413, "source_too_large",
+            f"The problem source is {size} bytes; this server accepts at most {max_bytes} bytes "
+            "(KERNELBAND_MAX_SOURCE_BYTES). Submit a smaller file with only the kernel, its "
+            "reference and its cases.",
+        )
+
+
+def find_problem(session: Session, team_id: int, digest: str) -> Problem | None:
+    """The team's stored problem with this content hash, if any."""
+    stmt = select(Problem).where(Problem.team_id == team_id, Problem.content_hash == digest)
+    return session.scalars(stmt).first()
+
+
+def load_or_reject(loader: ProblemLoader, source: str, format: str, name: str) -> KernelProblem:
+    """Run the loader; an invalid file becomes a 422 carrying the loader's reason."""
+    try:
+        return loader(source, format, name)
+    except ProblemLoadError as exc:
+        where = f" (line {exc.line})" if exc.line else ""
+        raise ApiError(
+            422, "invalid_problem",
+            f"The {format} problem '{name}' could not be loaded: {exc.reason}{where}. Fix the "
+            "file and submit again; `kernelband check FILE` gives the same verdict locally.",
+        ) from exc
+
+
+def new_problem(team_id: int, problem: KernelProblem, digest: str) -> Problem:
+    """A Problem row for a freshly loaded problem."""
+    return Problem(
+        team_id=team_id, name=problem.name, format=problem.format, content_hash=digest,
+        source=problem.source, loaded=problem.to_dict(),
+    )

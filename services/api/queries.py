@@ -1,0 +1,157 @@
+"""Read queries of the API, always scoped to the calling team."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import UTC, datetime
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from kernelband.db.models import (
+    FINISHED_JOB_STATUSES,
+    ArmStat,
+    Attempt,
+    Candidate,
+    Event,
+    Job,
+    Measurement,
+    Problem,
+    Track,
+    Worker,
+)
+from services.api.errors import ApiError, not_found
+
+
+def team_job(session: Session, team_id: int, job_id: int) -> Job:
+    """The team's job, or 404 (another team's job looks exactly like a missing one)."""
+    job = session.get(Job, job_id)
+    if job is None or job.team_id != team_id:
+        raise not_found("job", job_id)
+    return job
+
+
+def job_track(session: Session, job: Job, target: str) -> Track | None:
+    """The job's track for a target (None while the scheduler has not started it)."""
+    if target not in job.targets:
+        raise ApiError(
+            404, "not_found",
+            f"Job {job.id} has no target '{target}'; its targets are {', '.join(job.targets)}.",
+        )
+    stmt = select(Track).where(Track.job_id == job.id, Track.target == target)
+    return session.scalars(stmt).first()
+
+
+def list_jobs(
+    session: Session, team_id: int, *, status: str | None, target: str | None,
+    suite: str | None, limit: int, offset: int,
+) -> tuple[list[tuple[Job, Problem]], int]:
+    """A page of the team's jobs (newest first) and the total matching count."""
+    stmt = select(Job, Problem).join(Problem, Problem.id == Job.problem_id)
+    stmt = stmt.where(Job.team_id == team_id)
+    if status:
+        stmt = stmt.where(Job.status == status)
+    if suite:
+        stmt = stmt.where(Job.suite_id == suite)
+    rows = [(j, p) for j, p in session.execute(stmt.order_by(Job.id.desc())).all()]
+    # targets is a JSON list: filtering in Python keeps the query identical on SQLite/Postgres.
+    if target:
+        rows = [(j, p) for j, p in rows if target in j.targets]
+    return rows[offset : offset + limit], len(rows)
+
+
+def active_job_count(session: Session, team_id: int) -> int:
+    """How many of the team's jobs are queued or running."""
+    stmt = select(func.count()).select_from(Job).where(
+        Job.team_id == team_id, Job.status.not_in(FINISHED_JOB_STATUSES)
+    )
+    return int(session.scalar(stmt) or 0)
+
+
+def job_tracks(session: Session, job_id: int) -> dict[str, Track]:
+    """The job's tracks by target."""
+    rows = session.scalars(select(Track).where(Track.job_id == job_id)).all()
+    return {t.target: t for t in rows}
+
+
+def best_measurement(session: Session, track: Track) -> Measurement | None:
+    """The newest measurement of the track's best candidate on the track's target."""
+    if track.best_candidate_id is None:
+        return None
+    stmt = (
+        select(Measurement)
+        .where(Measurement.candidate_id == track.best_candidate_id,
+               Measurement.target == track.target)
+        .order_by(Measurement.id.desc())
+    )
+    return session.scalars(stmt).first()
+
+
+def job_candidates(
+    session: Session, job_id: int, target: str | None, status: str | None, limit: int, offset: int
+) -> list[tuple[Candidate, Track]]:
+    """The job's candidates in creation order, optionally for one target or status."""
+    stmt = select(Candidate, Track).join(Track, Track.id == Candidate.track_id)
+    stmt = stmt.where(Track.job_id == job_id)
+    if target:
+        stmt = stmt.where(Track.target == target)
+    if status:
+        stmt = stmt.where(Candidate.status == status)
+    stmt = stmt.order_by(Candidate.id).limit(limit).offset(offset)
+    return [(c, t) for c, t in session.execute(stmt).all()]
+
+
+def measurements_by_candidate(
+    session: Session, candidate_ids: Sequence[int]
+) -> dict[int, list[Measurement]]:
+    """Measurements of many candidates in one query."""
+    out: dict[int, list[Measurement]] = {cid: [] for cid in candidate_ids}
+    if not candidate_ids:
+        return out
+    stmt = select(Measurement).where(Measurement.candidate_id.in_(candidate_ids))
+    for m in session.scalars(stmt.order_by(Measurement.id)).all():
+        out[m.candidate_id].append(m)
+    return out
+
+
+def arm_stats(session: Session, track_id: int) -> list[ArmStat]:
+    """A track's arms ordered by cluster then strategy."""
+    stmt = select(ArmStat).where(ArmStat.track_id == track_id)
+    return list(session.scalars(stmt.order_by(ArmStat.cluster, ArmStat.strategy)).all())
+
+
+def events_after(session: Session, job_id: int, after: int, limit: int) -> tuple[list[Event], bool]:
+    """Up to `limit` events with seq > after, and whether more follow."""
+    stmt = (
+        select(Event).where(Event.job_id == job_id, Event.seq > after)
+        .order_by(Event.seq).limit(limit + 1)
+    )
+    rows = list(session.scalars(stmt).all())
+    return rows[:limit], len(rows) > limit
+
+
+def workers(session: Session) -> list[Worker]:
+    """All workers that have sent a heartbeat."""
+    return list(session.scalars(select(Worker).order_by(Worker.queue, Worker.name)).all())
+
+
+def pending_attempts_by_queue(session: Session) -> dict[str, int]:
+    """Attempts waiting or in flight per queue, the queue depth when no broker is configured."""
+    stmt = (
+        select(Attempt.queue, func.count())
+        .where(Attempt.state.in_(("pending", "dispatched")))
+        .group_by(Attempt.queue)
+    )
+    return {str(q): int(n) for q, n in session.execute(stmt).all()}
+
+
+def age_s(moment: datetime | None, now: datetime | None = None) -> float | None:
+    """Seconds since `moment` (naive SQLite datetimes are UTC)."""
+    if moment is None:
+        return None
+    now = now or datetime.now(UTC)
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    if now.tzinfo is None:
+        now = now.replace(tzinfo=UTC)
+    return max(0.0, (now - moment).total_seconds())

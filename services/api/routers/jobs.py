@@ -1,0 +1,107 @@
+"""Jobs: submit, list, inspect, cancel."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Query, Response, status
+
+from kernelband.db.models import FINISHED_JOB_STATUSES, JOB_STATUSES, Problem
+from services.api import queries, submission
+from services.api.deps import CurrentTeam, ProblemLoaderDep, SessionDep, SettingsDep
+from services.api.errors import ERROR_RESPONSES, ApiError, ErrorBody
+from services.api.problems import check_size
+from services.api.schemas import JobCreate, JobList, JobOut, Target
+from services.api.views import job_out, job_summary
+
+router = APIRouter(prefix="/v1/jobs", tags=["jobs"], responses=ERROR_RESPONSES)
+
+JobStatus = Annotated[str | None, Query(description=f"One of {', '.join(JOB_STATUSES)}.")]
+
+
+@router.post(
+    "",
+    status_code=status.HTTP_201_CREATED,
+    summary="Submit a kernel problem for optimization",
+    description=(
+        "Validates the problem in a sandbox (an invalid file is rejected with the loader's "
+        "reason), stores it content-hashed, and queues a job with one bandit track per target."
+    ),
+    responses={
+        413: {"model": ErrorBody, "description": "The source is larger than the server accepts."},
+        429: {"model": ErrorBody, "description": "The team has too many unfinished jobs."},
+    },
+)
+def create_job(
+    body: JobCreate, team: CurrentTeam, session: SessionDep, settings: SettingsDep,
+    loader: ProblemLoaderDep, response: Response,
+) -> JobOut:
+    team_id = team.id
+    check_size(body.problem.source, settings.max_source_bytes)
+    submission.validate_policy(body.policy, body.policy_params)
+    submission.check_concurrency(session, team_id, settings)
+    problem = submission.stored_problem(session, team_id, body, loader)
+    job = submission.new_job(team_id, problem, body)
+    session.add(job)
+    session.commit()
+    response.headers["Location"] = f"/v1/jobs/{job.id}"
+    return job_out(session, job, problem)
+
+
+@router.get(
+    "",
+    summary="List your team's jobs",
+    description="Newest first; filter by status, target or suite.",
+)
+def list_jobs(
+    team: CurrentTeam, session: SessionDep,
+    status_: Annotated[str | None, Query(alias="status", description=f"One of {', '.join(JOB_STATUSES)}.")] = None,
+    target: Annotated[Target | None, Query(description="Jobs that include this target.")] = None,
+    suite: Annotated[str | None, Query(max_length=120, description="Suite label.")] = None,
+    limit: Annotated[int, Query(ge=1, le=500)] = 50,
+    offset: Annotated[int, Query(ge=0)] = 0,
+) -> JobList:
+    if status_ is not None and status_ not in JOB_STATUSES:
+        raise ApiError(
+            422, "invalid_request",
+            f"'status' must be one of {', '.join(JOB_STATUSES)}; got '{status_}'.",
+        )
+    rows, total = queries.list_jobs(
+        session, team.id, status=status_, target=target.value if target else None,
+        suite=suite, limit=limit, offset=offset,
+    )
+    return JobList(jobs=[job_summary(j, p) for j, p in rows], total=total)
+
+
+@router.get(
+    "/{job_id}",
+    summary="Inspect a job",
+    description="Status per track, the best speedup per target with its label "
+    "(measured | estimated), and what the job has spent.",
+)
+def get_job(job_id: int, team: CurrentTeam, session: SessionDep) -> JobOut:
+    job = queries.team_job(session, team.id, job_id)
+    problem = session.get(Problem, job.problem_id)
+    assert problem is not None  # foreign key
+    return job_out(session, job, problem)
+
+
+@router.post(
+    "/{job_id}/cancel",
+    summary="Request cancellation",
+    description="Sets the job's cancel flag; the scheduler stops dispatching and finishes the "
+    "job as cancelled. Cancelling a finished job is refused with 409.",
+    responses={409: {"model": ErrorBody, "description": "The job has already finished."}},
+)
+def cancel_job(job_id: int, team: CurrentTeam, session: SessionDep) -> JobOut:
+    job = queries.team_job(session, team.id, job_id)
+    if job.status in FINISHED_JOB_STATUSES:
+        raise ApiError(
+            409, "job_finished",
+            f"Job {job_id} is already {job.status}; there is nothing to cancel.",
+        )
+    job.cancel_requested = True
+    session.commit()
+    problem = session.get(Problem, job.problem_id)
+    assert problem is not None
+    return job_out(session, job, problem)

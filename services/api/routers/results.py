@@ -1,0 +1,122 @@
+"""What a job has produced: candidates, best kernels, bandit arms, events."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Query
+from fastapi.responses import PlainTextResponse
+
+from kernelband.db.models import CANDIDATE_STATUSES, Problem
+from services.api import queries
+from services.api.best import best_kernel_file
+from services.api.deps import CurrentTeam, SessionDep
+from services.api.errors import ERROR_RESPONSES, ApiError
+from services.api.schemas import (
+    ArmOut,
+    BanditOut,
+    CandidateList,
+    EventOut,
+    EventPage,
+    Target,
+)
+from services.api.views import candidate_out
+
+router = APIRouter(prefix="/v1/jobs/{job_id}", tags=["results"], responses=ERROR_RESPONSES)
+
+
+@router.get(
+    "/candidates",
+    summary="List a job's candidate kernels",
+    description="Lineage (parent, depth), strategy, status, rejection reason and every "
+    "measurement with its label.",
+)
+def list_candidates(
+    job_id: int, team: CurrentTeam, session: SessionDep,
+    target: Annotated[Target | None, Query(description="Only this target's track.")] = None,
+    status: Annotated[str | None, Query(description=f"One of {', '.join(CANDIDATE_STATUSES)}.")] = None,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 200,
+    offset: Annotated[int, Query(ge=0)] = 0,
+) -> CandidateList:
+    job = queries.team_job(session, team.id, job_id)
+    if status is not None and status not in CANDIDATE_STATUSES:
+        raise ApiError(
+            422, "invalid_request",
+            f"'status' must be one of {', '.join(CANDIDATE_STATUSES)}; got '{status}'.",
+        )
+    rows = queries.job_candidates(
+        session, job.id, target.value if target else None, status, limit, offset
+    )
+    ms = queries.measurements_by_candidate(session, [c.id for c, _ in rows])
+    return CandidateList(candidates=[candidate_out(c, t, ms[c.id]) for c, t in rows])
+
+
+@router.get(
+    "/best",
+    summary="Download the best kernel for a target",
+    description="The complete problem module with the best verified kernel spliced in, "
+    "headed by a provenance comment (job, candidate, lineage, time and its label).",
+    response_class=PlainTextResponse,
+    responses={200: {"content": {"text/x-python": {}}, "description": "The kernel module."}},
+)
+def download_best(
+    job_id: int, team: CurrentTeam, session: SessionDep,
+    target: Annotated[Target, Query(description="Which GPU type's best kernel.")],
+) -> PlainTextResponse:
+    job = queries.team_job(session, team.id, job_id)
+    track = queries.job_track(session, job, target.value)
+    if track is None or track.best_candidate_id is None:
+        raise ApiError(
+            404, "no_best_kernel",
+            f"Job {job_id} has no measured kernel for '{target.value}' yet; poll "
+            f"GET /v1/jobs/{job_id} until its track shows a best result.",
+        )
+    problem = session.get(Problem, job.problem_id)
+    assert problem is not None
+    text = best_kernel_file(session, job, problem, track)
+    filename = f"{problem.name}.{target.value}.job{job.id}.py"
+    return PlainTextResponse(
+        text, media_type="text/x-python",
+        headers={"Content-Disposition": f'attachment; filename="{filename}"'},
+    )
+
+
+@router.get(
+    "/tracks/{target}/bandit",
+    summary="Bandit arm statistics of one track",
+    description="One row per (cluster, strategy) arm: pulls, mean reward, whether the arm is "
+    "masked (dimension saturated) and its UCB score at the last update.",
+)
+def bandit_arms(job_id: int, target: Target, team: CurrentTeam, session: SessionDep) -> BanditOut:
+    job = queries.team_job(session, team.id, job_id)
+    track = queries.job_track(session, job, target.value)
+    arms = queries.arm_stats(session, track.id) if track is not None else []
+    return BanditOut(
+        job_id=job.id, target=target.value, total_pulls=sum(a.pulls for a in arms),
+        arms=[
+            ArmOut(cluster=a.cluster, strategy=a.strategy, pulls=a.pulls,
+                   mean_reward=a.mean_reward, masked=a.masked, ucb_score=a.ucb_score)
+            for a in arms
+        ],
+    )
+
+
+@router.get(
+    "/events",
+    summary="Poll a job's events",
+    description="Events with seq > after, oldest first. Poll again with after=next_after; "
+    "has_more says a full page was returned and more are waiting.",
+)
+def list_events(
+    job_id: int, team: CurrentTeam, session: SessionDep,
+    after: Annotated[int, Query(ge=0, description="Return events with a larger seq.")] = 0,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+) -> EventPage:
+    job = queries.team_job(session, team.id, job_id)
+    events, more = queries.events_after(session, job.id, after, limit)
+    return EventPage(
+        events=[EventOut(seq=e.seq, kind=e.kind, payload=e.payload, created_at=e.created_at)
+                for e in events],
+        next_after=events[-1].seq if events else after,
+        has_more=more,
+    )

@@ -1,0 +1,260 @@
+"""Request and response models of the REST API (the OpenAPI schema is generated from these)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import StrEnum
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+ProblemFormatName = Literal["native", "tritonbench", "kernelbench"]
+
+
+class Target(StrEnum):
+    """GPU types a job can be optimised for (`cpu`: interpreter + cost-model estimate)."""
+
+    rtx4090 = "rtx4090"
+    a100 = "a100"
+    h100 = "h100"
+    h200 = "h200"
+    cpu = "cpu"
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ProblemIn(_Strict):
+    """The kernel problem file, as text."""
+
+    source: str = Field(min_length=1, description="The complete problem module text.")
+    format: ProblemFormatName = Field(default="native", description="File format of `source`.")
+    name: str = Field(default="problem", min_length=1, max_length=120, pattern=r"^[A-Za-z0-9_.\-]+$",
+        description="Short name used in listings and downloads.",
+    )
+
+
+class BudgetIn(_Strict):
+    """Hard limits for the whole job; nothing more is dispatched once one is spent."""
+
+    iterations: int = Field(default=20, ge=1, le=1000, description="Generations per track.")
+    tokens: int | None = Field(default=None, ge=1, le=100_000_000, description="LLM tokens, all tracks.")
+    usd: float | None = Field(default=None, gt=0, le=10_000, description="LLM cost in USD, all tracks.")
+    wall_s: int = Field(default=3600, ge=10, le=7 * 24 * 3600, description="Wall-clock seconds.")
+
+
+class GeneratorIn(_Strict):
+    """Which generator writes rewrites; an empty model means the offline rules generator."""
+
+    model: str = Field(default="", max_length=200, description="litellm model name, or '' for rules.")
+
+
+class JobCreate(_Strict):
+    """POST /v1/jobs body."""
+
+    problem: ProblemIn
+    targets: list[Target] = Field(min_length=1, max_length=5, description="One track per target.")
+    policy: str = Field(default="kernelband", min_length=1, max_length=64)
+    policy_params: dict[str, Any] = Field(default_factory=dict)
+    generator: GeneratorIn = Field(default_factory=lambda: GeneratorIn())
+    budget: BudgetIn = Field(default_factory=lambda: BudgetIn())
+    parallelism: int = Field(default=4, ge=1, le=64, description="Pulls in flight per track.")
+    suite: str | None = Field(default=None, max_length=120, description="Optional suite label to filter on.")
+    seed: int = Field(default=0, ge=0, le=2**31 - 1)
+
+    @field_validator("targets")
+    @classmethod
+    def _unique_targets(cls, value: list[Target]) -> list[Target]:
+        if len(set(value)) != len(value):
+            raise ValueError("each target may appear once; remove the duplicates")
+        return value
+
+
+class Spend(BaseModel):
+    """What a job has used so far (usd_known is False when a model has no known price)."""
+
+    iterations: int = 0
+    tokens: int = 0
+    usd: float = 0.0
+    usd_known: bool = True
+    wall_s: float = 0.0
+
+
+class BestOut(BaseModel):
+    """The best kernel of one track so far, with the label (measured | estimated) of its time."""
+
+    candidate_id: int | None
+    speedup: float | None
+    time_ms: float | None
+    label: str | None
+    method: str | None = None
+    device: str | None = None
+
+
+class TrackOut(BaseModel):
+    """One bandit run of a job, for one target (status `pending` until the scheduler starts it)."""
+
+    target: str
+    status: str
+    iterations_dispatched: int = 0
+    iterations_done: int = 0
+    original_time_ms: float | None = None
+    best: BestOut | None = None
+    held_out: str | None = Field(default=None, description="passed | failed once the best is verified.")
+    reason: str | None = None
+
+
+class ProblemOut(BaseModel):
+    """A stored problem (content-hashed)."""
+
+    id: int
+    name: str
+    format: str
+    content_hash: str
+
+
+class JobOut(BaseModel):
+    """A job with its tracks, best results and spend."""
+
+    id: int
+    status: str
+    cancel_requested: bool
+    problem: ProblemOut
+    targets: list[str]
+    policy: str
+    policy_params: dict[str, Any]
+    generator: str
+    model: str
+    seed: int
+    budget: BudgetIn
+    parallelism: int
+    suite: str | None
+    created_at: datetime | None
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    reason: str | None = None
+    tracks: list[TrackOut] = []
+    spend: Spend = Field(default_factory=lambda: Spend())
+
+
+class JobSummary(BaseModel):
+    """A job in a listing."""
+
+    id: int
+    status: str
+    problem_name: str
+    targets: list[str]
+    policy: str
+    suite: str | None
+    created_at: datetime | None
+
+
+class JobList(BaseModel):
+    """GET /v1/jobs."""
+
+    jobs: list[JobSummary]
+    total: int
+
+
+class MeasurementOut(BaseModel):
+    """One timing of a candidate; `label` says measured or estimated."""
+
+    target: str
+    label: str = Field(description="measured | estimated")
+    method: str
+    device: str
+    time_ms: float
+    speedup: float | None = Field(default=None, description="Original time / this time, same target.")
+    cv: float | None = None
+    noisy: bool = False
+
+
+class CandidateOut(BaseModel):
+    """One generated kernel: lineage, strategy, status and measurements."""
+
+    id: int
+    target: str
+    parent_id: int | None
+    lineage_depth: int
+    strategy: str | None
+    status: str
+    reason: str | None = Field(default=None, description="Why it was rejected, e.g. wrong_result:case=3.")
+    created_at: datetime | None = None
+    measurements: list[MeasurementOut] = []
+
+
+class CandidateList(BaseModel):
+    """GET /v1/jobs/{id}/candidates."""
+
+    candidates: list[CandidateOut]
+
+
+class ArmOut(BaseModel):
+    """One bandit arm: (cluster, strategy)."""
+
+    cluster: int
+    strategy: str
+    pulls: float
+    mean_reward: float
+    masked: bool = Field(description="True when the cluster is saturated in this dimension.")
+    ucb_score: float | None = Field(default=None, description="mean + c*sqrt(ln t / pulls) at update.")
+
+
+class BanditOut(BaseModel):
+    """GET /v1/jobs/{id}/tracks/{target}/bandit."""
+
+    job_id: int
+    target: str
+    total_pulls: float
+    arms: list[ArmOut]
+
+
+class EventOut(BaseModel):
+    """One job event; `seq` increases strictly per job."""
+
+    seq: int
+    kind: str
+    payload: dict[str, Any] = {}
+    created_at: datetime | None = None
+
+
+class EventPage(BaseModel):
+    """A page of events after a sequence number; poll again with `after=next_after`."""
+
+    events: list[EventOut]
+    next_after: int
+    has_more: bool
+
+
+class WorkerOut(BaseModel):
+    """A worker as last reported by its heartbeat."""
+
+    name: str
+    queue: str
+    target: str | None = None
+    gpu_name: str | None = None
+    heartbeat_age_s: float
+    current_attempt_id: int | None = None
+
+
+class QueueDepth(BaseModel):
+    """Waiting tasks per queue and where the number comes from."""
+
+    queue: str
+    depth: int
+    source: Literal["broker", "pending_attempts"]
+
+
+class FleetOut(BaseModel):
+    """GET /v1/fleet."""
+
+    workers: list[WorkerOut]
+    queues: list[QueueDepth]
+
+
+class Health(BaseModel):
+    """GET /healthz and /readyz."""
+
+    status: str
+    detail: str | None = None

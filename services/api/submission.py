@@ -1,0 +1,84 @@
+"""Turning a validated POST /v1/jobs body into problem and job rows."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from kernelband.config import Settings
+from kernelband.db import ConflictError
+from kernelband.db.models import Job, Problem
+from services.api import problems, queries
+from services.api.errors import ApiError
+from services.api.problems import ProblemLoader
+from services.api.schemas import JobCreate
+
+
+def validate_policy(name: str, params: dict[str, Any]) -> None:
+    """422 with the policy's own message when the name or params are invalid."""
+    try:
+        from kernelband.bandit import PolicyConfigError, make_policy
+    except ImportError:
+        return  # bandit package not in this build: the scheduler validates at start instead
+    try:
+        make_policy(name, params)
+    except PolicyConfigError as exc:
+        raise ApiError(
+            422, "invalid_policy",
+            f"Policy '{name}' with params {params} is not valid: {exc}. Fix `policy` or "
+            "`policy_params` (see /docs).",
+        ) from exc
+
+
+def check_concurrency(session: Session, team_id: int, settings: Settings) -> None:
+    """429 when the team already has its maximum of unfinished jobs."""
+    active = queries.active_job_count(session, team_id)
+    limit = settings.max_concurrent_jobs_per_team
+    if active >= limit:
+        raise ApiError(
+            429, "too_many_jobs",
+            f"Your team has {active} unfinished jobs and the limit is {limit}; wait for one to "
+            "finish or cancel one with POST /v1/jobs/{id}/cancel.",
+        )
+
+
+def stored_problem(
+    session: Session, team_id: int, body: JobCreate, loader: ProblemLoader
+) -> Problem:
+    """The team's problem row for this source, loading it in the sandbox only when new."""
+    src = body.problem
+    digest = problems.content_hash(src.source, src.format)
+    existing = problems.find_problem(session, team_id, digest)
+    if existing is not None:
+        return existing
+    # End the read transaction: the sandboxed load may take seconds and must not hold a
+    # database connection meanwhile.
+    session.rollback()
+    loaded = problems.load_or_reject(loader, src.source, src.format, src.name)
+    row = problems.new_problem(team_id, loaded, digest)
+    session.add(row)
+    try:
+        session.flush()
+    except IntegrityError as exc:  # a concurrent submission stored the same content first
+        session.rollback()
+        existing = problems.find_problem(session, team_id, digest)
+        if existing is None:
+            raise ConflictError(f"could not store problem {digest[:12]}: {exc}") from exc
+        return existing
+    return row
+
+
+def new_job(team_id: int, problem: Problem, body: JobCreate) -> Job:
+    """A queued job row for the scheduler to pick up."""
+    model = body.generator.model
+    return Job(
+        team_id=team_id, problem_id=problem.id, status="queued",
+        targets=[t.value for t in body.targets], policy=body.policy,
+        policy_params=body.policy_params, generator="llm" if model else "rules", model=model,
+        seed=body.seed, budget_iterations=body.budget.iterations,
+        budget_tokens=body.budget.tokens, budget_usd=body.budget.usd,
+        budget_wall_s=float(body.budget.wall_s), parallelism=body.parallelism,
+        suite_id=body.suite,
+    )

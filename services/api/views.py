@@ -1,0 +1,100 @@
+"""ORM rows -> response models (the only place that knows both shapes)."""
+
+from __future__ import annotations
+
+from sqlalchemy.orm import Session
+
+from kernelband.db.models import Candidate, Job, Measurement, Problem, Track
+from services.api import queries
+from services.api.schemas import (
+    BestOut,
+    BudgetIn,
+    CandidateOut,
+    JobOut,
+    JobSummary,
+    MeasurementOut,
+    ProblemOut,
+    Spend,
+    TrackOut,
+)
+
+
+def problem_out(problem: Problem) -> ProblemOut:
+    """The public part of a stored problem."""
+    return ProblemOut(
+        id=problem.id, name=problem.name, format=problem.format, content_hash=problem.content_hash
+    )
+
+
+def budget_out(job: Job) -> BudgetIn:
+    """The job's budget in the shape it was submitted."""
+    return BudgetIn(
+        iterations=job.budget_iterations, tokens=job.budget_tokens, usd=job.budget_usd,
+        wall_s=int(job.budget_wall_s or 0) or BudgetIn().wall_s,
+    )
+
+
+def track_out(session: Session, target: str, track: Track | None) -> TrackOut:
+    """One track; a target the scheduler has not started yet shows as pending."""
+    if track is None:
+        return TrackOut(target=target, status="pending")
+    best = None
+    if track.best_candidate_id is not None:
+        m = queries.best_measurement(session, track)
+        best = BestOut(
+            candidate_id=track.best_candidate_id, speedup=track.best_speedup,
+            time_ms=track.best_time_ms, label=track.best_label or (m.label if m else None),
+            method=m.method if m else None, device=m.device if m else None,
+        )
+    return TrackOut(
+        target=target, status=track.status, iterations_dispatched=track.iterations_dispatched,
+        iterations_done=track.iterations_done, original_time_ms=track.original_time_ms,
+        best=best, held_out=track.held_out, reason=track.held_out_reason or track.reason,
+    )
+
+
+def job_out(session: Session, job: Job, problem: Problem) -> JobOut:
+    """A job with its tracks, best results and spend."""
+    tracks = queries.job_tracks(session, job.id)
+    outs = [track_out(session, t, tracks.get(t)) for t in job.targets]
+    wall = queries.age_s(job.started_at, job.finished_at) if job.finished_at else None
+    if job.started_at is not None and job.finished_at is None:
+        wall = queries.age_s(job.started_at)
+    spend = Spend(
+        iterations=sum(t.iterations_done for t in outs), tokens=job.tokens_used,
+        usd=job.cost_usd, usd_known=job.cost_known, wall_s=round(wall or 0.0, 3),
+    )
+    return JobOut(
+        id=job.id, status=job.status, cancel_requested=job.cancel_requested,
+        problem=problem_out(problem), targets=list(job.targets), policy=job.policy,
+        policy_params=job.policy_params, generator=job.generator, model=job.model, seed=job.seed,
+        budget=budget_out(job), parallelism=job.parallelism, suite=job.suite_id,
+        created_at=job.created_at, started_at=job.started_at, finished_at=job.finished_at,
+        reason=job.reason, tracks=outs, spend=spend,
+    )
+
+
+def job_summary(job: Job, problem: Problem) -> JobSummary:
+    """A job in a listing."""
+    return JobSummary(
+        id=job.id, status=job.status, problem_name=problem.name, targets=list(job.targets),
+        policy=job.policy, suite=job.suite_id, created_at=job.created_at,
+    )
+
+
+def measurement_out(m: Measurement, original_time_ms: float | None) -> MeasurementOut:
+    """A measurement with its label and the speedup over the original on the same target."""
+    speedup = original_time_ms / m.time_ms if original_time_ms and m.time_ms > 0 else None
+    return MeasurementOut(
+        target=m.target, label=m.label, method=m.method, device=m.device, time_ms=m.time_ms,
+        speedup=speedup, cv=m.cv, noisy=m.noisy,
+    )
+
+
+def candidate_out(c: Candidate, track: Track, measurements: list[Measurement]) -> CandidateOut:
+    """A candidate with its lineage, status, rejection reason and measurements."""
+    return CandidateOut(
+        id=c.id, target=track.target, parent_id=c.parent_id, lineage_depth=c.lineage_depth,
+        strategy=c.strategy, status=c.status, reason=c.reason, created_at=c.created_at,
+        measurements=[measurement_out(m, track.original_time_ms) for m in measurements],
+    )

@@ -1,0 +1,152 @@
+"""API test fixtures: a real database (SQLite file, or Postgres when asked) and a client."""
+
+from __future__ import annotations
+
+import ast
+import os
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi import FastAPI
+from fastapi.testclient import TestClient
+from sqlalchemy import Engine, create_engine, text
+from sqlalchemy.orm import Session, sessionmaker
+
+from kernelband.config import Settings
+from kernelband.db import Base, make_engine, make_session_factory, session_scope
+from kernelband.problem.model import Case, KernelProblem, ProblemLoadError
+from services.api.app import create_app
+from services.api.teams import create_token
+
+PG_ADMIN_URL = os.environ.get("KERNELBAND_TEST_PG_ADMIN", "postgresql://postgres@127.0.0.1:5432/postgres")
+
+VALID_SOURCE = '''import triton
+
+@triton.jit
+def add_kernel(x, y, out, n, BLOCK: "tl.constexpr"):
+    pass
+
+def entry(x, y):
+    return x + y
+'''
+
+
+def parsing_loader(source: str, format: str, name: str) -> KernelProblem:
+    """Test double of the sandboxed loader: parses (never executes) and names the problem."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError as exc:
+        raise ProblemLoadError(f"syntax error: {exc.msg}", exc.lineno) from exc
+    funcs = [n.name for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)]
+    if "entry" not in funcs:
+        raise ProblemLoadError("no entry function 'entry' found; define def entry(...)")
+    return KernelProblem(
+        name=name, format="native", source=source, editable=source, entry="entry",
+        kernel_names=tuple(f for f in funcs if f != "entry"),
+        cases=(Case("small", {"n": 1024}),), held_out_cases=(Case("odd", {"n": 1001}, held_out=True),),
+    )
+
+
+def _postgres_engine() -> Iterator[Engine]:
+    """A fresh, throw-away Postgres database; skipped when the server is not there."""
+    name = f"kb_api_test_{uuid.uuid4().hex[:10]}"
+    try:
+        admin = create_engine(PG_ADMIN_URL.replace("postgresql://", "postgresql+psycopg2://"),
+                              isolation_level="AUTOCOMMIT")
+        with admin.connect() as conn:
+            conn.execute(text(f'CREATE DATABASE "{name}"'))
+    except Exception as exc:  # no server on this machine: the SQLite runs still cover the API
+        pytest.skip(f"Postgres not reachable at {PG_ADMIN_URL}: {exc}")
+    engine = make_engine(PG_ADMIN_URL.rsplit("/", 1)[0] + f"/{name}")
+    try:
+        yield engine
+    finally:
+        engine.dispose()
+        with admin.connect() as conn:
+            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        admin.dispose()
+
+
+@pytest.fixture(params=["sqlite"])
+def db_kind(request: pytest.FixtureRequest) -> str:
+    """Which database backs the test; modules override this to add "postgres"."""
+    return str(request.param)
+
+
+@pytest.fixture
+def engine(db_kind: str, tmp_path: Path) -> Iterator[Engine]:
+    """A real database with the service's schema."""
+    if db_kind == "postgres":
+        gen = _postgres_engine()
+        eng = next(gen)
+    else:
+        eng = make_engine(f"sqlite:///{tmp_path / 'api.sqlite'}")
+    Base.metadata.create_all(eng)
+    yield eng
+    if db_kind == "postgres":
+        next(gen, None)
+    else:
+        eng.dispose()
+
+
+@pytest.fixture
+def factory(engine: Engine) -> sessionmaker[Session]:
+    return make_session_factory(engine)
+
+
+@pytest.fixture
+def settings(tmp_path: Path) -> Settings:
+    return Settings(data_dir=tmp_path, max_source_bytes=4096, max_concurrent_jobs_per_team=3,
+                    broker_url="")
+
+
+@pytest.fixture
+def app(settings: Settings, factory: sessionmaker[Session]) -> FastAPI:
+    return create_app(settings, session_factory=factory, problem_loader=parsing_loader,
+                      embedded=True)
+
+
+@pytest.fixture
+def client(app: FastAPI) -> Iterator[TestClient]:
+    with TestClient(app) as c:
+        yield c
+
+
+@pytest.fixture
+def make_token(factory: sessionmaker[Session]) -> Callable[[str], str]:
+    """Mints a fresh token for a team (created if new)."""
+
+    def mint(team: str) -> str:
+        with session_scope(factory) as session:
+            return create_token(session, team)
+
+    return mint
+
+
+@pytest.fixture
+def token(make_token: Callable[[str], str]) -> str:
+    return make_token("alpha")
+
+
+@pytest.fixture
+def auth(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
+
+
+def _job_body(**overrides: Any) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "problem": {"source": VALID_SOURCE, "format": "native", "name": "vector_add"},
+        "targets": ["h100", "cpu"],
+        "budget": {"iterations": 5},
+    }
+    body.update(overrides)
+    return body
+
+
+@pytest.fixture
+def job_body() -> Callable[..., dict[str, Any]]:
+    """Builds a valid POST /v1/jobs body, with overrides."""
+    return _job_body

@@ -1,0 +1,87 @@
+"""POST/GET /v1/jobs and cancel, against a real SQLite file database."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from fastapi.testclient import TestClient
+from sqlalchemy.orm import Session, sessionmaker
+
+from kernelband.db.models import Job, Problem
+
+Body = Callable[..., dict[str, Any]]
+
+
+def test_create_job_returns_queued_job_with_pending_tracks(
+    client: TestClient, auth: dict[str, str], job_body: Body
+) -> None:
+    resp = client.post("/v1/jobs", json=job_body(), headers=auth)
+    assert resp.status_code == 201, resp.text
+    job = resp.json()
+    assert resp.headers["location"] == f"/v1/jobs/{job['id']}"
+    assert job["status"] == "queued"
+    assert job["generator"] == "rules"
+    assert [t["target"] for t in job["tracks"]] == ["h100", "cpu"]
+    assert all(t["status"] == "pending" and t["best"] is None for t in job["tracks"])
+    assert len(job["problem"]["content_hash"]) == 64
+    assert job["budget"]["iterations"] == 5
+
+
+def test_same_source_is_stored_once_per_team(
+    client: TestClient, auth: dict[str, str], job_body: Body, factory: sessionmaker[Session]
+) -> None:
+    first = client.post("/v1/jobs", json=job_body(), headers=auth).json()
+    second = client.post("/v1/jobs", json=job_body(targets=["a100"]), headers=auth).json()
+    assert first["problem"]["id"] == second["problem"]["id"]
+    with factory() as session:
+        assert session.query(Problem).count() == 1
+        assert session.query(Job).count() == 2
+
+
+def test_list_jobs_filters_by_status_target_and_suite(
+    client: TestClient, auth: dict[str, str], job_body: Body
+) -> None:
+    a = client.post("/v1/jobs", json=job_body(targets=["h100"], suite="s1"), headers=auth).json()
+    b = client.post("/v1/jobs", json=job_body(targets=["a100"]), headers=auth).json()
+    listed = client.get("/v1/jobs", headers=auth).json()
+    assert listed["total"] == 2 and [j["id"] for j in listed["jobs"]] == [b["id"], a["id"]]
+    by_target = client.get("/v1/jobs", params={"target": "a100"}, headers=auth).json()
+    assert [j["id"] for j in by_target["jobs"]] == [b["id"]]
+    by_suite = client.get("/v1/jobs", params={"suite": "s1"}, headers=auth).json()
+    assert [j["id"] for j in by_suite["jobs"]] == [a["id"]]
+    assert client.get("/v1/jobs", params={"status": "running"}, headers=auth).json()["total"] == 0
+    bad = client.get("/v1/jobs", params={"status": "bogus"}, headers=auth)
+    assert bad.status_code == 422 and "must be one of" in bad.json()["message"]
+
+
+def test_cancel_sets_flag_and_refuses_finished_jobs(
+    client: TestClient, auth: dict[str, str], job_body: Body, factory: sessionmaker[Session]
+) -> None:
+    job_id = client.post("/v1/jobs", json=job_body(), headers=auth).json()["id"]
+    resp = client.post(f"/v1/jobs/{job_id}/cancel", headers=auth)
+    assert resp.status_code == 200 and resp.json()["cancel_requested"] is True
+    with factory() as session, session.begin():
+        job = session.get(Job, job_id)
+        assert job is not None and job.cancel_requested
+        job.status = "completed"
+    again = client.post(f"/v1/jobs/{job_id}/cancel", headers=auth)
+    assert again.status_code == 409
+    assert again.json() == {"error": "job_finished",
+                            "message": f"Job {job_id} is already completed; there is nothing to cancel."}
+
+
+def test_concurrent_job_limit_is_429_with_message(
+    client: TestClient, auth: dict[str, str], job_body: Body
+) -> None:
+    for _ in range(3):  # the fixture's limit
+        assert client.post("/v1/jobs", json=job_body(), headers=auth).status_code == 201
+    resp = client.post("/v1/jobs", json=job_body(), headers=auth)
+    assert resp.status_code == 429
+    assert resp.json()["error"] == "too_many_jobs"
+    assert "limit is 3" in resp.json()["message"]
+
+
+def test_unknown_job_is_404(client: TestClient, auth: dict[str, str]) -> None:
+    resp = client.get("/v1/jobs/999", headers=auth)
+    assert resp.status_code == 404 and resp.json()["error"] == "not_found"
