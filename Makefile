@@ -29,3 +29,21 @@ lint: install
 
 bench: install
 	$(PY) -m bench.run_all
+
+# Distributed deployment (docker-compose.yml); POSTGRES_PASSWORD and KERNELBAND_BOOTSTRAP_TOKEN
+# must be set. GPU workers: `docker compose --profile gpu-h100 up -d worker-gpu-h100`.
+up:
+	docker compose up -d --build postgres redis migrate api scheduler worker-llm worker-cpu
+
+down:
+	docker compose down
+
+# Upgrade the database at KERNELBAND_DATABASE_URL (embedded SQLite file when unset).
+migrate: install
+	$(VENV)/bin/alembic upgrade head
+
+# One worker on this machine: `make worker QUEUE=gpu.h100` (KERNELBAND_BROKER_URL -> shared Redis).
+QUEUE ?= cpu
+CONCURRENCY ?= 1
+worker: install
+	$(VENV)/bin/celery -A services.worker.app worker -Q $(QUEUE) -c $(CONCURRENCY) -n $(subst .,-,$(QUEUE))@%h
