@@ -13,7 +13,7 @@ import queue
 import threading
 import traceback
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -50,15 +50,16 @@ class TaskMessage:
     kind: str
     queue: str
     payload: dict[str, Any] = field(default_factory=dict)
+    task_id: str = ""  # chosen by the engine and stored before submit (idempotent re-sends)
 
     def to_dict(self) -> dict[str, Any]:
         return {"attempt_id": self.attempt_id, "kind": self.kind, "queue": self.queue,
-                "payload": self.payload}
+                "payload": self.payload, "task_id": self.task_id}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TaskMessage:
         return cls(int(data["attempt_id"]), str(data["kind"]), str(data["queue"]),
-                   dict(data.get("payload") or {}))
+                   dict(data.get("payload") or {}), str(data.get("task_id") or ""))
 
 
 @dataclass(frozen=True)
@@ -135,7 +136,7 @@ class EmbeddedDispatcher(InboxDispatcher):
     """Runs `kernelband.tasks` bodies on a thread pool (candidate code still runs sandboxed)."""
 
     def __init__(self, max_workers: int = 2,
-                 functions: dict[str, TaskFunction] | None = None) -> None:
+                 functions: Mapping[str, TaskFunction] | None = None) -> None:
         super().__init__()
         self._pool = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="kb-task")
         self._functions = dict(functions or {})
@@ -143,7 +144,7 @@ class EmbeddedDispatcher(InboxDispatcher):
         self.submitted: dict[str, int] = {}  # attempts per kind, for reports
 
     def submit(self, task: TaskMessage) -> str:
-        task_id = f"embedded-{uuid.uuid4().hex[:12]}"
+        task_id = task.task_id or f"embedded-{uuid.uuid4().hex[:12]}"
         with self._lock:
             self.submitted[task.kind] = self.submitted.get(task.kind, 0) + 1
         self._pool.submit(self._run, task)
@@ -159,3 +160,22 @@ class EmbeddedDispatcher(InboxDispatcher):
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
+
+
+class InlineDispatcher(InboxDispatcher):
+    """Runs each task synchronously inside `submit`: deterministic order, for tests and debugging."""
+
+    def __init__(self, functions: Mapping[str, TaskFunction] | None = None) -> None:
+        super().__init__()
+        self._functions = dict(functions or {})
+        self.submitted: list[TaskMessage] = []
+
+    def submit(self, task: TaskMessage) -> str:
+        self.submitted.append(task)
+        try:
+            function = self._functions.get(task.kind) or task_function(task.kind)
+            result = function(task.payload)
+        except Exception as exc:
+            result = task_error_result(task.kind, exc)
+        self.deliver(task.attempt_id, result)
+        return task.task_id or f"inline-{task.attempt_id}"

@@ -165,7 +165,7 @@ class Attempt(Base):
     track_id: Mapped[int] = mapped_column(ForeignKey("tracks.id", ondelete="CASCADE"), index=True)
     kind: Mapped[str] = mapped_column(String(16))
     state: Mapped[str] = mapped_column(String(16), default="pending")
-    decision_id: Mapped[int | None] = mapped_column(Integer, default=None)
+    decision_id: Mapped[str | None] = mapped_column(String(40), default=None)
     candidate_id: Mapped[int | None] = mapped_column(
         ForeignKey("candidates.id", use_alter=True, ondelete="SET NULL"), default=None
     )
@@ -190,7 +190,7 @@ class Candidate(Base):
     parent_id: Mapped[int | None] = mapped_column(
         ForeignKey("candidates.id", ondelete="SET NULL"), default=None
     )
-    decision_id: Mapped[int | None] = mapped_column(Integer, default=None)
+    decision_id: Mapped[str | None] = mapped_column(String(40), default=None)
     strategy: Mapped[str | None] = mapped_column(String(40), default=None)
     editable: Mapped[str] = mapped_column(Text)
     status: Mapped[str] = mapped_column(String(16), default="generated")

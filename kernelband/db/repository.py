@@ -1,0 +1,147 @@
+"""Repository functions the API and the CLI use (the scheduler writes through kernelband.engine)."""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from kernelband.db.models import (
+    FINISHED_JOB_STATUSES,
+    ApiToken,
+    Event,
+    Job,
+    Problem,
+    Team,
+    Track,
+    utcnow,
+)
+
+TOKEN_PREFIX = "kb_"
+KNOWN_TARGETS = ("rtx4090", "a100", "h100", "h200", "cpu")
+
+
+class NotFoundError(LookupError):
+    """A row does not exist (or belongs to another team)."""
+
+
+def hash_token(plaintext: str) -> str:
+    """sha256 hex digest of a token; only this is stored."""
+    return hashlib.sha256(plaintext.encode()).hexdigest()
+
+
+def create_team(session: Session, name: str) -> Team:
+    """A new team (names are unique)."""
+    team = Team(name=name)
+    session.add(team)
+    session.flush()
+    return team
+
+
+def get_or_create_team(session: Session, name: str) -> Team:
+    """The team with this name, created when missing."""
+    team = session.scalars(select(Team).where(Team.name == name)).first()
+    return team or create_team(session, name)
+
+
+def create_api_token(session: Session, team_id: int, name: str = "",
+                     is_admin: bool = False) -> tuple[ApiToken, str]:
+    """A new token row and its plaintext (shown once, never stored)."""
+    plaintext = TOKEN_PREFIX + secrets.token_urlsafe(32)
+    token = ApiToken(team_id=team_id, name=name, prefix=plaintext[:10],
+                     token_hash=hash_token(plaintext), is_admin=is_admin)
+    session.add(token)
+    session.flush()
+    return token, plaintext
+
+
+def find_token(session: Session, plaintext: str) -> ApiToken | None:
+    """The live (not revoked) token matching this plaintext, or None."""
+    query = select(ApiToken).where(ApiToken.token_hash == hash_token(plaintext),
+                                   ApiToken.revoked_at.is_(None))
+    return session.scalars(query).first()
+
+
+def revoke_token(session: Session, token_id: int, team_id: int | None = None) -> ApiToken:
+    """Revoke a token (idempotent); `team_id` restricts to that team's tokens."""
+    token = session.get(ApiToken, token_id)
+    if token is None or (team_id is not None and token.team_id != team_id):
+        raise NotFoundError(f"token {token_id} not found; list tokens to see valid ids")
+    if token.revoked_at is None:
+        token.revoked_at = utcnow()
+    return token
+
+
+def get_or_create_problem(session: Session, team_id: int, name: str, format: str, source: str,
+                          loaded: dict[str, Any], content_hash: str) -> Problem:
+    """The team's problem with this content hash, stored once."""
+    query = select(Problem).where(Problem.team_id == team_id,
+                                  Problem.content_hash == content_hash)
+    problem = session.scalars(query).first()
+    if problem is None:
+        problem = Problem(team_id=team_id, name=name, format=format, source=source,
+                          loaded=loaded, content_hash=content_hash)
+        session.add(problem)
+        session.flush()
+    return problem
+
+
+def create_job(session: Session, team_id: int, problem_id: int, targets: Sequence[str],
+               **options: Any) -> Job:
+    """A queued job; `options` are Job columns (policy, budget_iterations, parallelism, ...)."""
+    unknown = [t for t in targets if t not in KNOWN_TARGETS]
+    if not targets or unknown:
+        raise ValueError(f"unknown or missing targets {unknown or list(targets)}; "
+                         f"choose from {', '.join(KNOWN_TARGETS)}")
+    if len(set(targets)) != len(targets):
+        raise ValueError(f"targets repeat: {list(targets)}; name each target once")
+    job = Job(team_id=team_id, problem_id=problem_id, targets=list(targets), **options)
+    session.add(job)
+    session.flush()
+    return job
+
+
+def get_job(session: Session, job_id: int, team_id: int | None = None) -> Job:
+    """A job by id; `team_id` restricts to that team's jobs."""
+    job = session.get(Job, job_id)
+    if job is None or (team_id is not None and job.team_id != team_id):
+        raise NotFoundError(f"job {job_id} not found; list jobs to see valid ids")
+    return job
+
+
+def list_jobs(session: Session, team_id: int, limit: int = 50, offset: int = 0) -> list[Job]:
+    """The team's jobs, newest first."""
+    query = (select(Job).where(Job.team_id == team_id).order_by(Job.id.desc())
+             .limit(limit).offset(offset))
+    return list(session.scalars(query))
+
+
+def count_active_jobs(session: Session, team_id: int) -> int:
+    """Jobs of the team that are queued or running (for the per-team limit)."""
+    query = select(func.count(Job.id)).where(Job.team_id == team_id,
+                                             Job.status.not_in(FINISHED_JOB_STATUSES))
+    return int(session.execute(query).scalar() or 0)
+
+
+def request_cancel(session: Session, job_id: int, team_id: int | None = None) -> Job:
+    """Set the cancellation flag; the scheduler stops the job at its next step."""
+    job = get_job(session, job_id, team_id)
+    if job.status not in FINISHED_JOB_STATUSES:
+        job.cancel_requested = True
+    return job
+
+
+def job_tracks(session: Session, job_id: int) -> list[Track]:
+    """The job's tracks in target order of creation."""
+    return list(session.scalars(select(Track).where(Track.job_id == job_id).order_by(Track.id)))
+
+
+def events_after(session: Session, job_id: int, after: int = 0, limit: int = 500) -> list[Event]:
+    """Events of a job with seq > after, oldest first."""
+    query = (select(Event).where(Event.job_id == job_id, Event.seq > after)
+             .order_by(Event.seq).limit(limit))
+    return list(session.scalars(query))

@@ -1,0 +1,274 @@
+"""The scheduler, one step at a time: select -> dispatch -> ingest -> update.
+
+Read `step` top to bottom to follow one pull. Every sub-step is its own transaction that first
+checks the leader epoch (fencing); work is handed to the dispatcher only after the transaction
+that created it has committed. All state (policy state with its RNG, counters, attempts) lives
+in the database, so a scheduler killed at any instant continues where it stopped. In the
+distributed deployment this same `step` runs in the leader's loop (services/scheduler) with the
+Celery dispatcher; embedded mode runs it in-process with a thread pool.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session, sessionmaker
+
+from kernelband.config import Settings
+from kernelband.db.models import Attempt, Candidate, Job, Problem, Track, utcnow
+from kernelband.db.session import session_scope
+from kernelband.dispatch import Dispatcher, TaskMessage
+from kernelband.engine_ingest import apply_result, fail_lost_attempt, start_acceptance
+from kernelband.engine_support import (
+    append_event,
+    as_utc,
+    budget_reason,
+    fail_open_attempts,
+    lease_deadline,
+    load_state,
+    new_attempt,
+    policy_for,
+    pulls_in_flight,
+    save_state,
+    task_payload,
+    verify_epoch,
+)
+
+log = logging.getLogger(__name__)
+FINISHED_TRACK = ("completed", "cancelled", "failed")
+
+
+@dataclass
+class EngineContext:
+    """What a scheduler step needs: database, dispatcher, settings, fence and clock."""
+
+    factory: sessionmaker[Session]
+    dispatcher: Dispatcher
+    settings: Settings
+    leader_epoch: int | None = None  # None: embedded mode, nothing to fence
+    clock: Callable[[], datetime] = utcnow
+
+
+@dataclass
+class StepReport:
+    """What one step did (for logs, metrics and the progress bar)."""
+
+    started_jobs: int = 0
+    expired: int = 0
+    ingested: int = 0
+    ignored: int = 0
+    selected: int = 0
+    dispatched: int = 0
+    finished: list[int] = field(default_factory=list)  # job ids finished in this step
+
+
+@contextmanager
+def fenced(ctx: EngineContext) -> Iterator[Session]:
+    """A transaction that refuses to commit unless this scheduler is still the leader."""
+    with session_scope(ctx.factory) as session:
+        verify_epoch(session, ctx.leader_epoch)
+        yield session
+
+
+def step(ctx: EngineContext, drain_timeout_s: float = 0.0) -> StepReport:
+    """One scheduler pass over every running job."""
+    report = StepReport()
+    with fenced(ctx) as session:
+        report.started_jobs = start_queued_jobs(session)
+    with fenced(ctx) as session:
+        report.expired = expire_leases(session, ctx.clock(), ctx.settings.max_tries)
+    for item in ctx.dispatcher.drain(timeout_s=drain_timeout_s):
+        with fenced(ctx) as session:
+            applied = ingest_result(session, item.attempt_id, item.result, ctx.settings.max_tries)
+        report.ingested += int(applied)
+        report.ignored += int(not applied)
+    with fenced(ctx) as session:
+        report.finished = finish_tracks_and_jobs(session, ctx.clock())
+    report.selected, report.dispatched = select_and_dispatch(ctx)
+    return report
+
+
+def start_queued_jobs(session: Session) -> int:
+    """Queued jobs get one track per target, each starting with a baseline measurement."""
+    jobs = session.scalars(select(Job).where(Job.status == "queued").order_by(Job.id)).all()
+    for job in jobs:
+        job.status, job.started_at = "running", utcnow()
+        problem = session.get_one(Problem, job.problem_id)
+        for target in job.targets:
+            track = Track(job_id=job.id, target=target, status="pending", started_at=utcnow())
+            session.add(track)
+            session.flush()
+            original = Candidate(track_id=track.id, editable=problem.loaded["editable"],
+                                 status="compiled", lineage_depth=0, strategy=None)
+            session.add(original)
+            session.flush()
+            track.original_candidate_id = original.id
+            new_attempt(session, track, "profile", original.id)  # the baseline
+        append_event(session, job.id, "job_started", {"targets": list(job.targets)})
+    return len(jobs)
+
+
+def expire_leases(session: Session, now: datetime, max_tries: int) -> int:
+    """Lost attempts go back to the queue until `max_tries`, then fail with their reason."""
+    query = select(Attempt).where(Attempt.state == "dispatched",
+                                  Attempt.lease_expires_at.is_not(None))
+    expired = [a for a in session.scalars(query.with_for_update())
+               if as_utc(a.lease_expires_at) < now]  # type: ignore[arg-type]
+    for attempt in expired:
+        if attempt.tries < max_tries:
+            attempt.state = "expired"  # dispatch_pending sends it again
+            attempt.reason = f"lease expired on try {attempt.tries}; re-dispatching"
+            append_event(session, attempt.job_id, "attempt_retry",
+                         {"attempt": attempt.id, "kind": attempt.kind, "tries": attempt.tries})
+        else:
+            fail_lost_attempt(session, attempt, f"lost:lease_expired_after_{attempt.tries}_tries")
+    return len(expired)
+
+
+def ingest_result(session: Session, attempt_id: int, result: dict, max_tries: int) -> bool:
+    """Apply a worker result at most once per attempt id; False when it was a duplicate."""
+    attempt = session.get(Attempt, attempt_id, with_for_update=True)
+    if attempt is None or attempt.state not in ("pending", "dispatched", "expired"):
+        return False  # unknown, already applied, or closed by cancellation / expiry
+    reason = str(result.get("reason") or "")
+    if reason.startswith("task_error") and attempt.tries < max_tries:
+        attempt.state, attempt.reason = "expired", f"{reason} on try {attempt.tries}; retrying"
+        return True
+    apply_result(session, attempt, result)
+    return True
+
+
+def finish_tracks_and_jobs(session: Session, now: datetime) -> list[int]:
+    """Honour cancellation and budgets, start held-out acceptance, close finished jobs."""
+    finished: list[int] = []
+    for job in session.scalars(select(Job).where(Job.status == "running").order_by(Job.id)):
+        tracks = list(session.scalars(select(Track).where(Track.job_id == job.id)))
+        if job.cancel_requested:
+            cancel_job(session, job, tracks)
+            finished.append(job.id)
+            continue
+        spent = budget_reason(job, now)
+        for track in tracks:
+            if track.status == "running" and pulls_in_flight(session, track.id) == 0 and (
+                spent or track.iterations_dispatched >= job.budget_iterations
+            ):
+                start_acceptance(session, track, spent or "iteration budget spent")
+        if all(t.status in FINISHED_TRACK for t in tracks):
+            close_job(session, job, tracks)
+            finished.append(job.id)
+    return finished
+
+
+def cancel_job(session: Session, job: Job, tracks: list[Track]) -> None:
+    """Stop a job on request: open attempts close, late results are ignored."""
+    for track in tracks:
+        if track.status not in FINISHED_TRACK:
+            fail_open_attempts(session, track.id, "cancelled")
+            track.status, track.reason, track.finished_at = "cancelled", "cancelled", utcnow()
+    job.status, job.finished_at, job.reason = "cancelled", utcnow(), "cancelled on request"
+    append_event(session, job.id, "job_cancelled", {})
+
+
+def close_job(session: Session, job: Job, tracks: list[Track]) -> None:
+    """A job completes when every track finished; it fails when none completed."""
+    completed = [t for t in tracks if t.status == "completed"]
+    job.status = "completed" if completed else "failed"
+    if not completed:
+        job.reason = "; ".join(f"{t.target}: {t.reason}" for t in tracks)
+    job.finished_at = utcnow()
+    append_event(session, job.id, "job_finished", {
+        "status": job.status,
+        "tracks": {t.target: {"status": t.status, "best_speedup": t.best_speedup,
+                              "label": t.best_label, "held_out": t.held_out} for t in tracks},
+    })
+
+
+def select_and_dispatch(ctx: EngineContext) -> tuple[int, int]:
+    """New pulls are committed as pending attempts first, then every pending attempt is sent."""
+    with fenced(ctx) as session:
+        selected = select_pulls(session, ctx.clock())
+    return selected, dispatch_pending(ctx)
+
+
+def select_pulls(session: Session, now: datetime) -> int:
+    """Ask each running track's policy for new pulls while it has free capacity and budget."""
+    selected = 0
+    query = (select(Track, Job).join(Job, Job.id == Track.job_id)
+             .where(Track.status == "running", Job.status == "running",
+                    Job.cancel_requested.is_(False)).order_by(Track.id))
+    for track, job in session.execute(query).all():
+        if budget_reason(job, now):
+            continue
+        free = job.parallelism - pulls_in_flight(session, track.id)
+        free = min(free, job.budget_iterations - track.iterations_dispatched)
+        if free > 0:
+            selected += select_for_track(session, job, track, free)
+    return selected
+
+
+def select_for_track(session: Session, job: Job, track: Track, count: int) -> int:
+    """`count` decisions from the policy, each recorded as a pending generate attempt."""
+    policy, state = policy_for(job), load_state(track)
+    for _ in range(count):
+        decision, state = policy.select(state)
+        seed = job.seed * 100_003 + track.iterations_dispatched  # reproducible per pull
+        ref = {"strategy": decision.strategy, "cluster": decision.cluster, "seed": seed}
+        new_attempt(session, track, "generate", int(decision.parent_id),
+                    decision.decision_id, ref)
+        track.iterations_dispatched += 1
+        append_event(session, job.id, "pull_selected",
+                     {"target": track.target, **decision.to_dict()})
+    save_state(session, track, state)
+    return count
+
+
+def dispatch_pending(ctx: EngineContext, limit: int = 256) -> int:
+    """Claim pending attempts in one committed transaction, then hand them to the dispatcher."""
+    messages: list[TaskMessage] = []
+    with fenced(ctx) as session:
+        query = (select(Attempt).where(Attempt.state.in_(("pending", "expired")))
+                 .order_by(Attempt.id).limit(limit).with_for_update())
+        for attempt in session.scalars(query):
+            attempt.tries += 1
+            attempt.state, attempt.dispatched_at = "dispatched", utcnow()
+            attempt.lease_expires_at = lease_deadline(ctx.clock(), ctx.settings.lease_s)
+            attempt.task_id = f"kb-{attempt.id}-{attempt.tries}"
+            messages.append(TaskMessage(attempt.id, attempt.kind, attempt.queue,
+                                        task_payload(session, attempt), attempt.task_id))
+    for message in messages:  # after commit: a crash here is recovered by lease expiry
+        try:
+            ctx.dispatcher.submit(message)
+        except Exception:  # broker down: the lease brings the attempt back
+            log.exception("could not submit attempt %s; it will be retried after its lease",
+                          message.attempt_id)
+    return len(messages)
+
+
+def job_is_finished(factory: sessionmaker[Session], job_id: int) -> bool:
+    """True once the job reached completed, cancelled or failed."""
+    with session_scope(factory) as session:
+        job = session.get_one(Job, job_id)
+        return job.status in ("completed", "cancelled", "failed")
+
+
+__all__ = [
+    "EngineContext",
+    "StepReport",
+    "cancel_job",
+    "close_job",
+    "dispatch_pending",
+    "expire_leases",
+    "finish_tracks_and_jobs",
+    "ingest_result",
+    "job_is_finished",
+    "select_and_dispatch",
+    "select_for_track",
+    "select_pulls",
+    "start_queued_jobs",
+    "step",
+]

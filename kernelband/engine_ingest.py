@@ -1,0 +1,238 @@
+"""Applying one worker result per attempt kind: candidates, measurements, rewards, best."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from kernelband.bandit import FrontierEntry
+from kernelband.db.models import Attempt, Candidate, Job, LlmUsage, Measurement, Track, utcnow
+from kernelband.engine_support import (
+    append_event,
+    frontier_entry,
+    load_state,
+    new_attempt,
+    policy_for,
+    save_state,
+)
+
+
+def apply_result(session: Session, attempt: Attempt, result: dict[str, Any]) -> None:
+    """Close the attempt and apply its result (the caller checked it is still open)."""
+    attempt.state = "failed" if result.get("lost") else "done"
+    attempt.result = result
+    attempt.reason = None if result.get("ok") else str(result.get("reason") or "failed")
+    attempt.finished_at = utcnow()
+    track = session.get_one(Track, attempt.track_id)
+    job = session.get_one(Job, attempt.job_id)
+    if attempt.kind == "generate":
+        apply_generate(session, job, track, attempt, result)
+    elif attempt.kind == "compile":
+        apply_compile(session, job, track, attempt, result)
+    elif attempt.kind == "profile" and attempt.decision_id is None:
+        apply_baseline(session, job, track, attempt, result)
+    elif attempt.kind == "profile":
+        apply_profile(session, job, track, attempt, result)
+    elif attempt.kind == "verify":
+        apply_verify(session, job, track, attempt, result)
+
+
+def fail_lost_attempt(session: Session, attempt: Attempt, reason: str) -> None:
+    """An attempt lost for good counts as a failed result with that reason."""
+    apply_result(session, attempt, {"ok": False, "lost": True, "reason": reason,
+                                    "message": "no result arrived within the lease, every try"})
+
+
+def apply_generate(session: Session, job: Job, track: Track, attempt: Attempt,
+                   result: dict[str, Any]) -> None:
+    """Record LLM usage; a generated child goes on to compile, a failure ends the pull."""
+    record_usage(session, job, attempt, result)
+    if not (result.get("ok") and result.get("editable")):
+        finish_pull(session, job, track, attempt, None, str(result.get("reason") or "no code"))
+        return
+    parent = session.get_one(Candidate, attempt.candidate_id)
+    child = Candidate(track_id=track.id, parent_id=parent.id, decision_id=attempt.decision_id,
+                      strategy=attempt.payload.get("strategy"), editable=result["editable"],
+                      status="generated", lineage_depth=parent.lineage_depth + 1)
+    session.add(child)
+    session.flush()
+    new_attempt(session, track, "compile", child.id, attempt.decision_id)
+    append_event(session, job.id, "candidate_generated", {
+        "target": track.target, "candidate": child.id, "parent": parent.id,
+        "strategy": child.strategy})
+
+
+def apply_compile(session: Session, job: Job, track: Track, attempt: Attempt,
+                  result: dict[str, Any]) -> None:
+    """A compiled child goes on to be profiled on its target; a rejected one ends the pull."""
+    child = session.get_one(Candidate, attempt.candidate_id)
+    child.static_profile = result.get("static_profile")
+    if not result.get("ok"):
+        reject(child, result)
+        finish_pull(session, job, track, attempt, child, child.reason or "rejected")
+        return
+    child.status = "compiled"
+    new_attempt(session, track, "profile", child.id, attempt.decision_id)
+
+
+def apply_profile(session: Session, job: Job, track: Track, attempt: Attempt,
+                  result: dict[str, Any]) -> None:
+    """A correct, measured child joins the frontier and may become the track's best."""
+    child = session.get_one(Candidate, attempt.candidate_id)
+    if not (result.get("ok") and result.get("measurement")):
+        reject(child, result)
+        finish_pull(session, job, track, attempt, child, child.reason or "rejected")
+        return
+    measurement = store_measurement(session, child, result)
+    child.status = "measured"
+    entry = frontier_entry(child, measurement)
+    finish_pull(session, job, track, attempt, child, "measured", entry)
+    if track.best_time_ms is None or measurement.time_ms < track.best_time_ms:
+        set_best(session, job, track, child, measurement)
+
+
+def apply_baseline(session: Session, job: Job, track: Track, attempt: Attempt,
+                   result: dict[str, Any]) -> None:
+    """The original kernel's measurement starts the track's bandit; without it the track fails."""
+    original = session.get_one(Candidate, attempt.candidate_id)
+    if not (result.get("ok") and result.get("measurement")):
+        reject(original, result)
+        track.status, track.finished_at = "failed", utcnow()
+        track.reason = f"original kernel failed on {track.target}: {original.reason}"
+        append_event(session, job.id, "track_failed", {"target": track.target,
+                                                       "reason": track.reason})
+        return
+    measurement = store_measurement(session, original, result)
+    original.status = "measured"
+    state = policy_for(job).init_state(frontier_entry(original, measurement), job.seed)
+    save_state(session, track, state)
+    track.status, track.original_time_ms = "running", measurement.time_ms
+    set_best(session, job, track, original, measurement)
+
+
+def apply_verify(session: Session, job: Job, track: Track, attempt: Attempt,
+                 result: dict[str, Any]) -> None:
+    """Held-out acceptance: a pass completes the track, a failure falls back to the next best."""
+    candidate = session.get_one(Candidate, attempt.candidate_id)
+    if result.get("ok"):
+        track.held_out, track.held_out_reason = "passed", None
+        complete_track(session, job, track)
+        return
+    reject(candidate, result, prefix="held_out:")
+    append_event(session, job.id, "held_out_failed", {
+        "target": track.target, "candidate": candidate.id, "reason": candidate.reason})
+    fallback = next_best(session, track)
+    if fallback is None:
+        original = session.get_one(Candidate, track.original_candidate_id)
+        best = _latest(session, original.id)
+        set_best(session, job, track, original, best, announce=False)
+        track.held_out, track.held_out_reason = "original", "no faster candidate passed held-out"
+        complete_track(session, job, track)
+        return
+    candidate, measurement = fallback
+    set_best(session, job, track, candidate, measurement, announce=False)
+    new_attempt(session, track, "verify", candidate.id)
+
+
+def start_acceptance(session: Session, track: Track, why: str) -> None:
+    """Stop searching; verify the best on held-out cases (the original needs no check)."""
+    job = session.get_one(Job, track.job_id)
+    track.status, track.reason = "accepting", why
+    append_event(session, job.id, "track_accepting", {"target": track.target, "why": why})
+    if track.best_candidate_id in (None, track.original_candidate_id):
+        track.held_out, track.held_out_reason = "original", "no faster candidate found"
+        complete_track(session, job, track)
+        return
+    new_attempt(session, track, "verify", track.best_candidate_id)
+
+
+def complete_track(session: Session, job: Job, track: Track) -> None:
+    """Mark the track done and announce its final best."""
+    track.status, track.finished_at = "completed", utcnow()
+    append_event(session, job.id, "track_completed", {
+        "target": track.target, "best_candidate": track.best_candidate_id,
+        "best_speedup": track.best_speedup, "label": track.best_label,
+        "held_out": track.held_out})
+
+
+def finish_pull(session: Session, job: Job, track: Track, attempt: Attempt,
+                child: Candidate | None, outcome: str, entry: FrontierEntry | None = None) -> None:
+    """Feed the pull's reward back to the policy (entry None = failed child)."""
+    policy, state = policy_for(job), load_state(track)
+    reward, state = policy.update(state, str(attempt.decision_id), entry)
+    save_state(session, track, state)
+    track.iterations_done += 1
+    append_event(session, job.id, "pull_finished", {
+        "target": track.target, "decision": attempt.decision_id,
+        "candidate": child.id if child else None, "outcome": outcome, "reward": reward})
+
+
+def record_usage(session: Session, job: Job, attempt: Attempt, result: dict[str, Any]) -> None:
+    """Tokens and cost of a generation, counted against the job's budgets."""
+    prompt = int(result.get("prompt_tokens") or 0)
+    completion = int(result.get("completion_tokens") or 0)
+    usd, known = float(result.get("cost_usd") or 0.0), bool(result.get("cost_known", True))
+    if not (prompt or completion or result.get("model")):
+        return
+    session.add(LlmUsage(job_id=job.id, attempt_id=attempt.id, model=str(result.get("model")),
+                         prompt_tokens=prompt, completion_tokens=completion,
+                         tokens=prompt + completion, usd=usd, cost_known=known))
+    job.tokens_used += prompt + completion
+    job.cost_usd += usd
+    job.cost_known = job.cost_known and known
+
+
+def store_measurement(session: Session, candidate: Candidate,
+                      result: dict[str, Any]) -> Measurement:
+    """A measurement row from Measurement.to_dict() plus Features.to_dict()."""
+    data = result["measurement"]
+    row = Measurement(candidate_id=candidate.id, label=data["label"], method=data["method"],
+                      device=data["device"], target=data["target"],
+                      time_ms=float(data["time_ms"]),
+                      case_times=list(data.get("case_times_ms") or []),
+                      cv=data.get("cv"), noisy=bool(data.get("noisy", False)),
+                      paired_ratio=data.get("paired_ratio"), features=result.get("features"))
+    session.add(row)
+    session.flush()
+    return row
+
+
+def set_best(session: Session, job: Job, track: Track, candidate: Candidate,
+             measurement: Measurement, announce: bool = True) -> None:
+    """Make `candidate` the track's best; speedup is original time over best time."""
+    track.best_candidate_id, track.best_time_ms = candidate.id, measurement.time_ms
+    track.best_label = measurement.label
+    if track.original_time_ms:
+        track.best_speedup = track.original_time_ms / measurement.time_ms
+    if announce:
+        append_event(session, job.id, "new_best", {
+            "target": track.target, "candidate": candidate.id, "time_ms": measurement.time_ms,
+            "speedup": track.best_speedup, "label": measurement.label,
+            "device": measurement.device})
+
+
+def reject(candidate: Candidate, result: dict[str, Any], prefix: str = "") -> None:
+    """Mark a candidate rejected with the machine-readable reason of the result."""
+    candidate.status = "rejected"
+    candidate.reason = prefix + str(result.get("reason") or "rejected")
+
+
+def next_best(session: Session, track: Track) -> tuple[Candidate, Measurement] | None:
+    """The fastest measured candidate faster than the original that is not rejected."""
+    query = (select(Candidate, Measurement)
+             .join(Measurement, Measurement.candidate_id == Candidate.id)
+             .where(Candidate.track_id == track.id, Candidate.status == "measured",
+                    Candidate.id != track.original_candidate_id)
+             .order_by(Measurement.time_ms, Candidate.id))
+    for candidate, measurement in session.execute(query).all():
+        if track.original_time_ms is None or measurement.time_ms < track.original_time_ms:
+            return candidate, measurement
+    return None
+
+
+def _latest(session: Session, candidate_id: int) -> Measurement:
+    query = (select(Measurement).where(Measurement.candidate_id == candidate_id)
+             .order_by(Measurement.id.desc()))
+    return session.scalars(query).first()  # type: ignore[return-value]

@@ -1,0 +1,248 @@
+"""Helpers of the scheduler steps: fencing, events, policy state, budgets, payloads, views."""
+
+from __future__ import annotations
+
+import math
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from sqlalchemy import func, select, update
+from sqlalchemy.orm import Session
+
+from kernelband.bandit import FrontierEntry, PolicyState, make_policy
+from kernelband.bandit.policy import Policy
+from kernelband.db.models import (
+    ArmStat,
+    Attempt,
+    Candidate,
+    Cluster,
+    Event,
+    Job,
+    LeaderEpoch,
+    Measurement,
+    Problem,
+    Track,
+    utcnow,
+)
+from kernelband.dispatch import queue_for
+
+ACTIVE_ATTEMPT_STATES = ("pending", "dispatched", "expired")
+
+
+class FencingError(RuntimeError):
+    """This scheduler is no longer the leader; its transaction was rolled back."""
+
+
+def as_utc(moment: datetime) -> datetime:
+    """SQLite returns naive datetimes; they were written as UTC."""
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+def claim_leadership(session: Session, holder: str) -> int:
+    """Bump the leader epoch (call right after taking the advisory lock); returns the new one."""
+    row = session.get(LeaderEpoch, 1, with_for_update=True)
+    if row is None:
+        row = LeaderEpoch(id=1, epoch=0, holder=holder)
+        session.add(row)
+    row.epoch += 1
+    row.holder = holder
+    row.updated_at = utcnow()
+    session.flush()
+    return row.epoch
+
+
+def verify_epoch(session: Session, leader_epoch: int | None) -> None:
+    """Refuse to write unless `leader_epoch` is still current; None means embedded (no fence)."""
+    if leader_epoch is None:
+        return
+    # FOR SHARE holds the row until commit, so a new leader's bump waits for this transaction.
+    query = select(LeaderEpoch.epoch).where(LeaderEpoch.id == 1).with_for_update(read=True)
+    current = session.execute(query).scalar_one_or_none()
+    if current != leader_epoch:
+        raise FencingError(
+            f"leader epoch is {current}, this scheduler holds {leader_epoch}: another scheduler "
+            "took over; stop writing and wait for the lock again"
+        )
+
+
+def append_event(session: Session, job_id: int, kind: str, payload: dict[str, Any]) -> Event:
+    """Append an event with the next sequence number of the job."""
+    last = session.execute(select(func.max(Event.seq)).where(Event.job_id == job_id)).scalar()
+    event = Event(job_id=job_id, seq=(last or 0) + 1, kind=kind, payload=payload)
+    session.add(event)
+    session.flush()
+    return event
+
+
+def policy_for(job: Job) -> Policy:
+    """The job's policy object (pure; configuration only)."""
+    return make_policy(job.policy, dict(job.policy_params or {}))
+
+
+def load_state(track: Track) -> PolicyState:
+    """The track's policy state from its JSON column."""
+    if track.policy_state is None:
+        raise RuntimeError(f"track {track.id} has no policy state yet (baseline not measured)")
+    return PolicyState.from_dict(track.policy_state)
+
+
+def save_state(session: Session, track: Track, state: PolicyState) -> None:
+    """Store the state and rewrite the derived arm statistics and clusters view."""
+    track.policy_state = state.to_dict()
+    write_arm_view(session, track, state)
+
+
+def write_arm_view(session: Session, track: Track, state: PolicyState) -> None:
+    """Arm statistics and clusters as rows, for the dashboard (derived, never read back)."""
+    from kernelband.bandit.strategies import STRATEGY_NAMES
+
+    ucb = _ucb_or_none(state)
+    existing = {(a.cluster, a.strategy): a for a in
+                session.scalars(select(ArmStat).where(ArmStat.track_id == track.id))}
+    for cluster, row in enumerate(state.arm_n):
+        for index, pulls in enumerate(row):
+            strategy = STRATEGY_NAMES[index] if index < len(STRATEGY_NAMES) else f"arm{index}"
+            arm = existing.get((cluster, strategy)) or ArmStat(
+                track_id=track.id, cluster=cluster, strategy=strategy)
+            arm.pulls, arm.mean_reward = float(pulls), float(state.arm_mu[cluster][index])
+            arm.ucb_score = None if ucb is None else ucb[cluster][index]
+            arm.masked = cluster not in state.labels and len(state.frontier) > 0
+            arm.updated_at = utcnow()
+            session.add(arm)
+    _write_clusters(session, track, state)
+
+
+def _ucb_or_none(state: PolicyState) -> list[list[float]] | None:
+    try:
+        from kernelband.bandit.arms import ucb_scores
+
+        scores = ucb_scores(state, 2.0, False)
+    except Exception:  # a policy with another arm layout: the view just omits the score
+        return None
+    return [[float(v) if math.isfinite(float(v)) else 0.0 for v in row] for row in scores]
+
+
+def _write_clusters(session: Session, track: Track, state: PolicyState) -> None:
+    existing = {c.cluster: c for c in
+                session.scalars(select(Cluster).where(Cluster.track_id == track.id))}
+    labels = state.labels or [0] * len(state.frontier)
+    for cluster in range(max(state.n_clusters, 1)):
+        members = [e.kernel_id for e, label in zip(state.frontier, labels, strict=False)
+                   if label == cluster]
+        row = existing.get(cluster) or Cluster(track_id=track.id, cluster=cluster)
+        row.members, row.size = members, len(members)
+        fastest = min((e for e in state.frontier if e.kernel_id in members),
+                      key=lambda e: e.time_ms, default=None)
+        row.representative_id = int(fastest.kernel_id) if fastest else None
+        row.centroid = state.centroids[cluster] if cluster < len(state.centroids) else []
+        row.updated_at = utcnow()
+        session.add(row)
+
+
+def budget_reason(job: Job, now: datetime) -> str | None:
+    """Which job-wide budget (tokens, usd, wall time) is spent, or None."""
+    if job.budget_tokens is not None and job.tokens_used >= job.budget_tokens:
+        return f"token budget spent ({job.tokens_used} >= {job.budget_tokens})"
+    if job.budget_usd is not None and job.cost_usd >= job.budget_usd:
+        return f"cost budget spent (${job.cost_usd:.4f} >= ${job.budget_usd:.4f})"
+    if job.budget_wall_s is not None and job.started_at is not None:
+        elapsed = (now - as_utc(job.started_at)).total_seconds()
+        if elapsed >= job.budget_wall_s:
+            return f"wall-time budget spent ({elapsed:.0f}s >= {job.budget_wall_s:.0f}s)"
+    return None
+
+
+def pulls_in_flight(session: Session, track_id: int) -> int:
+    """Pulls of the track whose current attempt is not finished."""
+    query = select(func.count(Attempt.id)).where(
+        Attempt.track_id == track_id, Attempt.decision_id.is_not(None),
+        Attempt.state.in_(ACTIVE_ATTEMPT_STATES))
+    return int(session.execute(query).scalar() or 0)
+
+
+def active_attempts(session: Session, track_id: int) -> int:
+    """Attempts of any kind (baseline and verification included) still open on the track."""
+    query = select(func.count(Attempt.id)).where(
+        Attempt.track_id == track_id, Attempt.state.in_(ACTIVE_ATTEMPT_STATES))
+    return int(session.execute(query).scalar() or 0)
+
+
+def new_attempt(session: Session, track: Track, kind: str, candidate_id: int | None,
+                decision_id: str | None = None, ref: dict[str, Any] | None = None) -> Attempt:
+    """A pending attempt; it is dispatched only after this transaction commits."""
+    attempt = Attempt(job_id=track.job_id, track_id=track.id, kind=kind, state="pending",
+                      candidate_id=candidate_id, decision_id=decision_id,
+                      queue=queue_for(kind, track.target), payload=dict(ref or {}))
+    session.add(attempt)
+    session.flush()
+    return attempt
+
+
+def fail_open_attempts(session: Session, track_id: int, reason: str) -> None:
+    """Close every open attempt of a track (cancellation): late results are then ignored."""
+    session.execute(
+        update(Attempt)
+        .where(Attempt.track_id == track_id, Attempt.state.in_(ACTIVE_ATTEMPT_STATES))
+        .values(state="failed", reason=reason, finished_at=utcnow())
+    )
+
+
+def lease_deadline(now: datetime, lease_s: float) -> datetime:
+    """When a dispatched attempt counts as lost."""
+    return now + timedelta(seconds=lease_s)
+
+
+def frontier_entry(candidate: Candidate, measurement: Measurement) -> FrontierEntry:
+    """The bandit's view of a measured candidate."""
+    features = measurement.features or {}
+    h = features.get("h")
+    return FrontierEntry(kernel_id=str(candidate.id), time_ms=measurement.time_ms,
+                         phi=tuple(features.get("phi") or ()),
+                         h=None if not h else (float(h[0]), float(h[1]), float(h[2])))
+
+
+def latest_measurement(session: Session, candidate_id: int) -> Measurement | None:
+    """The newest measurement of a candidate."""
+    query = (select(Measurement).where(Measurement.candidate_id == candidate_id)
+             .order_by(Measurement.id.desc()).limit(1))
+    return session.scalars(query).first()
+
+
+def profile_summary(session: Session, candidate: Candidate) -> str:
+    """A short, labelled profile of the parent for the generator's prompt."""
+    measurement = latest_measurement(session, candidate.id)
+    if measurement is None:
+        return "no profile available"
+    parts = [f"time {measurement.time_ms:.4g} ms ({measurement.label}, {measurement.method}, "
+             f"{measurement.device})"]
+    features = measurement.features or {}
+    if features.get("phi"):
+        names = ("log1p_time", "registers", "shared_kib", "log2_threads", "occupancy_pct")
+        parts.append(", ".join(f"{n}={v:.3g}" for n, v in zip(names, features["phi"],
+                                                                strict=False)))
+    if features.get("h"):
+        sm, dram, l2 = features["h"]
+        parts.append(f"SM {sm:.0f}%, DRAM {dram:.0f}%, L2 {l2:.0f}% of peak "
+                     f"({'/'.join(features.get('h_sources') or ['unknown'])})")
+    return "; ".join(parts)
+
+
+def task_payload(session: Session, attempt: Attempt) -> dict[str, Any]:
+    """The complete, self-contained message payload of an attempt (workers have no DB)."""
+    track = session.get_one(Track, attempt.track_id)
+    job = session.get_one(Job, attempt.job_id)
+    problem = session.get_one(Problem, job.problem_id)
+    candidate = session.get(Candidate, attempt.candidate_id) if attempt.candidate_id else None
+    payload: dict[str, Any] = {"attempt_id": attempt.id, "job_id": job.id, "target": track.target,
+                               "problem": problem.loaded, **attempt.payload}
+    if candidate is None:
+        return payload
+    if attempt.kind == "generate":
+        payload.update(parent_editable=candidate.editable, model=job.model,
+                       profile_summary=profile_summary(session, candidate))
+        return payload
+    payload["editable"] = candidate.editable
+    if attempt.kind == "profile" and candidate.parent_id is not None:
+        parent = session.get(Candidate, candidate.parent_id)
+        payload["parent_editable"] = parent.editable if parent else None
+    return payload

@@ -1,0 +1,71 @@
+"""Deterministic task bodies and job builders for engine tests (no GPU, no sandbox, no LLM).
+
+Times depend only on the candidate text, so a re-run of a lost task returns the same result
+and two runs of the same job see the same rewards.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from typing import Any
+
+from sqlalchemy.orm import Session, sessionmaker
+
+from kernelband.db import repository
+from kernelband.db.session import session_scope
+
+# Strategy effects on time: tiling helps a lot, fusion a little, the rest slightly hurt.
+EFFECT = {"tiling": 0.8, "fusion": 0.95}
+TOKENS_PER_GENERATION = 150
+
+
+def fake_generate(payload: dict[str, Any]) -> dict[str, Any]:
+    editable = f"{payload['parent_editable']}\n# {payload['strategy']} seed={payload['seed']}"
+    return {"ok": True, "editable": editable, "reason": "", "prompt_tokens": 100,
+            "completion_tokens": 50, "cost_usd": 0.001, "cost_known": True, "model": "fake"}
+
+
+def fake_compile(payload: dict[str, Any]) -> dict[str, Any]:
+    if "# reordering" in payload["editable"].splitlines()[-1]:
+        return {"ok": False, "reason": "compile_error:fake", "message": "reordering breaks"}
+    return {"ok": True, "static_profile": {"registers": 32}}
+
+
+def fake_time(editable: str) -> float:
+    time = 1.0
+    for line in editable.splitlines()[1:]:
+        time *= EFFECT.get(line.split()[1], 1.02)
+    jitter = int(hashlib.sha256(editable.encode()).hexdigest()[:4], 16) / 65535 / 100
+    return time * (1 + jitter)
+
+
+def fake_profile(payload: dict[str, Any]) -> dict[str, Any]:
+    time = fake_time(payload["editable"])
+    measurement = {"label": "estimated", "method": "fake-cost-model", "device": "fake",
+                   "target": payload["target"], "time_ms": time, "case_times_ms": [time],
+                   "cv": 0.0, "noisy": False, "paired_ratio": None}
+    features = {"phi": [math.log1p(time), 32, 0, 7, 50], "h": [40.0, 60.0, 30.0],
+                "h_sources": ["estimate"]}
+    return {"ok": True, "measurement": measurement, "features": features}
+
+
+def fake_verify(payload: dict[str, Any]) -> dict[str, Any]:
+    return {"ok": True, "verdict": {"correct": True, "held_out_checked": 2}}
+
+
+FAKE_TASKS = {"generate": fake_generate, "compile": fake_compile, "profile": fake_profile,
+              "verify": fake_verify}
+
+
+def make_job(factory: sessionmaker[Session], targets: tuple[str, ...] = ("cpu",),
+             **options: Any) -> int:
+    """A team, a problem and a queued job; returns the job id."""
+    with session_scope(factory) as session:
+        team = repository.get_or_create_team(session, "team-a")
+        problem = repository.get_or_create_problem(
+            session, team.id, "toy", "native", "ORIGINAL", {"editable": "ORIGINAL"}, "h" * 64)
+        options.setdefault("budget_iterations", 6)
+        options.setdefault("parallelism", 1)
+        options.setdefault("seed", 7)
+        return repository.create_job(session, team.id, problem.id, targets, **options).id

@@ -1,0 +1,220 @@
+"""Scheduler steps on real SQLite and Postgres databases with deterministic task bodies."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+import pytest
+from engine_fakes import FAKE_TASKS, TOKENS_PER_GENERATION, fake_generate, make_job
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session, sessionmaker
+
+from kernelband.config import Settings
+from kernelband.db import repository
+from kernelband.db.models import ArmStat, Attempt, Candidate, Event, Job, Track, utcnow
+from kernelband.db.session import session_scope
+from kernelband.dispatch import InboxDispatcher, InlineDispatcher, TaskMessage
+from kernelband.engine import EngineContext, ingest_result, job_is_finished, step
+from kernelband.engine_support import FencingError, claim_leadership
+
+
+class Clock:
+    """A clock the test moves by hand (lease expiry without sleeping)."""
+
+    def __init__(self) -> None:
+        self.now = utcnow()
+
+    def __call__(self) -> datetime:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += timedelta(seconds=seconds)
+
+
+class DroppingDispatcher(InboxDispatcher):
+    """Loses every task of the given kinds (a dead worker); runs the others inline."""
+
+    def __init__(self, drop: set[str]) -> None:
+        super().__init__()
+        self.drop, self.sent = drop, []  # type: ignore[var-annotated]
+
+    def submit(self, task: TaskMessage) -> str:
+        self.sent.append(task)
+        if task.kind not in self.drop:
+            self.deliver(task.attempt_id, FAKE_TASKS[task.kind](task.payload))
+        return task.task_id
+
+
+def context(factory: sessionmaker[Session], dispatcher: Any = None, **settings: Any) -> EngineContext:
+    return EngineContext(factory, dispatcher or InlineDispatcher(FAKE_TASKS),
+                         Settings(**settings), clock=Clock())
+
+
+def run_to_end(ctx: EngineContext, job_id: int, max_steps: int = 300) -> int:
+    for steps in range(1, max_steps + 1):
+        step(ctx)
+        if job_is_finished(ctx.factory, job_id):
+            return steps
+    raise AssertionError(f"job {job_id} did not finish in {max_steps} steps")
+
+
+def attempts_by_kind(session: Session, job_id: int) -> dict[str, int]:
+    rows = session.execute(select(Attempt.kind, func.count()).where(Attempt.job_id == job_id)
+                           .group_by(Attempt.kind)).all()
+    return {kind: count for kind, count in rows}
+
+
+def decisions(session: Session, job_id: int) -> list[tuple[Any, ...]]:
+    """Decisions as (strategy, cluster, parent lineage depth): ids differ between jobs."""
+    events = session.scalars(select(Event).where(Event.job_id == job_id,
+                                                 Event.kind == "pull_selected")
+                             .order_by(Event.seq)).all()
+    out = []
+    for event in events:
+        parent = session.get_one(Candidate, int(event.payload["parent_id"]))
+        out.append((event.payload["strategy"], event.payload["cluster"], parent.lineage_depth))
+    return out
+
+
+def test_job_runs_to_completion(db_factory: sessionmaker[Session]) -> None:
+    job_id = make_job(db_factory, budget_iterations=6, parallelism=2)
+    run_to_end(context(db_factory), job_id)
+    with session_scope(db_factory) as session:
+        job, track = session.get_one(Job, job_id), repository.job_tracks(session, job_id)[0]
+        assert job.status == "completed" and job.finished_at is not None
+        assert track.iterations_dispatched == track.iterations_done == 6
+        assert track.held_out in ("passed", "original") and track.best_label == "estimated"
+        assert track.best_speedup is not None and track.best_speedup >= 1.0
+        kinds = attempts_by_kind(session, job_id)
+        assert kinds["generate"] == 6 and kinds["profile"] >= 1
+        assert job.tokens_used == 6 * TOKENS_PER_GENERATION
+        seqs = [e.seq for e in repository.events_after(session, job_id)]
+        assert seqs == list(range(1, len(seqs) + 1))
+        assert int(session.scalar(select(func.count(ArmStat.id))) or 0) >= 6
+
+
+def test_same_result_twice_is_applied_once(db_factory: sessionmaker[Session]) -> None:
+    job_id = make_job(db_factory, budget_iterations=2)
+    ctx = context(db_factory)
+    step(ctx)  # baseline
+    step(ctx)  # baseline ingested, first generate dispatched and answered inline
+    with session_scope(db_factory) as session:
+        attempt = session.scalars(select(Attempt).where(Attempt.kind == "generate")).one()
+        payload = TaskMessage(attempt.id, "generate", "llm", {}).to_dict()
+    message = next(m for m in ctx.dispatcher.submitted if m.kind == "generate")  # type: ignore[attr-defined]
+    result = fake_generate(message.payload)
+    step(ctx)  # the original delivery
+    with session_scope(db_factory) as session:
+        assert ingest_result(session, payload["attempt_id"], result, 3) is False
+    ctx.dispatcher.deliver(payload["attempt_id"], result)  # type: ignore[attr-defined]
+    report = step(ctx)
+    assert report.ignored == 1
+    with session_scope(db_factory) as session:
+        children = session.scalar(select(func.count(Candidate.id))
+                                  .where(Candidate.decision_id.is_not(None)))
+        assert children == 1
+        assert session.get_one(Job, job_id).tokens_used == TOKENS_PER_GENERATION
+
+
+def test_lost_attempt_is_redispatched_then_failed_with_reason(
+    db_factory: sessionmaker[Session],
+) -> None:
+    job_id = make_job(db_factory, budget_iterations=1)
+    ctx = context(db_factory, DroppingDispatcher({"generate"}), max_tries=2, lease_s=60)
+    step(ctx)
+    step(ctx)
+    for _ in range(2):
+        ctx.clock.advance(61)  # type: ignore[attr-defined]
+        step(ctx)
+    with session_scope(db_factory) as session:
+        attempt = session.scalars(select(Attempt).where(Attempt.kind == "generate")).one()
+        assert attempt.state == "failed" and attempt.tries == 2
+        assert attempt.reason == "lost:lease_expired_after_2_tries"
+    run_to_end(ctx, job_id)
+    with session_scope(db_factory) as session:
+        track = repository.job_tracks(session, job_id)[0]
+        assert track.iterations_done == 1 and track.held_out == "original"
+        sent = [m.kind for m in ctx.dispatcher.sent]  # type: ignore[attr-defined]
+        assert sent.count("generate") == 2
+
+
+def test_token_budget_stops_dispatch(db_factory: sessionmaker[Session]) -> None:
+    job_id = make_job(db_factory, budget_iterations=10, budget_tokens=250)
+    run_to_end(context(db_factory), job_id)
+    with session_scope(db_factory) as session:
+        track = repository.job_tracks(session, job_id)[0]
+        assert track.iterations_dispatched == 2  # 150 tokens, then 300 >= 250: stop
+        assert "token budget" in (track.reason or "")
+        assert session.get_one(Job, job_id).status == "completed"
+
+
+def test_cancellation_stops_job_and_ignores_late_results(
+    db_factory: sessionmaker[Session],
+) -> None:
+    job_id = make_job(db_factory, budget_iterations=10, parallelism=3)
+    ctx = context(db_factory, DroppingDispatcher({"compile"}))
+    for _ in range(3):
+        step(ctx)
+    with session_scope(db_factory) as session:
+        repository.request_cancel(session, job_id)
+    step(ctx)
+    with session_scope(db_factory) as session:
+        assert session.get_one(Job, job_id).status == "cancelled"
+        assert {t.status for t in repository.job_tracks(session, job_id)} == {"cancelled"}
+        open_states = session.scalars(select(Attempt.state).where(
+            Attempt.state.in_(("pending", "dispatched", "expired")))).all()
+        assert open_states == []
+        lost = session.scalars(select(Attempt).where(Attempt.kind == "compile")).first()
+        assert lost is not None and lost.reason == "cancelled"
+        assert ingest_result(session, lost.id, {"ok": True}, 3) is False
+    assert step(ctx).selected == 0
+
+
+def test_restart_continues_with_identical_decisions(db_factory: sessionmaker[Session]) -> None:
+    reference = make_job(db_factory, budget_iterations=8, parallelism=2)
+    run_to_end(context(db_factory), reference)
+    restarted = make_job(db_factory, budget_iterations=8, parallelism=2)
+    first = context(db_factory, lease_s=30)
+    for _ in range(4):
+        step(first)  # then the process "dies": its inbox of results is lost
+    second = context(db_factory, lease_s=30)  # new engine objects on the same database
+    second.clock.advance(31)  # type: ignore[attr-defined]
+    run_to_end(second, restarted)
+    with session_scope(db_factory) as session:
+        assert decisions(session, restarted) == decisions(session, reference)
+        a, b = repository.job_tracks(session, reference)[0], repository.job_tracks(
+            session, restarted)[0]
+        assert (a.best_time_ms, a.iterations_done) == (b.best_time_ms, b.iterations_done)
+
+
+def test_two_targets_get_two_tracks_and_queues(db_factory: sessionmaker[Session]) -> None:
+    job_id = make_job(db_factory, targets=("cpu", "h100"), budget_iterations=3)
+    ctx = context(db_factory)
+    run_to_end(ctx, job_id)
+    with session_scope(db_factory) as session:
+        tracks = repository.job_tracks(session, job_id)
+        assert [t.target for t in tracks] == ["cpu", "h100"]
+        assert all(t.status == "completed" and t.iterations_done == 3 for t in tracks)
+        for track in tracks:  # each track's frontier holds only its own candidates
+            ids = {e["kernel_id"] for e in track.policy_state["frontier"]}  # type: ignore[index]
+            own = set(session.scalars(select(Candidate.id).where(Candidate.track_id == track.id)))
+            assert {int(i) for i in ids} <= own and str(track.original_candidate_id) in ids
+    queues = {(m.kind, m.payload["target"], m.queue) for m in ctx.dispatcher.submitted}  # type: ignore[attr-defined]
+    assert ("profile", "h100", "gpu.h100") in queues and ("profile", "cpu", "cpu") in queues
+    assert all(q == "llm" for k, _, q in queues if k == "generate")
+
+
+def test_deposed_leader_cannot_write(db_factory: sessionmaker[Session]) -> None:
+    make_job(db_factory)
+    with session_scope(db_factory) as session:
+        old = claim_leadership(session, "a")
+    with session_scope(db_factory) as session:
+        assert claim_leadership(session, "b") == old + 1
+    ctx = context(db_factory)
+    ctx.leader_epoch = old
+    with pytest.raises(FencingError, match="another scheduler"):
+        step(ctx)
+    with session_scope(db_factory) as session:
+        assert session.scalar(select(func.count(Track.id))) == 0
+        assert session.scalars(select(Job.status)).one() == "queued"
