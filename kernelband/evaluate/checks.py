@@ -1,0 +1,155 @@
+"""The correctness and anti-cheat checks, run inside the sandbox child (imports untrusted code).
+
+`evaluate_target(payload) -> dict` is the sandbox target behind `evaluate_candidate`.
+"""
+
+from __future__ import annotations
+
+import time
+from contextlib import AbstractContextManager, nullcontext
+from typing import Any
+
+from kernelband.evaluate.compare import (
+    aliased_indices,
+    bitwise_equal,
+    compare_results,
+    mutated_indices,
+    snapshot,
+)
+from kernelband.evaluate.verdict import Verdict
+from kernelband.problem.model import Case, KernelProblem
+
+
+class Rejected(Exception):
+    """Raised inside the checks to stop at the first failure."""
+
+    def __init__(self, reason: str, message: str, **details: Any) -> None:
+        super().__init__(message)
+        self.reason, self.message, self.details = reason, message, details
+
+
+def _capture() -> AbstractContextManager[list[Any]]:
+    from kernelband.profile.launches import capture_launches
+
+    return capture_launches()
+
+
+def _violations() -> list[str]:
+    from kernelband.sandbox import guard
+
+    return guard.VIOLATIONS
+
+
+class CaseChecker:
+    """Runs the reference and the candidate on fresh inputs and checks what they did."""
+
+    def __init__(self, problem: KernelProblem, runtime: Any, count_launches: bool = True) -> None:
+        self.problem, self.runtime = problem, runtime
+        self.count_launches = count_launches
+        self.run_s = 0.0
+        self.worst_err = 0.0
+
+    def _call(self, who: str, args: list[Any], where: str) -> Any:
+        fn = self.runtime.candidate if who == "candidate" else self.runtime.reference
+        launches: list[Any] = []
+        context = _capture() if who == "candidate" and self.count_launches else nullcontext(launches)
+        start = time.perf_counter()
+        try:
+            with context as launches:
+                out = fn(args)
+        except Rejected:
+            raise
+        except Exception as exc:
+            raise Rejected(f"{who}_error", f"{where}: {who} raised {type(exc).__name__}: {exc}") from exc
+        finally:
+            self.run_s += time.perf_counter() - start
+        if who == "candidate" and _violations():
+            raise Rejected("sandbox_violation", f"{where}: {_violations()[0]}")
+        if who == "candidate" and self.count_launches and not launches:
+            raise Rejected("decoy_no_triton_launch", f"{where}: the candidate launched no Triton kernel "
+                           "(computing the result with torch alone is not an optimized kernel)")
+        return out
+
+    def _outputs(self, out: Any, args: list[Any]) -> Any:
+        inplace = self.problem.inplace_outputs
+        return (out, [args[i] for i in inplace]) if inplace else out
+
+    def check(self, case: Case, seed: int, where: str, candidate_first: bool, determinism: bool) -> None:
+        """One (case, seed): both orders over the run, every anti-cheat check."""
+        cand_args = self.runtime.inputs(case, seed)
+        before = snapshot(cand_args)
+        ref_args = self.runtime.inputs(case, seed)
+        if candidate_first:
+            cand_out = self._call("candidate", cand_args, where)
+            ref_out = self._call("reference", ref_args, where)
+        else:
+            ref_out = self._call("reference", ref_args, where)
+            cand_out = self._call("candidate", cand_args, where)
+        inplace = self.problem.inplace_outputs
+        if mutated := mutated_indices(before, cand_args, inplace):
+            raise Rejected("input_mutated", f"{where}: the candidate modified input argument(s) {mutated} "
+                           "(declare INPLACE_OUTPUTS if the kernel writes them on purpose)")
+        if aliased := aliased_indices(cand_out, cand_args, inplace):
+            raise Rejected("output_aliases_input", f"{where}: the output shares memory with input "
+                           f"argument(s) {aliased}; return a new tensor")
+        expected, actual = self._outputs(ref_out, ref_args), self._outputs(cand_out, cand_args)
+        if found := compare_results(expected, actual, self.problem.tolerance):
+            raise Rejected(found.reason, f"{where}, {found.where}: {found.detail}", max_abs_err=found.max_abs_err)
+        if determinism and not self.problem.allow_nondeterminism:
+            self._check_determinism(case, seed, where, actual)
+
+    def _check_determinism(self, case: Case, seed: int, where: str, first: Any) -> None:
+        args = self.runtime.inputs(case, seed)
+        again = self._outputs(self._call("candidate", args, where), args)
+        if not bitwise_equal(first, again):
+            raise Rejected("nondeterministic", f"{where}: two runs on identical inputs differ "
+                           "(set ALLOW_NONDETERMINISM = True if the kernel is meant to, e.g. atomics)")
+
+
+def _case_plan(problem: KernelProblem, held_out: bool) -> list[tuple[str, Case]]:
+    plan = [(f"case {c.name}", c) for c in problem.cases]
+    if held_out:
+        # held-out names and shapes never appear in messages (they may reach a generator)
+        plan += [(f"held-out case #{i + 1}", c) for i, c in enumerate(problem.held_out_cases)]
+    return plan
+
+
+def _run_plan(checker: CaseChecker, plan: list[tuple[str, Case]], seeds: int, base_seed: int) -> int:
+    checks = 0
+    for label, case in plan:
+        for k in range(seeds):
+            where = f"{label}, seed {k}"
+            # alternate who runs first, so a result left behind by the other cannot be reused
+            checker.check(case, base_seed + k, where, candidate_first=(checks % 2 == 0), determinism=(k == 0))
+            checks += 1
+    return checks
+
+
+def evaluate_target(payload: dict[str, Any]) -> dict[str, Any]:
+    """Sandbox target: a Verdict as a dict."""
+    problem = KernelProblem.from_dict(payload["problem"])
+    seeds, held_out, base_seed = int(payload["seeds"]), bool(payload["held_out"]), int(payload["base_seed"])
+    plan = _case_plan(problem, held_out)
+    counts = {"seeds": seeds, "cases_checked": 0, "held_out_checked": 0}
+    start = time.perf_counter()
+    try:
+        from kernelband.problem.runtime import load_runtime
+
+        runtime = load_runtime(problem, payload.get("editable"), payload["device"])
+    except Exception as exc:
+        return Verdict.reject("load_error", f"the candidate could not be loaded: {type(exc).__name__}: {exc}",
+                              **counts).to_dict()
+    load_s = time.perf_counter() - start
+    checker = CaseChecker(problem, runtime, count_launches=payload.get("count_launches", True))
+    try:
+        checks = _run_plan(checker, plan, seeds, base_seed)
+    except Rejected as rej:
+        details = {"load_s": load_s, "run_s": checker.run_s, "base_seed": base_seed, **rej.details}
+        return Verdict.reject(rej.reason, rej.message, details=details, **counts).to_dict()
+    n_held = sum(1 for label, _ in plan if label.startswith("held-out"))
+    return Verdict(
+        correct=True, reason="ok", message=f"correct on {len(plan)} cases x {seeds} seeds ({checks} checks)",
+        cases_checked=len(plan), seeds=seeds, held_out_checked=n_held,
+        flags=("nondeterminism_allowed",) if problem.allow_nondeterminism else (),
+        details={"load_s": load_s, "run_s": checker.run_s, "base_seed": base_seed, "checks": checks},
+    ).to_dict()
