@@ -1,0 +1,93 @@
+"""Values that cross process boundaries: a generation request and its result (JSON-able)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from kernelband.problem.model import KernelProblem
+
+
+@dataclass(frozen=True)
+class ProfileFact:
+    """One labelled profile value, e.g. DRAM throughput 38 % of peak, measured by ncu."""
+
+    label: str
+    value: float
+    unit: str
+    source: str
+
+    def render(self) -> str:
+        """The fact in words: 'DRAM throughput 38% of peak (measured, ncu)'."""
+        sep = "" if self.unit.startswith("%") else " "
+        unit = f"{sep}{self.unit}" if self.unit else ""
+        return f"{self.label} {self.value:.3g}{unit} ({self.source})"
+
+
+@dataclass(frozen=True)
+class GenerationRequest:
+    """Rewrite `parent_editable` of `problem` with `strategy` (None: the generator chooses)."""
+
+    problem: KernelProblem
+    parent_editable: str
+    strategy: str | None
+    profile_summary: tuple[ProfileFact, ...] = ()
+    seed: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "problem": self.problem.to_dict(),
+            "parent_editable": self.parent_editable,
+            "strategy": self.strategy,
+            "profile_summary": [asdict(f) for f in self.profile_summary],
+            "seed": self.seed,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> GenerationRequest:
+        return cls(
+            problem=KernelProblem.from_dict(data["problem"]),
+            parent_editable=data["parent_editable"],
+            strategy=data.get("strategy"),
+            profile_summary=tuple(ProfileFact(**f) for f in data.get("profile_summary", ())),
+            seed=int(data.get("seed", 0)),
+        )
+
+
+@dataclass(frozen=True)
+class GenerationResult:
+    """What a generator produced: a new editable region, or a failure `reason`.
+
+    `reason` is machine-readable (`no_code_block`, `syntax_error:line 12`, `rate_limited`, ...);
+    `message` is for people. Token counts come from the provider's usage; `cost_known` is False
+    when the model's price is unknown (then `cost_usd` is 0 and only tokens count).
+    """
+
+    ok: bool
+    editable: str = ""
+    reason: str = ""
+    message: str = ""
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float = 0.0
+    cost_known: bool = True
+    latency_s: float = 0.0
+    model: str = ""
+    strategy: str | None = None
+    attempts: int = 0
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["notes"] = list(self.notes)
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> GenerationResult:
+        fields = dict(data)
+        fields["notes"] = tuple(data.get("notes", ()))
+        return cls(**fields)
