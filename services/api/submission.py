@@ -27,8 +27,8 @@ def validate_policy(name: str, params: dict[str, Any]) -> None:
     except PolicyConfigError as exc:
         raise ApiError(
             422, "invalid_policy",
-            f"Policy '{name}' with params {params} is not valid: {exc}. Fix `policy` or "
-            "`policy_params` (see /docs).",
+            f"Invalid policy settings: {str(exc).removeprefix('kernelband: ')}. Fix `policy` or "
+            "`policy_params` and submit again.",
         ) from exc
 
 

@@ -17,21 +17,23 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from kernelband.config import Settings
 from kernelband.db import Base, make_engine, make_session_factory, session_scope
+from kernelband.db.models import ArmStat, Candidate, Event, Measurement, Track
 from kernelband.problem.model import Case, KernelProblem, ProblemLoadError
 from services.api.app import create_app
 from services.api.teams import create_token
 
-PG_ADMIN_URL = os.environ.get("KERNELBAND_TEST_PG_ADMIN", "postgresql://postgres@127.0.0.1:5432/postgres")
+CHILD_REGION = """@triton.jit
+def add_kernel(x_ptr, y_ptr, out_ptr, n_elements, BLOCK_SIZE: tl.constexpr):
+    pass  # the faster child
 
-VALID_SOURCE = '''import triton
-
-@triton.jit
-def add_kernel(x, y, out, n, BLOCK: "tl.constexpr"):
-    pass
 
 def entry(x, y):
     return x + y
-'''
+"""
+
+PG_ADMIN_URL = os.environ.get("KERNELBAND_TEST_PG_ADMIN", "postgresql://postgres@127.0.0.1:5432/postgres")
+
+VALID_SOURCE = (Path(__file__).resolve().parents[3] / "examples" / "vector_add.py").read_text()
 
 
 def parsing_loader(source: str, format: str, name: str) -> KernelProblem:
@@ -150,3 +152,45 @@ def _job_body(**overrides: Any) -> dict[str, Any]:
 def job_body() -> Callable[..., dict[str, Any]]:
     """Builds a valid POST /v1/jobs body, with overrides."""
     return _job_body
+
+
+@pytest.fixture
+def seed_results(factory: sessionmaker[Session]) -> Callable[[int], dict[str, int]]:
+    """Writes what the scheduler would for a job's h100 track; returns the row ids."""
+
+    def seed(job_id: int) -> dict[str, int]:
+        with session_scope(factory) as s:
+            track = Track(job_id=job_id, target="h100", status="running", iterations_done=2,
+                          iterations_dispatched=3, original_time_ms=2.0)
+            s.add(track)
+            s.flush()
+            original = Candidate(track_id=track.id, editable="# original", status="measured")
+            s.add(original)
+            s.flush()
+            child = Candidate(track_id=track.id, parent_id=original.id, strategy="tiling",
+                              editable=CHILD_REGION, status="measured", lineage_depth=1)
+            bad = Candidate(track_id=track.id, parent_id=original.id, strategy="fusion",
+                            editable="x", status="rejected", lineage_depth=1,
+                            reason="wrong_result:case=2,max_abs_err=0.5")
+            s.add_all([child, bad])
+            s.flush()
+            s.add_all([
+                Measurement(candidate_id=original.id, label="measured", method="cuda_events",
+                            device="NVIDIA H100", target="h100", time_ms=2.0),
+                Measurement(candidate_id=child.id, label="measured", method="cuda_events",
+                            device="NVIDIA H100", target="h100", time_ms=0.5, cv=0.01),
+            ])
+            track.original_candidate_id, track.best_candidate_id = original.id, child.id
+            track.best_time_ms, track.best_speedup, track.best_label = 0.5, 4.0, "measured"
+            track.held_out = "passed"
+            s.add_all([
+                ArmStat(track_id=track.id, cluster=0, strategy="tiling", pulls=2.0,
+                        mean_reward=0.75, masked=False, ucb_score=1.9),
+                ArmStat(track_id=track.id, cluster=0, strategy="pipeline", pulls=1.0,
+                        mean_reward=0.5, masked=True, ucb_score=None),
+            ])
+            s.add_all([Event(job_id=job_id, seq=i, kind="candidate", payload={"n": i})
+                       for i in range(1, 8)])
+            return {"track": track.id, "original": original.id, "child": child.id, "bad": bad.id}
+
+    return seed

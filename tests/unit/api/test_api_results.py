@@ -1,0 +1,109 @@
+"""Job results: tracks with labelled best, candidates, best download, bandit arms, events."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+Body = Callable[..., dict[str, Any]]
+Seed = Callable[[int], dict[str, int]]
+
+
+@pytest.fixture
+def job_id(client: TestClient, auth: dict[str, str], job_body: Body) -> int:
+    return int(client.post("/v1/jobs", json=job_body(), headers=auth).json()["id"])
+
+
+def test_job_shows_best_speedup_with_label(
+    client: TestClient, auth: dict[str, str], job_id: int, seed_results: Seed
+) -> None:
+    ids = seed_results(job_id)
+    job = client.get(f"/v1/jobs/{job_id}", headers=auth).json()
+    h100, cpu = job["tracks"]
+    assert h100["status"] == "running" and h100["iterations_done"] == 2
+    assert h100["best"] == {"candidate_id": ids["child"], "speedup": 4.0, "time_ms": 0.5,
+                            "label": "measured", "method": "cuda_events", "device": "NVIDIA H100"}
+    assert h100["held_out"] == "passed"
+    assert cpu == {**cpu, "target": "cpu", "status": "pending", "best": None}
+    assert job["spend"]["iterations"] == 2
+
+
+def test_candidates_have_lineage_reasons_and_labelled_measurements(
+    client: TestClient, auth: dict[str, str], job_id: int, seed_results: Seed
+) -> None:
+    ids = seed_results(job_id)
+    cands = client.get(f"/v1/jobs/{job_id}/candidates", headers=auth).json()["candidates"]
+    by_id = {c["id"]: c for c in cands}
+    assert list(by_id) == [ids["original"], ids["child"], ids["bad"]]
+    child = by_id[ids["child"]]
+    assert child["parent_id"] == ids["original"] and child["strategy"] == "tiling"
+    assert child["measurements"][0]["label"] == "measured"
+    assert child["measurements"][0]["speedup"] == pytest.approx(4.0)
+    assert by_id[ids["bad"]]["reason"] == "wrong_result:case=2,max_abs_err=0.5"
+    rejected = client.get(f"/v1/jobs/{job_id}/candidates", params={"status": "rejected"},
+                          headers=auth).json()["candidates"]
+    assert [c["id"] for c in rejected] == [ids["bad"]]
+    assert client.get(f"/v1/jobs/{job_id}/candidates", params={"target": "cpu"},
+                      headers=auth).json()["candidates"] == []
+
+
+def test_best_download_splices_region_under_a_provenance_header(
+    client: TestClient, auth: dict[str, str], job_id: int, seed_results: Seed
+) -> None:
+    ids = seed_results(job_id)
+    resp = client.get(f"/v1/jobs/{job_id}/best", params={"target": "h100"}, headers=auth)
+    assert resp.status_code == 200
+    assert resp.headers["content-type"].startswith("text/x-python")
+    assert f"vector_add.h100.job{job_id}.py" in resp.headers["content-disposition"]
+    text = resp.text
+    assert text.startswith("# KernelBand best kernel for target h100")
+    assert f"candidate {ids['child']}" in text and "lineage: original -> tiling" in text
+    assert "speedup 4.000x" in text and "measured (cuda_events on NVIDIA H100)" in text
+    assert "pass  # the faster child" in text and "def reference(" in text  # spliced module
+    compile(text, "best.py", "exec")
+
+
+def test_best_download_before_any_result_is_404_with_advice(
+    client: TestClient, auth: dict[str, str], job_id: int
+) -> None:
+    resp = client.get(f"/v1/jobs/{job_id}/best", params={"target": "h100"}, headers=auth)
+    assert resp.status_code == 404 and resp.json()["error"] == "no_best_kernel"
+    other = client.get(f"/v1/jobs/{job_id}/best", params={"target": "a100"}, headers=auth)
+    assert other.status_code == 404 and "its targets are h100, cpu" in other.json()["message"]
+
+
+def test_bandit_arms(
+    client: TestClient, auth: dict[str, str], job_id: int, seed_results: Seed
+) -> None:
+    seed_results(job_id)
+    out = client.get(f"/v1/jobs/{job_id}/tracks/h100/bandit", headers=auth).json()
+    assert out["total_pulls"] == 3.0
+    assert out["arms"] == [
+        {"cluster": 0, "strategy": "pipeline", "pulls": 1.0, "mean_reward": 0.5, "masked": True,
+         "ucb_score": None},
+        {"cluster": 0, "strategy": "tiling", "pulls": 2.0, "mean_reward": 0.75, "masked": False,
+         "ucb_score": 1.9},
+    ]
+    empty = client.get(f"/v1/jobs/{job_id}/tracks/cpu/bandit", headers=auth).json()
+    assert empty["arms"] == [] and empty["total_pulls"] == 0
+
+
+def test_events_paginate_with_after_and_limit(
+    client: TestClient, auth: dict[str, str], job_id: int, seed_results: Seed
+) -> None:
+    seed_results(job_id)
+    seen: list[int] = []
+    after, more = 0, True
+    while more:
+        page = client.get(f"/v1/jobs/{job_id}/events", params={"after": after, "limit": 3},
+                          headers=auth).json()
+        seen += [e["seq"] for e in page["events"]]
+        after, more = page["next_after"], page["has_more"]
+    assert seen == list(range(1, 8))
+    tail = client.get(f"/v1/jobs/{job_id}/events", params={"after": 7}, headers=auth).json()
+    assert tail == {"events": [], "next_after": 7, "has_more": False}
+    bad = client.get(f"/v1/jobs/{job_id}/events", params={"limit": 0}, headers=auth)
+    assert bad.status_code == 422 and "'limit'" in bad.json()["message"]
