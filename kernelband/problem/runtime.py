@@ -149,11 +149,14 @@ class KernelBenchRuntime(ProblemRuntime):
         dtype = getattr(torch, case.dtype)
         return ref.to(self.device, dtype), new.to(self.device, dtype)
 
-    def _pair(self, args: list[Any]) -> tuple[torch.nn.Module, torch.nn.Module]:
-        case, _ = self._case_of(args)
+    def models(self, case: Case) -> tuple[torch.nn.Module, torch.nn.Module]:
+        """(Model, ModelNew) for `case`, built once with the same weights."""
         if case.name not in self._models:
             self._models[case.name] = self._build(case)
         return self._models[case.name]
+
+    def _pair(self, args: list[Any]) -> tuple[torch.nn.Module, torch.nn.Module]:
+        return self.models(self._case_of(args)[0])
 
     def inputs(self, case: Case, seed: int) -> list[Any]:
         self._apply_params(case)
