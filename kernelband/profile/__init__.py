@@ -1,0 +1,33 @@
+"""Hardware-aware measurement: launches, static profile, occupancy, timing, ncu, estimate.
+
+Importing this package is cheap: triton and torch are imported by the functions that need them.
+"""
+
+from kernelband.profile.archs import GPUS, TARGETS, UnknownTargetError, resolve_target
+from kernelband.profile.features import Features
+from kernelband.profile.launches import LaunchRecord, capture_launches
+from kernelband.profile.measure import MeasureError, Measurement, measure_candidate_local
+from kernelband.profile.occupancy import Occupancy, theoretical_occupancy
+from kernelband.profile.sandboxed import measure_candidate, static_profile_candidate
+from kernelband.profile.specialize import StaticProfileError
+from kernelband.profile.static import StaticProfile, static_profile
+
+__all__ = [
+    "GPUS",
+    "TARGETS",
+    "Features",
+    "LaunchRecord",
+    "MeasureError",
+    "Measurement",
+    "Occupancy",
+    "StaticProfile",
+    "StaticProfileError",
+    "UnknownTargetError",
+    "capture_launches",
+    "measure_candidate",
+    "measure_candidate_local",
+    "resolve_target",
+    "static_profile",
+    "static_profile_candidate",
+    "theoretical_occupancy",
+]

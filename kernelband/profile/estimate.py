@@ -1,0 +1,157 @@
+"""Roofline-style cost model: an *estimated* kernel time for a GPU from its static profile.
+
+Every figure this module returns is an estimate; docs/estimates.md describes the model,
+its inputs and its limits.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from kernelband.profile.archs import GpuSpec
+from kernelband.profile.launches import LaunchRecord, tensor_nbytes
+from kernelband.profile.sass import flops_per_thread
+from kernelband.profile.static import StaticProfile
+
+MODEL = "roofline cost model v1"
+# Assumptions, not vendor figures (see docs/estimates.md):
+LAUNCH_OVERHEAD_US = 4.0  # GPU-side cost of one back-to-back kernel launch
+DRAM_LATENCY_US = 0.7  # loaded DRAM round trip; each wave of blocks pays at least one
+SCHEDULERS_PER_SM = 4  # warp schedulers, one warp instruction per cycle each
+_TENSOR_FLOPS = {"HMMA": 2 * 16 * 8 * 16, "WGMMA": 2 * 64 * 64 * 16}  # per warp(-group) instruction
+
+
+@dataclass(frozen=True)
+class LaunchEstimate:
+    """Estimated time of one launch on one GPU, with the terms that produced it."""
+
+    kernel_name: str
+    time_ms: float
+    memory_ms: float
+    compute_ms: float
+    issue_ms: float
+    wave_latency_ms: float
+    waves: int
+    bytes_moved: int
+    flops: float
+    load_bits: float
+    bandwidth_efficiency: float
+    limiter: str  # memory | compute | issue | latency | does_not_fit
+    dram_pct: float
+    l2_pct: float
+    sm_pct: float
+    label: str = "estimated"
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def launch_bytes(record: LaunchRecord) -> int:
+    """Bytes of every tensor argument: each is assumed read or written once from DRAM."""
+    return sum(tensor_nbytes(v) for v in record.args.values())
+
+
+def _access_bits(sass: dict[str, int]) -> float:
+    widths = {k: v for k, v in sass.items() if k.startswith(("LDG.", "STG."))}
+    count = sum(widths.values())
+    if count == 0:
+        return 128.0 if sass.get("LDGSTS") or sass.get("TMA") else 32.0  # async copies move 16 B
+    return sum(int(k.split(".")[1]) * n for k, n in widths.items()) / count
+
+
+def _load_bytes_per_thread(sass: dict[str, int], num_stages: int) -> float:
+    direct = sum(int(k.split(".")[1]) // 8 * n for k, n in sass.items() if k.startswith("LDG."))
+    asynchronous = 16 * (sass.get("LDGSTS", 0) + 8 * sass.get("TMA", 0))
+    # Software pipelining keeps (stages - 1) asynchronous tiles in flight at once.
+    return direct + asynchronous * max(1, num_stages - 1)
+
+
+def dot_flops(record: LaunchRecord) -> float:
+    """FLOPs of a matrix product read off its operands: M*N*K = sqrt(|A| |B| |C|) elements.
+
+    Static instruction counts miss loop trips, so for tensor-core kernels the three largest
+    tensor arguments are taken as A (M x K), B (K x N) and C (M x N).
+    """
+    sizes = sorted((v.numel() for v in record.args.values() if hasattr(v, "numel")), reverse=True)
+    if len(sizes) < 3:
+        return 0.0
+    return 2.0 * math.sqrt(float(sizes[0]) * sizes[1] * sizes[2])
+
+
+def _width_efficiency(bits: float) -> float:
+    """Narrow accesses need more load instructions per byte and reach less bandwidth."""
+    return min(1.0, 0.55 + 0.45 * min(bits, 128.0) / 128.0)
+
+
+def estimate_launch(record: LaunchRecord, profile: StaticProfile, gpu: GpuSpec) -> LaunchEstimate:
+    """The estimated time of one launch of `profile`'s kernel on `gpu`."""
+    blocks = max(1, record.num_blocks)
+    occupancy = profile.occupancy
+    bytes_moved = launch_bytes(record)
+    if occupancy.blocks_per_sm == 0:
+        return LaunchEstimate(record.kernel_name, math.inf, math.inf, 0, 0, 0, 0, bytes_moved, 0, 0, 0,
+                              "does_not_fit", 0, 0, 0)
+    concurrent = occupancy.blocks_per_sm * gpu.sms
+    waves = math.ceil(blocks / concurrent)
+    busy_sms = min(gpu.sms, blocks)
+    resident_warps = min(occupancy.warps_per_sm, math.ceil(blocks / gpu.sms) * profile.num_warps)
+    sass = profile.sass
+    threads = blocks * profile.threads_per_block
+    # Little's law: bytes in flight across the GPU against bandwidth x latency.
+    in_flight = busy_sms * resident_warps * 32 * _load_bytes_per_thread(sass, profile.num_stages)
+    needed = gpu.dram_gbps * 1e3 * DRAM_LATENCY_US  # GB/s * us -> bytes
+    latency_eff = min(1.0, in_flight / needed) if needed else 1.0
+    bits = _access_bits(sass)
+    efficiency = max(1e-3, _width_efficiency(bits) * latency_eff)
+    memory_ms = bytes_moved / (gpu.dram_gbps * 1e9 * efficiency) * 1e3
+    flops = float(flops_per_thread(sass) * threads)
+    compute_ms = flops / (gpu.fp32_tflops * 1e12) * 1e3
+    warps = blocks * profile.num_warps
+    tensor = float(sum(_TENSOR_FLOPS[k] * sass.get(k, 0) for k in _TENSOR_FLOPS) * warps)
+    if tensor:
+        tensor = max(tensor, dot_flops(record))
+    compute_ms += tensor / (gpu.tensor_fp16_tflops * 1e12) * 1e3
+    compute_ms *= gpu.sms / busy_sms  # a grid smaller than the GPU leaves SMs idle
+    issue_rate = busy_sms * SCHEDULERS_PER_SM * gpu.boost_clock_ghz * 1e9
+    issue_ms = sass.get("total", 0) * warps / issue_rate * 1e3
+    wave_ms = waves * DRAM_LATENCY_US * 1e-3
+    terms = {"memory": memory_ms, "compute": compute_ms, "issue": issue_ms}
+    limiter = max(terms, key=lambda k: terms[k])
+    busy_ms = terms[limiter]
+    total = LAUNCH_OVERHEAD_US * 1e-3 + busy_ms + wave_ms
+    if wave_ms > busy_ms:
+        limiter = "latency"
+    seconds = total * 1e-3
+    dram_pct = min(100.0, bytes_moved / seconds / (gpu.dram_gbps * 1e9) * 100)
+    l2_bytes = max(bytes_moved, threads * _load_bytes_per_thread(sass, 1))
+    l2_pct = min(100.0, l2_bytes / seconds / (gpu.dram_gbps * gpu.l2_to_dram_bw_ratio * 1e9) * 100)
+    sm_pct = min(100.0, max(compute_ms, issue_ms) / total * 100)
+    return LaunchEstimate(record.kernel_name, total, memory_ms, compute_ms, issue_ms, wave_ms, waves,
+                          bytes_moved, flops + tensor, bits, efficiency, limiter, dram_pct, l2_pct, sm_pct)
+
+
+@dataclass(frozen=True)
+class CaseEstimate:
+    """All launches of one case on one GPU; `time_ms` is their sum."""
+
+    time_ms: float
+    launches: list[LaunchEstimate]
+    gpu: str
+    label: str = "estimated"
+    method: str = MODEL
+
+    def dominant(self) -> LaunchEstimate | None:
+        """The launch that takes the most estimated time."""
+        return max(self.launches, key=lambda e: e.time_ms, default=None)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"time_ms": self.time_ms, "gpu": self.gpu, "label": self.label, "method": self.method,
+                "launches": [e.to_dict() for e in self.launches]}
+
+
+def estimate_case(pairs: list[tuple[LaunchRecord, StaticProfile]], gpu: GpuSpec) -> CaseEstimate:
+    """Estimate every launch of a case and add them up."""
+    launches = [estimate_launch(record, profile, gpu) for record, profile in pairs]
+    return CaseEstimate(sum(e.time_ms for e in launches), launches, gpu.name)

@@ -1,0 +1,68 @@
+"""KernelBand feature vectors: behaviour phi (5 numbers) and hardware signature h (3 numbers)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from kernelband.profile.static import StaticProfile
+
+PHI_NAMES = ("log1p_time_ms", "registers_per_thread", "smem_per_block_kib", "log2_threads_per_block",
+             "occupancy_pct")
+H_NAMES = ("sm_pct", "dram_pct", "l2_pct")
+SOURCES = ("ncu", "driver", "static", "estimate")
+
+
+@dataclass(frozen=True)
+class Features:
+    """phi and h with one source label per value (`ncu`, `driver`, `static` or `estimate`)."""
+
+    phi: tuple[float, ...]
+    phi_sources: tuple[str, ...]
+    h: tuple[float, ...]
+    h_sources: tuple[str, ...]
+
+    def __post_init__(self) -> None:
+        if len(self.phi) != 5 or len(self.phi_sources) != 5:
+            raise ValueError("phi needs 5 values and 5 sources")
+        if len(self.h) != 3 or len(self.h_sources) != 3:
+            raise ValueError("h needs 3 values and 3 sources")
+        unknown = set(self.phi_sources + self.h_sources) - set(SOURCES)
+        if unknown:
+            raise ValueError(f"unknown feature sources {sorted(unknown)}: use {', '.join(SOURCES)}")
+
+    def named(self) -> dict[str, dict[str, Any]]:
+        """Each value with its name and source, for reports."""
+        pairs = zip(PHI_NAMES + H_NAMES, self.phi + self.h, self.phi_sources + self.h_sources, strict=True)
+        return {name: {"value": value, "source": source} for name, value, source in pairs}
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"phi": list(self.phi), "phi_sources": list(self.phi_sources),
+                "h": list(self.h), "h_sources": list(self.h_sources)}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Features:
+        return cls(tuple(data["phi"]), tuple(data["phi_sources"]), tuple(data["h"]), tuple(data["h_sources"]))
+
+
+def build_features(
+    time_ms: float,
+    time_source: str,
+    static: StaticProfile,
+    h: tuple[float, float, float],
+    h_source: str,
+    registers: int | None = None,
+) -> Features:
+    """phi from a time and a static profile (registers from the driver when given); h as given."""
+    regs = registers if registers is not None else static.registers_per_thread
+    phi = (
+        math.log1p(max(0.0, time_ms)),
+        float(regs),
+        static.shared_mem_bytes / 1024.0,
+        math.log2(static.threads_per_block),
+        static.occupancy.occupancy_pct,
+    )
+    regs_source = "driver" if registers is not None else "static"
+    sources = (time_source, regs_source, "static", "static", "static")
+    return Features(phi, sources, tuple(float(v) for v in h), (h_source,) * 3)

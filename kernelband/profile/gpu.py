@@ -1,0 +1,116 @@
+"""The measured path: CUDA-event timing of every public case, features from ncu or the static
+profile. Runs only on a GPU node, inside the sandbox child."""
+
+from __future__ import annotations
+
+import json
+import sys
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from kernelband.problem.model import Case, KernelProblem
+from kernelband.profile.archs import ARCH_LIMITS, resolve_target
+from kernelband.profile.estimate import estimate_case
+from kernelband.profile.features import Features, build_features
+from kernelband.profile.measure import Measurement, capture_case
+from kernelband.profile.ncu import NcuOutcome, run_ncu
+from kernelband.profile.static import static_profile
+from kernelband.profile.timing import CudaDevice, TimingConfig, TimingStats, measure, measure_paired
+
+NCU_TIMEOUT_S = 180.0
+
+
+def _prepare(runtime: Any, case: Case, fresh_inputs: bool) -> Callable[[], Callable[[], Any]]:
+    """A factory of timed runs; inputs are rebuilt per run when the kernel writes in place."""
+    shared = None if fresh_inputs else runtime.inputs(case, 0)
+
+    def prepare() -> Callable[[], Any]:
+        args = runtime.inputs(case, 0) if fresh_inputs else shared
+        return lambda: runtime.candidate(args)
+
+    return prepare
+
+
+def _device_cc(device: CudaDevice) -> int:
+    cc = device.capability[0] * 10 + device.capability[1]
+    return cc if cc in ARCH_LIMITS else min(ARCH_LIMITS, key=lambda known: abs(known - cc))
+
+
+def _ncu_outcome(problem: KernelProblem, editable: str | None, case_index: int) -> NcuOutcome:
+    payload = {"problem": problem.to_dict(), "editable": editable, "case_index": case_index}
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "payload.json"
+        path.write_text(json.dumps(payload))
+        return run_ncu([sys.executable, "-m", "kernelband.profile.ncu_child", str(path)], NCU_TIMEOUT_S)
+
+
+def gpu_features(
+    problem: KernelProblem, editable: str | None, runtime: Any, device: CudaDevice, target: str,
+    slowest: int, time_ms: float,
+) -> Features:
+    """phi from the driver-reported registers and the static profile; h from ncu if it runs."""
+    case = problem.cases[slowest]
+    records = capture_case(runtime, case, execute=True)
+    cc = _device_cc(device)
+    pairs = [(r, static_profile(r, cc)) for r in records]
+    estimate = estimate_case(pairs, resolve_target(target if target != "cpu" else "h100"))
+    times = [e.time_ms for e in estimate.launches]
+    record, profile = pairs[times.index(max(times))]
+    registers = getattr(record.compiled, "n_regs", None)
+    outcome = _ncu_outcome(problem, editable, slowest)
+    if outcome.ok:
+        kernel = max(outcome.kernels, key=lambda k: k.time_ms or 0.0)
+        m = kernel.metrics
+        h = (m.get("sm_pct", 0.0), m.get("dram_pct", 0.0), m.get("l2_pct", 0.0))
+        return build_features(time_ms, "driver", profile, h, "ncu", registers)
+    launch = estimate.dominant()
+    h = (launch.sm_pct, launch.dram_pct, launch.l2_pct) if launch else (0.0, 0.0, 0.0)
+    return build_features(time_ms, "driver", profile, h, "estimate", registers)
+
+
+def measure_on_gpu(
+    problem: KernelProblem, editable: str | None, target: str, *,
+    parent_editable: str | None = None, config: TimingConfig | None = None,
+) -> tuple[Measurement, Features]:
+    """Time every public case with CUDA events (paired with the parent when given)."""
+    with tempfile.TemporaryDirectory(prefix="kb-measure-") as workdir:
+        return _measure_in(problem, editable, target, parent_editable, config, Path(workdir))
+
+
+def _measure_in(
+    problem: KernelProblem, editable: str | None, target: str, parent_editable: str | None,
+    config: TimingConfig | None, workdir: Path,
+) -> tuple[Measurement, Features]:
+    from kernelband.problem.runtime import load_runtime
+
+    device = CudaDevice()
+    runtime = load_runtime(problem, editable, "cuda", workdir=workdir)
+    parent = None
+    if parent_editable is not None:
+        parent = load_runtime(problem, parent_editable, "cuda", workdir=workdir)
+    fresh = bool(problem.inplace_outputs)
+    stats: list[TimingStats] = []
+    weighted_ratio, parent_sum = 0.0, 0.0
+    noisy = False
+    for case in problem.cases:
+        child = _prepare(runtime, case, fresh)
+        if parent is None:
+            stats.append(measure(device, child, config))
+            continue
+        paired = measure_paired(device, _prepare(parent, case, fresh), child, config)
+        stats.append(paired.child)
+        noisy |= paired.noisy
+        weighted_ratio += paired.parent.median_ms * paired.ratio
+        parent_sum += paired.parent.median_ms
+    case_times = {c.name: s.median_ms for c, s in zip(problem.cases, stats, strict=True)}
+    total = sum(case_times.values())
+    method = "cuda events, L2 flushed per run, median" + (", paired A/B with parent" if parent else "")
+    measurement = Measurement(
+        "measured", method, device.name, target, total, case_times,
+        cv=max(s.cv for s in stats), noisy=noisy or any(s.noisy for s in stats),
+        paired_ratio=weighted_ratio / parent_sum if parent_sum > 0 else None,
+    )
+    slowest = max(range(len(stats)), key=lambda i: stats[i].median_ms)
+    return measurement, gpu_features(problem, editable, runtime, device, target, slowest, total)

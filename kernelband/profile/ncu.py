@@ -1,0 +1,123 @@
+"""Nsight Compute: run `ncu` time-boxed on a child process and parse its raw CSV page."""
+
+from __future__ import annotations
+
+import csv
+import io
+import os
+import shutil
+import subprocess
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+# metric -> short name used in Features and reports
+METRICS: dict[str, str] = {
+    "sm__throughput.avg.pct_of_peak_sustained_elapsed": "sm_pct",
+    "dram__throughput.avg.pct_of_peak_sustained_elapsed": "dram_pct",
+    "lts__throughput.avg.pct_of_peak_sustained_elapsed": "l2_pct",
+    "l1tex__throughput.avg.pct_of_peak_sustained_elapsed": "l1_pct",
+    "sm__warps_active.avg.pct_of_peak_sustained_active": "achieved_occupancy_pct",
+    "gpu__time_duration.sum": "time",
+    "launch__registers_per_thread": "registers_per_thread",
+    "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum": "smem_bank_conflicts_ld",
+    "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum": "smem_bank_conflicts_st",
+}
+_TIME_TO_MS = {"ns": 1e-6, "nsecond": 1e-6, "us": 1e-3, "usecond": 1e-3, "ms": 1.0, "msecond": 1.0,
+               "s": 1e3, "second": 1e3}
+_CANDIDATE_PATHS = ("/usr/local/cuda/bin/ncu", "/opt/nvidia/nsight-compute/ncu")
+
+
+@dataclass(frozen=True)
+class NcuKernel:
+    """Metrics of one profiled kernel launch (`time_ms` converted from the reported unit)."""
+
+    name: str
+    metrics: dict[str, float]
+
+    @property
+    def time_ms(self) -> float | None:
+        return self.metrics.get("time_ms")
+
+
+@dataclass(frozen=True)
+class NcuOutcome:
+    """What an ncu run gave: kernels, or why there are none (`missing`, `permission`, ...)."""
+
+    ok: bool
+    kernels: list[NcuKernel] = field(default_factory=list)
+    reason: str = ""
+    message: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def find_ncu() -> str | None:
+    """Path of the `ncu` binary, or None."""
+    found = shutil.which("ncu")
+    if found:
+        return found
+    return next((p for p in _CANDIDATE_PATHS if os.access(p, os.X_OK)), None)
+
+
+def _number(text: str) -> float | None:
+    cleaned = text.strip().replace(",", "")
+    if cleaned in ("", "n/a", "N/A"):
+        return None
+    try:
+        return float(cleaned)
+    except ValueError:
+        return None
+
+
+def parse_ncu_csv(text: str) -> list[NcuKernel]:
+    """Kernels from `ncu --csv --page raw` output (program output and ==PROF== lines skipped)."""
+    lines = text.splitlines()
+    start = next((i for i, line in enumerate(lines) if line.startswith('"ID"')), None)
+    if start is None:
+        return []
+    rows = list(csv.reader(io.StringIO("\n".join(lines[start:]))))
+    header, units, body = rows[0], rows[1] if len(rows) > 1 else [], rows[2:]
+    if units and units[0].strip():  # some versions print no units row
+        body, units = rows[1:], []
+    kernels = []
+    for row in body:
+        if len(row) != len(header):
+            continue
+        record = dict(zip(header, row, strict=True))
+        unit_of = dict(zip(header, units, strict=False))
+        metrics: dict[str, float] = {}
+        for metric, short in METRICS.items():
+            value = _number(record.get(metric, ""))
+            if value is None:
+                continue
+            if short == "time":
+                metrics["time_ms"] = value * _TIME_TO_MS.get(unit_of.get(metric, "ns").strip(), 1e-6)
+            else:
+                metrics[short] = value
+        kernels.append(NcuKernel(record.get("Kernel Name", "?"), metrics))
+    return kernels
+
+
+def run_ncu(command: list[str], timeout_s: float = 120.0, kernel_regex: str | None = None) -> NcuOutcome:
+    """Profile every kernel `command` launches; never raises for ncu's own failures."""
+    ncu = find_ncu()
+    if ncu is None:
+        return NcuOutcome(False, reason="missing", message="ncu not found on PATH: install Nsight Compute")
+    argv = [ncu, "--csv", "--page", "raw", "--target-processes", "all",
+            "--metrics", ",".join(METRICS)]
+    if kernel_regex:
+        argv += ["--kernel-name", f"regex:{kernel_regex}"]
+    try:
+        done = subprocess.run(argv + command, capture_output=True, text=True, timeout=timeout_s, check=False)
+    except subprocess.TimeoutExpired:
+        return NcuOutcome(False, reason="timeout", message=f"ncu took longer than {timeout_s:.0f}s")
+    output = done.stdout + "\n" + done.stderr
+    if "ERR_NVGPUCTRPERM" in output:
+        return NcuOutcome(False, reason="permission", message=(
+            "ncu may not read GPU performance counters (ERR_NVGPUCTRPERM): run as root or set "
+            "NVreg_RestrictProfilingToAdminUsers=0 for the nvidia driver"))
+    kernels = parse_ncu_csv(done.stdout)
+    if not kernels:
+        return NcuOutcome(False, reason=f"exit:{done.returncode}", message=output.strip()[-500:])
+    return NcuOutcome(True, kernels)

@@ -1,0 +1,220 @@
+"""Static profile without a GPU: compile a captured launch ahead of time for sm_80/89/90 and
+read registers, shared/local memory, occupancy and the SASS instruction mix."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from kernelband.profile.archs import ARCH_LIMITS
+from kernelband.profile.launches import LaunchRecord
+from kernelband.profile.occupancy import Occupancy, theoretical_occupancy
+from kernelband.profile.sass import instruction_histogram, parse_resource_usage
+from kernelband.profile.specialize import (
+    StaticProfileError,
+    as_jit_function,
+    deinterpreted,
+    specialise,
+)
+
+_PASSED_OPTIONS = ("num_ctas", "maxnreg", "enable_fp_fusion")
+_CUOBJDUMP_TIMEOUT_S = 60.0
+
+
+@dataclass(frozen=True)
+class StaticProfile:
+    """Resources and instruction mix of one kernel specialisation compiled for one arch."""
+
+    kernel_name: str
+    cc: int
+    registers_per_thread: int
+    shared_mem_bytes: int
+    local_bytes: int  # per thread; non-zero means register spills or local arrays
+    stack_bytes: int
+    spill_instructions: int  # LDL + STL in the SASS
+    num_warps: int
+    num_stages: int
+    occupancy: Occupancy
+    sass: dict[str, int]
+    signature: dict[str, str]
+    triton_version: str
+    compile_s: float
+    cached: bool = False
+    label: str = "static"
+    source: str = field(default="AOT triton.compile + cuobjdump (no GPU)")
+
+    @property
+    def arch(self) -> str:
+        return f"sm_{self.cc}"
+
+    @property
+    def threads_per_block(self) -> int:
+        return self.num_warps * 32
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["arch"] = self.arch
+        data["threads_per_block"] = self.threads_per_block
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> StaticProfile:
+        fields = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
+        fields["occupancy"] = Occupancy(**data["occupancy"])
+        return cls(**fields)
+
+
+def _cuobjdump() -> str:
+    import triton
+
+    bundled = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump"
+    if bundled.exists():
+        return str(bundled)
+    found = shutil.which("cuobjdump")
+    if not found:
+        raise StaticProfileError(
+            "cuobjdump not found (neither in triton/backends/nvidia/bin nor on PATH): "
+            "install a Triton wheel with the NVIDIA backend or the CUDA toolkit"
+        )
+    return found
+
+
+def _metadata_value(metadata: Any, *names: str) -> Any:
+    """Read a metadata field whose name differs across Triton versions."""
+    for name in names:
+        if isinstance(metadata, dict) and name in metadata:
+            return metadata[name]
+        if hasattr(metadata, name):
+            return getattr(metadata, name)
+    return None
+
+
+def _disassemble(cubin: bytes) -> str:
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as handle:
+        handle.write(cubin)
+        handle.flush()
+        done = subprocess.run(
+            [_cuobjdump(), "-res-usage", "-sass", handle.name],
+            capture_output=True, text=True, timeout=_CUOBJDUMP_TIMEOUT_S, check=False,
+        )
+    if done.returncode != 0:
+        raise StaticProfileError(f"cuobjdump failed on the compiled kernel: {done.stderr.strip()[:300]}")
+    return done.stdout
+
+
+def _compile(record: LaunchRecord, cc: int) -> tuple[Any, Any]:
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    jit = as_jit_function(record.fn)
+    spec = specialise(record, jit)
+    options = {"num_warps": record.num_warps, "num_stages": record.num_stages}
+    options.update({k: v for k, v in record.options.items() if k in _PASSED_OPTIONS})
+    source = ASTSource(jit, spec.signature, constexprs=spec.constexprs, attrs=spec.attrs)
+    try:
+        with deinterpreted():
+            compiled = triton.compile(source, target=GPUTarget("cuda", cc, 32), options=options)
+    except Exception as exc:  # compiler errors come in many types; all mean "does not compile"
+        raise StaticProfileError(
+            f"kernel {record.kernel_name} does not compile for sm_{cc}: {str(exc).strip()[:500]}"
+        ) from exc
+    return compiled, spec
+
+
+def _profile_uncached(record: LaunchRecord, cc: int) -> StaticProfile:
+    import triton
+
+    started = time.perf_counter()
+    compiled, spec = _compile(record, cc)
+    text = _disassemble(compiled.asm["cubin"])
+    name = _metadata_value(compiled.metadata, "name") or record.kernel_name
+    usage = parse_resource_usage(text, name) or parse_resource_usage(text)
+    if usage is None:
+        raise StaticProfileError(f"cuobjdump printed no resource usage for {name}; check the Triton install")
+    meta_smem = int(_metadata_value(compiled.metadata, "shared", "shared_mem") or 0)
+    smem = max(meta_smem, usage.shared_bytes)
+    num_warps = int(_metadata_value(compiled.metadata, "num_warps") or record.num_warps)
+    sass = instruction_histogram(text)
+    return StaticProfile(
+        kernel_name=record.kernel_name,
+        cc=cc,
+        registers_per_thread=usage.registers,
+        shared_mem_bytes=smem,
+        local_bytes=usage.local_bytes,
+        stack_bytes=usage.stack_bytes,
+        spill_instructions=sass.get("LDL", 0) + sass.get("STL", 0),
+        num_warps=num_warps,
+        num_stages=int(_metadata_value(compiled.metadata, "num_stages") or record.num_stages),
+        occupancy=theoretical_occupancy(ARCH_LIMITS[cc], num_warps, usage.registers, smem),
+        sass=sass,
+        signature=spec.signature,
+        triton_version=triton.__version__,
+        compile_s=round(time.perf_counter() - started, 4),
+    )
+
+
+_memory_cache: dict[str, StaticProfile] = {}
+
+
+def default_cache_dir() -> Path:
+    """Next to Triton's cache when one is set (the only place a sandbox child may write)."""
+    triton_cache = os.environ.get("TRITON_CACHE_DIR")
+    if triton_cache:
+        return Path(triton_cache) / "kernelband-static-profile"
+    from kernelband.config import get_settings
+
+    return get_settings().data_dir / "cache" / "static_profile"
+
+
+def cache_key(record: LaunchRecord, cc: int) -> str:
+    """(source hash incl. helpers, target, specialisation, launch options) as one digest."""
+    import triton
+
+    with deinterpreted():
+        jit = as_jit_function(record.fn)
+        spec = specialise(record, jit)
+        source_key = jit.cache_key
+    options = sorted((k, repr(v)) for k, v in record.options.items() if k in _PASSED_OPTIONS)
+    text = "|".join(
+        [source_key, triton.__version__, f"sm_{cc}", spec.key(),
+         f"w{record.num_warps}s{record.num_stages}", repr(options)]
+    )
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def static_profile(record: LaunchRecord, cc: int, cache_dir: Path | None = None) -> StaticProfile:
+    """The static profile of one launch for compute capability `cc` (80, 89 or 90), cached."""
+    if cc not in ARCH_LIMITS:
+        raise StaticProfileError(f"no limits for sm_{cc}: use one of {sorted(ARCH_LIMITS)}")
+    key = cache_key(record, cc)
+    if key in _memory_cache:
+        return replace(_memory_cache[key], cached=True)
+    path = (cache_dir or default_cache_dir()) / f"{key}.json"
+    if path.exists():
+        try:
+            profile = StaticProfile.from_dict(json.loads(path.read_text()))
+            _memory_cache[key] = profile
+            return replace(profile, cached=True)
+        except (ValueError, KeyError, TypeError):
+            path.unlink(missing_ok=True)  # a stale or torn cache file: recompute it
+    profile = _profile_uncached(record, cc)
+    _memory_cache[key] = profile
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(f".{time.monotonic_ns()}.tmp")
+    tmp.write_text(json.dumps(profile.to_dict()))
+    tmp.replace(path)  # atomic, so a concurrent reader never sees half a file
+    return profile
+
+
+def clear_memory_cache() -> None:
+    """Forget in-memory profiles (the disk cache stays)."""
+    _memory_cache.clear()
