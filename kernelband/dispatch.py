@@ -33,13 +33,13 @@ def gpu_queue(target: str) -> str:
 
 def queue_for(kind: str, target: str) -> str:
     """Queue of a task kind; the `cpu` target measures (estimates) on the CPU queue."""
+    if kind not in TASK_KINDS:
+        raise ValueError(f"unknown task kind {kind!r}; expected one of {', '.join(TASK_KINDS)}")
     if kind == "generate":
         return QUEUE_LLM
     if kind == "compile" or target == "cpu":
         return QUEUE_CPU
-    if kind in ("profile", "verify"):
-        return gpu_queue(target)
-    raise ValueError(f"unknown task kind {kind!r}; expected one of {', '.join(TASK_KINDS)}")
+    return gpu_queue(target)
 
 
 @dataclass(frozen=True)

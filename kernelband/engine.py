@@ -108,7 +108,7 @@ def start_queued_jobs(session: Session) -> int:
             session.add(original)
             session.flush()
             track.original_candidate_id = original.id
-            new_attempt(session, track, "profile", original.id)  # the baseline
+            new_attempt(session, track, "profile", original.id, ref={"original": True})
         append_event(session, job.id, "job_started", {"targets": list(job.targets)})
     return len(jobs)
 

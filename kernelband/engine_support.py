@@ -208,23 +208,31 @@ def latest_measurement(session: Session, candidate_id: int) -> Measurement | Non
     return session.scalars(query).first()
 
 
-def profile_summary(session: Session, candidate: Candidate) -> str:
-    """A short, labelled profile of the parent for the generator's prompt."""
+PHI_FACTS = (("log1p(time)", ""), ("registers per thread", ""), ("shared memory", "KiB"),
+             ("log2(threads per block)", ""), ("theoretical occupancy", "%"))
+H_FACTS = ("SM throughput", "DRAM throughput", "L2 throughput")
+
+
+def profile_summary(session: Session, candidate: Candidate) -> list[dict[str, Any]]:
+    """The parent's labelled profile facts for the prompt (GenerationRequest.profile_summary)."""
     measurement = latest_measurement(session, candidate.id)
     if measurement is None:
-        return "no profile available"
-    parts = [f"time {measurement.time_ms:.4g} ms ({measurement.label}, {measurement.method}, "
-             f"{measurement.device})"]
+        return []
+    facts = [{"label": "time", "value": measurement.time_ms, "unit": "ms",
+              "source": f"{measurement.label}, {measurement.method}"}]
     features = measurement.features or {}
-    if features.get("phi"):
-        names = ("log1p_time", "registers", "shared_kib", "log2_threads", "occupancy_pct")
-        parts.append(", ".join(f"{n}={v:.3g}" for n, v in zip(names, features["phi"],
-                                                                strict=False)))
-    if features.get("h"):
-        sm, dram, l2 = features["h"]
-        parts.append(f"SM {sm:.0f}%, DRAM {dram:.0f}%, L2 {l2:.0f}% of peak "
-                     f"({'/'.join(features.get('h_sources') or ['unknown'])})")
-    return "; ".join(parts)
+    phi, phi_sources = features.get("phi") or [], features.get("phi_sources") or []
+    for index, (value, (label, unit)) in enumerate(zip(phi, PHI_FACTS, strict=False)):
+        if index == 0:
+            continue  # the time is already stated
+        source = phi_sources[index] if index < len(phi_sources) else "unknown"
+        facts.append({"label": label, "value": float(value), "unit": unit, "source": source})
+    h, h_sources = features.get("h") or [], features.get("h_sources") or []
+    for index, (value, label) in enumerate(zip(h, H_FACTS, strict=False)):
+        source = h_sources[index] if index < len(h_sources) else "unknown"
+        facts.append({"label": label, "value": float(value), "unit": "% of peak",
+                      "source": source})
+    return facts
 
 
 def task_payload(session: Session, attempt: Attempt) -> dict[str, Any]:

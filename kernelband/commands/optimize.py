@@ -1,0 +1,135 @@
+"""`kernelband optimize FILE`: run one job to completion in this process (embedded mode)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from kernelband.config import get_settings
+from kernelband.engine import StepReport
+from kernelband.engine_embedded import (
+    JobOptions,
+    JobOutcome,
+    parse_targets,
+    run_local_job,
+    write_best,
+)
+
+# litellm must not fetch its price map over the network at import time.
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+console = Console()
+
+
+def register(app: typer.Typer) -> None:
+    """Add the `optimize` command to the CLI."""
+    app.command("optimize")(optimize)
+
+
+def optimize(
+    file: Annotated[Path, typer.Argument(help="Problem file (native, tritonbench or kernelbench).")],
+    format: Annotated[str, typer.Option("--format", help="native | tritonbench | kernelbench")] = "native",
+    target: Annotated[list[str] | None, typer.Option("--target", help="cpu, h100, a100, h200, rtx4090; repeat or comma-separate")] = None,
+    policy: Annotated[str, typer.Option(help="Bandit policy (kernelband, kernelband+prior, bon, refine, random, ucb1).")] = "kernelband",
+    budget: Annotated[int, typer.Option(help="Iterations (generations) per target.")] = 20,
+    model: Annotated[str, typer.Option(help="LLM model for litellm; empty: the offline rules generator.")] = "",
+    parallel: Annotated[int, typer.Option(help="Pulls in flight per target.")] = 2,
+    out: Annotated[Path, typer.Option(help="Where to write the best kernel.")] = Path("best.py"),
+    seed: Annotated[int, typer.Option(help="Seed of the policy and the generator.")] = 0,
+    max_tokens: Annotated[int | None, typer.Option(help="LLM token budget of the job.")] = None,
+    max_usd: Annotated[float | None, typer.Option(help="LLM cost budget (USD) of the job.")] = None,
+    max_wall_s: Annotated[float | None, typer.Option(help="Wall-time budget in seconds.")] = None,
+) -> None:
+    """Optimize FILE's kernel with the bandit search and write the best verified version."""
+    options = _options(target, policy, budget, model, parallel, seed, max_tokens, max_usd,
+                       max_wall_s)
+    problem = _load(file, format)
+    settings = get_settings()
+    console.print(f"[bold]{problem.name}[/]: {len(problem.cases)} public + "
+                  f"{len(problem.held_out_cases)} held-out cases; targets "
+                  f"{', '.join(options.targets)}; policy {options.policy}; "
+                  f"generator {options.model or 'rules (offline)'}")
+    outcome = _run_with_progress(settings, problem, options)
+    console.print(outcome_table(outcome))
+    for path in write_best(outcome, problem, out):
+        console.print(f"best kernel written to [bold]{path}[/]")
+    if outcome.status != "completed":
+        console.print(f"[red]job {outcome.status}[/]: {outcome.reason or 'see the table'}")
+        raise typer.Exit(1)
+
+
+def _options(target: list[str] | None, policy: str, budget: int, model: str, parallel: int,
+             seed: int, max_tokens: int | None, max_usd: float | None,
+             max_wall_s: float | None) -> JobOptions:
+    from kernelband.bandit import POLICIES
+
+    if policy not in POLICIES:
+        _fail(f"unknown policy {policy!r}; choose from {', '.join(POLICIES)}")
+    if budget < 1 or parallel < 1:
+        _fail("--budget and --parallel must be at least 1")
+    try:
+        targets = parse_targets(target or ["cpu"])
+    except ValueError as exc:
+        _fail(str(exc))
+    return JobOptions(targets=targets, policy=policy, budget=budget, model=model,
+                      parallel=parallel, seed=seed, budget_tokens=max_tokens,
+                      budget_usd=max_usd, budget_wall_s=max_wall_s)
+
+
+def _load(file: Path, format: str) -> Any:
+    from kernelband.problem.model import PROBLEM_FORMATS, ProblemLoadError
+    from kernelband.sandbox import load_problem_sandboxed
+
+    if format not in PROBLEM_FORMATS:
+        _fail(f"unknown format {format!r}; choose from {', '.join(PROBLEM_FORMATS)}")
+    if not file.is_file():
+        _fail(f"{file} does not exist or is not a file; pass the path of a problem file")
+    try:
+        return load_problem_sandboxed(file.read_text(), format, file.stem)
+    except ProblemLoadError as exc:
+        _fail(f"{file} is not a valid {format} problem: {exc}")
+
+
+def _run_with_progress(settings: Any, problem: Any, options: JobOptions) -> JobOutcome:
+    columns = (TextColumn("[progress.description]{task.description}"), BarColumn(),
+               MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=console, transient=False) as bar:
+        task = bar.add_task("iterations", total=options.budget * len(options.targets))
+
+        def on_step(_report: StepReport, done: dict[str, int]) -> None:
+            bar.update(task, completed=done["done"], total=done["total"])
+
+        return run_local_job(settings, problem, options, on_step=on_step)
+
+
+def outcome_table(outcome: JobOutcome) -> Table:
+    """Best speedup per target with its label, held-out verdict, tokens and cost."""
+    cost = f"${outcome.cost_usd:.4f}" + ("" if outcome.cost_known else " (partly unknown)")
+    table = Table(title=f"job {outcome.job_id}: {outcome.status} in {outcome.wall_s:.1f}s; "
+                        f"tokens {outcome.tokens}; cost {cost}")
+    for column in ("target", "status", "best speedup", "label", "original ms", "best ms",
+                   "held-out", "lineage"):
+        table.add_column(column)
+    for t in outcome.tracks:
+        table.add_row(t.target, t.status if not t.reason or t.status == "completed"
+                      else f"{t.status}: {t.reason}",
+                      f"{t.best_speedup:.3f}x" if t.best_speedup else "-", t.label or "-",
+                      _ms(t.original_time_ms), _ms(t.best_time_ms), t.held_out or "-",
+                      " -> ".join(t.lineage) or "original")
+    table.caption = "attempts: " + ", ".join(f"{k} {n}" for k, n in sorted(outcome.attempts.items()))
+    return table
+
+
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{value:.4g}"
+
+
+def _fail(message: str) -> Any:
+    console.print(f"[red]error:[/] {message}")
+    raise typer.Exit(2)
+

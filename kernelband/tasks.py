@@ -1,0 +1,131 @@
+"""The task bodies workers run: plain JSON dict in, plain JSON dict out.
+
+They hold no database handle; everything arrives in the payload built by
+`kernelband.engine_support.task_payload`. Candidate code only ever runs inside the sandbox
+(evaluate_candidate / measure_candidate start a sandbox child). Result keys:
+
+- generate -> GenerationResult.to_dict() (`ok`, `editable`, `reason`, tokens, cost, ...)
+- compile  -> `ok`, `reason`, `message`, `verdict` (public-case pre-screen), `static_profile`
+- profile  -> `ok`, `reason`, `message`, `verdict`, `measurement`, `features`
+- verify   -> `ok`, `reason`, `message`, `verdict` (held-out cases)
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Any
+
+from kernelband.config import get_settings
+from kernelband.problem.model import KernelProblem
+
+PRESCREEN_SEEDS = 1  # compile only screens out obvious failures; profile checks thoroughly
+CHECK_SEEDS = 3
+MEASURE_TARGET = "kernelband.profile.measure:measure_candidate_task"  # runs candidate code
+
+
+def generate(payload: dict[str, Any]) -> dict[str, Any]:
+    """One child kernel from (parent, strategy) by the job's generator (LLM or rules)."""
+    from kernelband.generate.messages import GenerationRequest, ProfileFact
+
+    facts = payload.get("profile_summary") or []
+    request = GenerationRequest(
+        problem=_problem(payload), parent_editable=payload["parent_editable"],
+        strategy=payload.get("strategy"),
+        profile_summary=tuple(ProfileFact(**f) for f in facts if isinstance(f, dict)),
+        seed=int(payload.get("seed") or 0))
+    return _generator(str(payload.get("model") or "")).generate(request).to_dict()
+
+
+def compile(payload: dict[str, Any]) -> dict[str, Any]:  # noqa: A001 - the contract's name
+    """Static checks and an interpreter pre-screen on the public cases (cheap, CPU only)."""
+    from kernelband.evaluate import evaluate_candidate
+
+    verdict = evaluate_candidate(_problem(payload), payload["editable"], held_out=False,
+                                 seeds=PRESCREEN_SEEDS, device="cpu")
+    return {"ok": verdict.correct, "reason": "" if verdict.correct else verdict.reason,
+            "message": verdict.message, "verdict": verdict.to_dict(),
+            "static_profile": _static_profile(payload)}
+
+
+def profile(payload: dict[str, Any]) -> dict[str, Any]:
+    """Correctness on the target, then time and features (on `cpu`: the labelled estimate)."""
+    from kernelband.evaluate import evaluate_candidate
+
+    problem, editable = _problem(payload), _editable(payload)
+    device = "cpu" if payload["target"] == "cpu" else None  # None: the node's GPU
+    verdict = evaluate_candidate(problem, editable, held_out=False, seeds=CHECK_SEEDS,
+                                 device=device)
+    if not verdict.correct:
+        return {"ok": False, "reason": verdict.reason, "message": verdict.message,
+                "verdict": verdict.to_dict()}
+    measured = _measure(problem, editable, payload)
+    if isinstance(measured, dict):
+        return {**measured, "verdict": verdict.to_dict()}
+    measurement, features = measured
+    return {"ok": True, "reason": "", "message": "", "verdict": verdict.to_dict(),
+            "measurement": measurement, "features": features}
+
+
+def verify(payload: dict[str, Any]) -> dict[str, Any]:
+    """Held-out acceptance of a track's best kernel (cases no generator has seen)."""
+    from kernelband.evaluate import evaluate_candidate
+
+    device = "cpu" if payload["target"] == "cpu" else None
+    verdict = evaluate_candidate(_problem(payload), payload["editable"], held_out=True,
+                                 seeds=CHECK_SEEDS, device=device)
+    return {"ok": verdict.correct, "reason": "" if verdict.correct else verdict.reason,
+            "message": verdict.message, "verdict": verdict.to_dict()}
+
+
+def _problem(payload: dict[str, Any]) -> KernelProblem:
+    return KernelProblem.from_dict(payload["problem"])
+
+
+def _editable(payload: dict[str, Any]) -> str | None:
+    """None for the original kernel: it is checked as submitted, without candidate rules."""
+    return None if payload.get("original") else payload["editable"]
+
+
+@lru_cache(maxsize=8)
+def _generator(model: str) -> Any:
+    """One generator per model per worker process (building one loads prompts and examples)."""
+    from kernelband.generate import make_generator
+
+    settings = get_settings()
+    if model:
+        settings = settings.model_copy(update={"llm_model": model})
+    return make_generator(settings)
+
+
+def _measure(problem: KernelProblem, editable: str | None,
+             payload: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]] | dict[str, Any]:
+    """Measurement and features from a sandbox child, or a failure result dict."""
+    from dataclasses import replace
+
+    from kernelband.sandbox import SandboxLimits, run_sandboxed
+
+    on_gpu = payload["target"] != "cpu" and _has_cuda()
+    limits = replace(SandboxLimits.from_settings(), interpret=not on_gpu)
+    request = {"problem": payload["problem"], "editable": editable, "target": payload["target"],
+               "parent_editable": payload.get("parent_editable")}
+    result = run_sandboxed(MEASURE_TARGET, request, limits)
+    if not result.ok or not isinstance(result.value, dict):
+        return {"ok": False, "reason": f"measure_failed:{result.reason}",
+                "message": (result.message or "")[:500]}
+    return result.value["measurement"], result.value["features"]
+
+
+def _has_cuda() -> bool:
+    import torch
+
+    return bool(torch.cuda.is_available())
+
+
+def _static_profile(payload: dict[str, Any]) -> dict[str, Any] | None:
+    """The static profile for the target when the profile package offers one (else None)."""
+    try:
+        from kernelband.profile import static_profile_candidate  # type: ignore[attr-defined]
+    except ImportError:
+        return None  # profile measures resources on the target anyway
+    result = static_profile_candidate(_problem(payload), payload["editable"], payload["target"])
+    return result if isinstance(result, dict) else result.to_dict()
