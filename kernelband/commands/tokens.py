@@ -1,0 +1,79 @@
+"""`kernelband tokens create | revoke | list`: team API tokens (only hashes are stored)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from kernelband.config import get_settings
+
+if TYPE_CHECKING:
+    from sqlalchemy.orm import Session, sessionmaker
+
+tokens_app = typer.Typer(no_args_is_help=True, help="Create, revoke and list team API tokens.")
+
+
+def _factory() -> sessionmaker[Session]:
+    """The configured database (SQLite is migrated on first use, as in embedded mode)."""
+    from kernelband.db import open_database
+
+    url = get_settings().effective_database_url
+    return open_database(url, migrate=url.startswith("sqlite"))[1]
+
+
+@tokens_app.command("create")
+def create(
+    team: Annotated[str, typer.Option(help="Team name (created if new).")],
+    name: Annotated[str, typer.Option(help="A label for this token.")] = "",
+) -> None:
+    """Mint a token for a team and print it once; it cannot be shown again."""
+    from kernelband.db import session_scope
+    from services.api.teams import create_token
+
+    if not team.strip():
+        typer.echo("--team must name a team, e.g. --team research.", err=True)
+        raise typer.Exit(2)
+    with session_scope(_factory()) as session:
+        secret = create_token(session, team.strip(), name)
+    typer.echo(secret)
+    typer.echo(f"Token for team '{team}'. Store it now: only its hash is kept. "
+               "Use it as 'Authorization: Bearer <token>'.", err=True)
+
+
+@tokens_app.command("revoke")
+def revoke(prefix: Annotated[str, typer.Argument(help="Token prefix, e.g. kb_1a2b3c4d.")]) -> None:
+    """Revoke every active token with this prefix."""
+    from kernelband.db import session_scope
+    from services.api.teams import revoke_tokens
+
+    with session_scope(_factory()) as session:
+        count = revoke_tokens(session, prefix)
+    if count == 0:
+        typer.echo(f"No active token has prefix '{prefix}'; see `kernelband tokens list`.", err=True)
+        raise typer.Exit(1)
+    typer.echo(f"Revoked {count} token(s) with prefix '{prefix}'.")
+
+
+@tokens_app.command("list")
+def list_(team: Annotated[str | None, typer.Option(help="Only this team.")] = None) -> None:
+    """List tokens by prefix, team and state (never the secret)."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from kernelband.db import session_scope
+    from services.api.teams import list_tokens
+
+    with session_scope(_factory()) as session:
+        infos = list_tokens(session, team)
+    table = Table("prefix", "team", "name", "created", "last used", "state")
+    for t in infos:
+        table.add_row(f"kb_{t.prefix}", t.team, t.name, f"{t.created_at:%Y-%m-%d %H:%M}",
+                      f"{t.last_used_at:%Y-%m-%d %H:%M}" if t.last_used_at else "-",
+                      "revoked" if t.revoked_at else "active")
+    Console().print(table)
+
+
+def register(app: typer.Typer) -> None:
+    """Add the `tokens` group to the CLI."""
+    app.add_typer(tokens_app, name="tokens")
