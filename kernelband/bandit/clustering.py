@@ -8,6 +8,7 @@ import warnings
 import numpy as np
 from scipy.optimize import linear_sum_assignment
 from sklearn.cluster import KMeans
+from threadpoolctl import threadpool_limits
 
 from kernelband.bandit.state import PolicyState
 from kernelband.bandit.types import FrontierEntry
@@ -46,7 +47,8 @@ def recluster(state: PolicyState, k: int, n_init: int, rng: np.random.Generator)
             n_init=n_init,
             random_state=int(rng.integers(2**31 - 1)),
         )
-        with warnings.catch_warnings():
+        # one thread: tiny inputs, and OpenMP oversubscription on a busy host costs seconds
+        with warnings.catch_warnings(), threadpool_limits(1):
             warnings.simplefilter("ignore")  # duplicate points: sklearn warns, result is fine
             labels = model.fit_predict(z)
         centroids = model.cluster_centers_

@@ -12,6 +12,7 @@ from kernelband.bandit.types import PolicyConfigError
 
 PENDING_MODES = ("virtual", "ignore")
 BON_STRATEGY_MODES = ("none", "uniform")
+PARENT_RULES = ("softmax", "fastest")
 
 C = TypeVar("C", bound="BaseConfig")
 
@@ -102,6 +103,7 @@ class KernelBandConfig(UCBConfig):
     theta_sat: Any = DEFAULT_THETA_SAT
     temperature: float = 1.0
     kmeans_n_init: int = 3
+    parent_rule: str = "softmax"  # "softmax" (paper v2) | "fastest" (ablation: cluster's best)
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -110,6 +112,10 @@ class KernelBandConfig(UCBConfig):
         object.__setattr__(self, "theta_sat", parse_theta_sat(self.theta_sat))
         object.__setattr__(self, "temperature", _number("temperature", self.temperature))
         _require(self.temperature > 0, f"temperature must be > 0, got {self.temperature:g}")
+        _require(
+            self.parent_rule in PARENT_RULES,
+            f"parent_rule must be one of {PARENT_RULES}, got {self.parent_rule!r}",
+        )
         n_init = _integer("kmeans_n_init", self.kmeans_n_init)
         _require(1 <= n_init <= 20, f"kmeans_n_init must be in [1, 20], got {n_init}")
 

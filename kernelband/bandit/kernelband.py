@@ -47,9 +47,12 @@ class KernelBandPolicy(Policy):
         cluster, s = argmax_open(scores, mask, rng)
         strategy = STRATEGY_NAMES[s]
         dim = TARGET_DIMENSION[strategy]
-        index = sample_parent(
-            state, members[cluster], dim, float(self.theta[dim]), self.cfg.temperature, rng
-        )
+        if self.cfg.parent_rule == "fastest":
+            index = min(members[cluster], key=lambda i: state.frontier[i].time_ms)
+        else:
+            index = sample_parent(
+                state, members[cluster], dim, float(self.theta[dim]), self.cfg.temperature, rng
+            )
         return cluster, strategy, state.frontier[index].kernel_id
 
     def _bonus(self, state: PolicyState, members: list[list[int]]) -> np.ndarray | float:

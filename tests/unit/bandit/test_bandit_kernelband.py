@@ -146,3 +146,13 @@ def test_prior_policy_learns_from_outcomes() -> None:
         _, state = policy.update(state, d.decision_id, None)
     assert len(state.prior_buffer) == 10
     assert state.prior_coef != before
+
+
+def test_parent_rule_fastest_takes_the_clusters_best() -> None:
+    policy = make_policy("kernelband", {"parent_rule": "fastest", "k": 1})
+    state = policy.init_state(entry("k0", 10.0, h=(10.0, 10.0, 10.0)), seed=0)
+    d, state = policy.select(state)
+    _, state = policy.update(state, d.decision_id, entry("k1", 6.0, h=(60.0, 60.0, 60.0)))
+    for _ in range(5):
+        d, state = policy.select(state)
+        assert d.parent_id == "k1"

@@ -1,0 +1,1 @@
+"""Policy benchmark: SIMULATED reward landscapes and recorded replay tables for bandit policies."""

@@ -1,0 +1,126 @@
+"""Replay landscapes: recorded (parent, strategy) -> child tables (format in bench/replay/README.md)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from bench.policy_bench.landscapes import SIM_LANDSCAPES, SimKernel
+from kernelband.bandit import STRATEGY_NAMES
+
+FORMAT = "kernelband-replay/1"
+
+
+class ReplayFormatError(ValueError):
+    """A replay table does not follow bench/replay/README.md."""
+
+
+@dataclass
+class ReplayProblem:
+    """One recorded problem: its kernels and the transitions between them."""
+
+    name: str
+    original: str
+    kernels: dict[str, dict[str, Any]]
+    transitions: dict[tuple[str, str], list[str | None]] = field(default_factory=dict)
+
+
+def load_replay(path: Path) -> tuple[list[ReplayProblem], bool]:
+    """Read and validate a replay table; returns its problems and whether it is simulated."""
+    data = json.loads(path.read_text())
+    if data.get("format") != FORMAT:
+        raise ReplayFormatError(f"{path}: 'format' must be {FORMAT!r}, got {data.get('format')!r}")
+    problems = []
+    for raw in data.get("problems", []):
+        kernels = raw["kernels"]
+        problem = ReplayProblem(raw["name"], raw["original"], kernels)
+        if problem.original not in kernels:
+            raise ReplayFormatError(f"{path}: original {problem.original!r} is not in 'kernels'")
+        for row in raw["transitions"]:
+            if row["strategy"] not in STRATEGY_NAMES or row["parent"] not in kernels:
+                raise ReplayFormatError(f"{path}: bad transition {row}; see bench/replay/README.md")
+            if row["child"] is not None and row["child"] not in kernels:
+                raise ReplayFormatError(f"{path}: child {row['child']!r} is not in 'kernels'")
+            problem.transitions.setdefault((row["parent"], row["strategy"]), []).append(row["child"])
+        problems.append(problem)
+    if not problems:
+        raise ReplayFormatError(f"{path}: no problems recorded")
+    return problems, bool(data.get("simulated", False))
+
+
+@dataclass
+class ReplayLandscape:
+    """Seed i replays problem i mod n; an unrecorded (parent, strategy) counts as a failure."""
+
+    problems: list[ReplayProblem]
+    name: str = "replay"
+    simulated: bool = True
+    uncovered: int = 0  # pulls that asked for a transition the table does not have
+
+    def original(self, seed: int) -> SimKernel:
+        problem = self.problems[seed % len(self.problems)]
+        return self._kernel(problem, problem.original, problem.original)
+
+    def child(
+        self, parent: SimKernel, strategy: str | None, kernel_id: str, rng: np.random.Generator
+    ) -> SimKernel | None:
+        problem_name, table_id = parent.kernel_id.split("/", 1)[0], _table_id(parent.kernel_id)
+        problem = next(p for p in self.problems if p.name == problem_name)
+        names = STRATEGY_NAMES if strategy is None else (strategy,)
+        rows = [c for s in names for c in problem.transitions.get((table_id, s), [])]
+        if not rows:
+            self.uncovered += 1
+            return None
+        child = rows[int(rng.integers(len(rows)))]
+        return None if child is None else self._kernel(problem, child, kernel_id)
+
+    def _kernel(self, problem: ReplayProblem, table_id: str, kernel_id: str) -> SimKernel:
+        k = problem.kernels[table_id]
+        h = k.get("h") or (50.0, 50.0, 50.0)
+        unique = f"{problem.name}/{table_id}#{kernel_id}"  # a table kernel may be reached twice
+        return SimKernel(unique, k["time_ms"], k["time_ms"], (0.0, 0.0, 0.0),
+                         tuple(k.get("phi") or ()), (h[0], h[1], h[2]), 0.0)
+
+
+def _table_id(kernel_id: str) -> str:
+    return kernel_id.split("/", 1)[1].split("#", 1)[0]
+
+
+def write_example(path: Path, problems: int = 3, seed: int = 0) -> None:
+    """Record a SIMULATED table from the `paper` landscape: every strategy twice at the root,
+    once per strategy below each correct child (depth 2)."""
+    land = SIM_LANDSCAPES["paper"]
+    rng = np.random.default_rng(seed)
+    out = []
+    for p in range(problems):
+        root = land.original(seed + p)
+        kernels = {root.kernel_id: _record(root)}
+        rows: list[dict[str, Any]] = []
+        frontier = [(root, 0)]
+        while frontier:
+            parent, depth = frontier.pop(0)
+            repeats = 2 if depth == 0 else 1
+            for strategy in STRATEGY_NAMES:
+                for _ in range(repeats):
+                    child = land.child(parent, strategy, f"k{len(kernels) + len(rows)}", rng)
+                    rows.append({"parent": parent.kernel_id, "strategy": strategy,
+                                 "child": None if child is None else child.kernel_id})
+                    if child is not None:
+                        kernels[child.kernel_id] = _record(child)
+                        if depth < 1:
+                            frontier.append((child, depth + 1))
+        out.append({"name": f"sim{p}", "original": root.kernel_id, "kernels": kernels,
+                    "transitions": rows})
+    doc = {"format": FORMAT, "simulated": True,
+           "source": "SIMULATED by bench/policy_bench (paper landscape); not a measurement",
+           "problems": out}
+    path.write_text(json.dumps(doc, indent=1) + "\n")
+
+
+def _record(k: SimKernel) -> dict[str, Any]:
+    return {"time_ms": round(k.measured_ms, 6), "phi": [round(v, 4) for v in k.phi],
+            "h": [round(v, 2) for v in k.h]}

@@ -1,0 +1,92 @@
+"""Render the policy benchmark: PNG plots and the delimited section of bench/RESULTS.md."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+from bench.policy_bench.experiments import BatchRow, LandscapeResult  # noqa: E402
+from bench.policy_bench.runner import regret_curves  # noqa: E402
+
+BEGIN, END = "<!-- policy-benchmark:begin -->", "<!-- policy-benchmark:end -->"
+
+
+def plot_curves(results: list[LandscapeResult], path: Path) -> None:
+    """Mean best speedup and simple regret per pull, one column per landscape."""
+    fig, axes = plt.subplots(2, len(results), figsize=(5 * len(results), 8), squeeze=False)
+    for col, result in enumerate(results):
+        regrets = regret_curves(result.curves)
+        for label, curves in result.curves.items():
+            style = "--" if label.startswith("ablation") else "-"
+            axes[0][col].plot(curves.mean(axis=0), style, label=label)
+            axes[1][col].plot(regrets[label], style, label=label)
+        axes[0][col].set_title(f"{result.name} (SIMULATED)")
+        axes[0][col].set_ylabel("mean best speedup")
+        axes[1][col].set_ylabel("simple regret (log, vs best-known)")
+        axes[1][col].set_xlabel("pulls")
+    axes[0][0].legend(fontsize=7)
+    fig.suptitle("Policy benchmark on simulated reward landscapes (not measurements)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def landscape_table(results: list[LandscapeResult], budgets: tuple[int, ...]) -> str:
+    """Markdown: mean best speedup ± 95% CI and Fast@1 per variant, landscape and budget."""
+    head = "| landscape | policy | " + " | ".join(
+        f"T={t} speedup | T={t} Fast@1" for t in budgets) + " |"
+    lines = [head, "|" + " --- |" * (2 + 2 * len(budgets))]
+    for result in results:
+        for label in result.curves:
+            cells = []
+            for t in budgets:
+                if t < result.curves[label].shape[1]:
+                    s = result.at(label, t)
+                    cells += [s.text(), f"{100 * s.fast1:.0f}%"]
+                else:
+                    cells += ["-", "-"]
+            lines.append(f"| {result.name} | {label} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def verdicts(result: LandscapeResult, budget: int, rivals: tuple[str, ...]) -> list[str]:
+    """Does `kernelband` beat each rival at `budget` with non-overlapping 95% CIs?"""
+    ours = result.at("kernelband", budget)
+    out = []
+    for rival in rivals:
+        other = result.at(rival, budget)
+        if ours.low > other.high:
+            word = "beats"
+        elif ours.high < other.low:
+            word = "LOSES to"
+        else:
+            word = "does not separate from (overlapping CIs)"
+        out.append(f"- {result.name}, T={budget}: kernelband {ours.text()} {word} {rival} "
+                   f"{other.text()}")
+    return out
+
+
+def batch_table(rows: list[BatchRow]) -> str:
+    lines = ["| policy | P in flight | with pending scheme | ignoring pending | paired gain | seeds where scheme won |",
+             "| --- | --- | --- | --- | --- | --- |"]
+    for r in rows:
+        lines.append(f"| {r.policy} | {r.pending} | {r.virtual.text()} | {r.ignore.text()} | "
+                     f"{r.gain.mean:+.3f} ± {r.gain.ci95:.3f} | {100 * r.gain.fast1:.0f}% |")
+    return "\n".join(lines)
+
+
+def write_section(results_md: Path, body: str) -> None:
+    """Replace (or append) the delimited policy-benchmark section, leaving the rest intact."""
+    section = f"{BEGIN}\n{body.strip()}\n{END}"
+    text = results_md.read_text() if results_md.exists() else "# Benchmark results\n"
+    if BEGIN in text and END in text:
+        text = re.sub(re.escape(BEGIN) + r".*?" + re.escape(END), lambda _: section, text,
+                      flags=re.S)
+    else:
+        text = text.rstrip("\n") + "\n\n" + section + "\n"
+    results_md.write_text(text)
