@@ -38,6 +38,9 @@ RESULTS_UNACKED_KEYS = {
 # A leader that holds a result this long without committing it is presumed dead.
 RESULTS_VISIBILITY_S = 120
 POLL_STEP_S = 0.05
+# A result whose ingestion failed this many times in a row is dropped (and logged): the
+# attempt's lease then re-dispatches it, so one poison message can not stall every job.
+MAX_REDELIVERIES = 5
 
 
 def results_connection(broker_url: str, visibility_timeout: float = RESULTS_VISIBILITY_S) -> Connection:
@@ -56,6 +59,7 @@ class CeleryDispatcher(Dispatcher):
         self._queue = RESULTS(self._connection.default_channel)
         self._queue.declare()
         self._pending: dict[int, list[Message]] = defaultdict(list)
+        self._failures: dict[int, int] = defaultdict(int)  # failed ingestions per attempt
         self._heartbeats: list[Heartbeat] = []
         self.submitted: dict[str, int] = {}  # attempts per kind, for reports
 
@@ -94,6 +98,12 @@ class CeleryDispatcher(Dispatcher):
             self._heartbeats.append(parsed)
             message.ack()  # a lost heartbeat is replaced by the next one
             return None
+        if self._failures[parsed.attempt_id] >= MAX_REDELIVERIES:
+            log.error("dropping the result of attempt %s after %s failed ingestions; its lease "
+                      "will re-dispatch it", parsed.attempt_id, MAX_REDELIVERIES)
+            self._failures.pop(parsed.attempt_id)
+            message.ack()
+            return None
         self._pending[parsed.attempt_id].append(message)
         meta = {"name": parsed.worker, "wall_s": parsed.wall_s, "sent_at": parsed.sent_at}
         return TaskResult(parsed.attempt_id, {**parsed.result, "_worker": meta})
@@ -107,18 +117,39 @@ class CeleryDispatcher(Dispatcher):
     def ack_drained(self) -> int:
         """Acknowledge every result drained so far (call after their transactions committed)."""
         messages = [m for batch in self._pending.values() for m in batch]
+        self._failures.clear()
         self._pending.clear()
         for message in messages:
             message.ack()
         return len(messages)
 
-    def requeue_drained(self) -> int:
-        """Put every drained, unacknowledged result back on the queue (after a failed step)."""
-        messages = [m for batch in self._pending.values() for m in batch]
-        self._pending.clear()
-        for message in messages:
-            message.requeue()
-        return len(messages)
+    def requeue_drained(self, count_failure: bool = True) -> int:
+        """Put every drained, unacknowledged result back on the queue (after a failed step).
+
+        `count_failure=False` when the database was merely unreachable: that is no fault of
+        the messages. Results that can not be requeued (broker down) stay unacknowledged in
+        Redis and come back at the next takeover.
+        """
+        pending, self._pending = self._pending, defaultdict(list)
+        for attempt_id, batch in pending.items():
+            self._failures[attempt_id] += int(count_failure)
+            for message in batch:
+                try:
+                    message.requeue()
+                except Exception as exc:  # broker away: recover_unacked brings it back later
+                    log.warning("could not requeue the result of attempt %s: %s", attempt_id, exc)
+        return sum(len(batch) for batch in pending.values())
+
+    def reconnect(self) -> None:
+        """Drop a broken broker connection and open a new one (after a broker error)."""
+        self._pending.clear()  # those deliveries died with the old channel; recovery re-sends
+        try:
+            self._connection.release()
+        except Exception as exc:  # already broken
+            log.debug("closing the broken results connection: %s", exc)
+        self._connection = results_connection(self._broker_url)
+        self._queue = RESULTS(self._connection.default_channel)
+        self._queue.declare()
 
     def has_heartbeats(self) -> bool:
         """True when heartbeats wait to be recorded."""

@@ -13,10 +13,17 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from sqlalchemy.exc import SQLAlchemyError
+from kombu.exceptions import OperationalError as KombuOperationalError
+from redis.exceptions import RedisError
+from sqlalchemy.exc import OperationalError, SQLAlchemyError
 
 from kernelband.config import Settings
-from kernelband.db.session import DatabaseError, open_database, session_scope
+from kernelband.db.session import (
+    DatabaseError,
+    DatabaseUnavailableError,
+    open_database,
+    session_scope,
+)
 from kernelband.engine import EngineContext, step
 from kernelband.engine_support import FencingError, verify_epoch
 from services.scheduler.dispatcher import CeleryDispatcher
@@ -30,6 +37,7 @@ STANDBY_POLL_S = 1.0  # how often a replica retries the lock
 LOCK_CHECK_S = 2.0  # how often the leader confirms it still holds the lock
 OWN_HEARTBEAT_S = 5.0
 ERROR_BACKOFF_S = 2.0
+BROKER_ERRORS = (KombuOperationalError, RedisError, ConnectionError)
 
 
 @dataclass
@@ -80,26 +88,54 @@ def lead(ctx: EngineContext, lock: LeaderLock, dispatcher: CeleryDispatcher, nam
                 return stats
             last_check = time.monotonic()
         try:
-            report = step(ctx, drain_timeout_s=ctx.settings.poll_interval_s)
+            guarded_step(ctx, dispatcher, stats, stop)
         except FencingError as exc:
             stats.requeued += dispatcher.requeue_drained()
             stats.errors.append(str(exc))
             return stats
-        except (DatabaseError, SQLAlchemyError, ConnectionError, OSError) as exc:
-            # Redis or Postgres briefly away: put results back and try again shortly.
-            stats.requeued += dispatcher.requeue_drained()
-            stats.errors.append(f"{type(exc).__name__}: {exc}"[:300])
-            log.warning("scheduler step failed, retrying in %ss: %s", ERROR_BACKOFF_S, exc)
-            stop.wait(ERROR_BACKOFF_S)
-            continue
-        dispatcher.ack_drained()
-        stats.steps += 1
-        stats.ingested += report.ingested
-        stats.dispatched += report.dispatched
         if time.monotonic() - last_beat > OWN_HEARTBEAT_S or dispatcher.has_heartbeats():
             write_heartbeats(ctx, dispatcher, name)
             last_beat = time.monotonic()
     return stats
+
+
+def guarded_step(ctx: EngineContext, dispatcher: CeleryDispatcher, stats: LeaderStats,
+                 stop: threading.Event) -> None:
+    """One engine step; results are acked after it, requeued when it fails (not fencing)."""
+    try:
+        report = step(ctx, drain_timeout_s=ctx.settings.poll_interval_s)
+    except BROKER_ERRORS as exc:
+        stats.errors.append(f"broker: {exc}"[:300])
+        log.warning("broker error, reconnecting in %ss: %s", ERROR_BACKOFF_S, exc)
+        stop.wait(ERROR_BACKOFF_S)
+        reconnect(dispatcher, stats)
+        return
+    except (DatabaseUnavailableError, OperationalError) as exc:
+        stats.requeued += dispatcher.requeue_drained(count_failure=False)
+        stats.errors.append(f"database: {exc}"[:300])
+        log.warning("database unreachable, retrying in %ss: %s", ERROR_BACKOFF_S, exc)
+        stop.wait(ERROR_BACKOFF_S)
+        return
+    except (DatabaseError, SQLAlchemyError) as exc:
+        # A failed ingestion: results go back (counted, so a poison one is dropped later).
+        stats.requeued += dispatcher.requeue_drained()
+        stats.errors.append(f"{type(exc).__name__}: {exc}"[:300])
+        log.exception("scheduler step failed; results requeued")
+        stop.wait(ERROR_BACKOFF_S)
+        return
+    dispatcher.ack_drained()
+    stats.steps += 1
+    stats.ingested += report.ingested
+    stats.dispatched += report.dispatched
+
+
+def reconnect(dispatcher: CeleryDispatcher, stats: LeaderStats) -> None:
+    """Reopen the results connection; unacknowledged results are put back for this leader."""
+    try:
+        dispatcher.reconnect()
+        stats.requeued += dispatcher.recover_unacked()
+    except BROKER_ERRORS as exc:
+        log.warning("broker still unreachable: %s", exc)
 
 
 def write_heartbeats(ctx: EngineContext, dispatcher: CeleryDispatcher, name: str) -> None:

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import redis
+from sqlalchemy.orm import Session, sessionmaker
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_TEST_REDIS_URL = "redis://127.0.0.1:6379"
@@ -146,3 +147,20 @@ def wait_for(predicate: Callable[[], object], timeout_s: float, what: str, inter
         time.sleep(interval_s)
     logs = "\n".join(f"--- {p.name} (alive={p.alive()}) ---\n{p.log_tail()}" for p in processes)
     raise AssertionError(f"timed out after {timeout_s}s waiting for {what}\n{logs}")
+
+
+def job_status(factory: sessionmaker[Session], job_id: int) -> str:
+    """The job's status as the database has it now."""
+    from kernelband.db import repository
+    from kernelband.db.session import session_scope
+
+    with session_scope(factory) as session:
+        return repository.get_job(session, job_id).status
+
+
+def wait_finished(factory: sessionmaker[Session], job_id: int,
+                  processes: tuple[ManagedProcess, ...], timeout_s: float = 150.0) -> str:
+    """Wait until the job is completed, cancelled or failed; returns that status."""
+    wait_for(lambda: job_status(factory, job_id) in ("completed", "cancelled", "failed"),
+             timeout_s, f"job {job_id} to finish", processes=processes)
+    return job_status(factory, job_id)
