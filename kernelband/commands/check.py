@@ -1,0 +1,62 @@
+"""`kernelband check PROBLEM [--candidate FILE]`: is the kernel (or a candidate) correct?
+
+Exit codes: 0 correct, 1 rejected, 2 the problem or the candidate could not be loaded.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from kernelband.problem.model import PROBLEM_FORMATS, ProblemLoadError
+
+
+def _fail_load(what: str, reason: str, as_json: bool) -> None:
+    if as_json:
+        typer.echo(json.dumps({"loaded": False, "what": what, "reason": reason}))
+    else:
+        typer.echo(f"could not load the {what}: {reason}", err=True)
+    raise typer.Exit(2)
+
+
+def check(
+    problem_file: Annotated[Path, typer.Argument(help="The problem file.")],
+    format: Annotated[str, typer.Option("--format", help="native | tritonbench | kernelbench")] = "native",
+    candidate: Annotated[Path | None, typer.Option("--candidate", help="A candidate: whole file or region.")] = None,
+    seeds: Annotated[int, typer.Option(min=1, help="Seeds per case.")] = 3,
+    public_only: Annotated[bool, typer.Option("--public-only", help="Skip the held-out cases.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the verdict as JSON.")] = False,
+) -> None:
+    """Check the original kernel (or --candidate) against the reference, in the sandbox."""
+    from kernelband.evaluate import evaluate_candidate
+    from kernelband.problem.editable import normalize_candidate
+    from kernelband.sandbox import load_problem_sandboxed
+
+    if format not in PROBLEM_FORMATS:
+        _fail_load("problem", f"unknown format {format!r}; use one of {', '.join(PROBLEM_FORMATS)}", as_json)
+    try:
+        source = problem_file.read_text(encoding="utf-8")
+        problem = load_problem_sandboxed(source, format, problem_file.stem)
+    except (OSError, UnicodeDecodeError, ProblemLoadError) as exc:
+        _fail_load("problem", str(exc), as_json)
+    editable = None
+    if candidate is not None:
+        try:
+            editable = normalize_candidate(problem, candidate.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, ProblemLoadError) as exc:
+            _fail_load("candidate", str(exc), as_json)
+    verdict = evaluate_candidate(problem, editable, held_out=not public_only, seeds=seeds)
+    if as_json:
+        typer.echo(json.dumps(verdict.to_dict(), default=str))
+    else:
+        status = "CORRECT" if verdict.correct else "REJECTED"
+        typer.echo(f"{status} {problem.name}: {verdict.message}")
+    raise typer.Exit(0 if verdict.correct else 1)
+
+
+def register(app: typer.Typer) -> None:
+    """Add `check` to the `kernelband` command."""
+    app.command("check")(check)
