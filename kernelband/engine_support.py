@@ -96,7 +96,7 @@ def write_arm_view(session: Session, track: Track, state: PolicyState) -> None:
     """Arm statistics and clusters as rows, for the dashboard (derived, never read back)."""
     from kernelband.bandit.strategies import STRATEGY_NAMES
 
-    ucb = _ucb_or_none(state)
+    ucb, open_mask = _ucb_or_none(state), _open_mask(state)
     existing = {(a.cluster, a.strategy): a for a in
                 session.scalars(select(ArmStat).where(ArmStat.track_id == track.id))}
     for cluster, row in enumerate(state.arm_n):
@@ -106,7 +106,7 @@ def write_arm_view(session: Session, track: Track, state: PolicyState) -> None:
                 track_id=track.id, cluster=cluster, strategy=strategy)
             arm.pulls, arm.mean_reward = float(pulls), float(state.arm_mu[cluster][index])
             arm.ucb_score = None if ucb is None else ucb[cluster][index]
-            arm.masked = cluster not in state.labels and len(state.frontier) > 0
+            arm.masked = open_mask is not None and not open_mask[cluster][index]
             arm.updated_at = utcnow()
             session.add(arm)
     _write_clusters(session, track, state)
@@ -120,6 +120,20 @@ def _ucb_or_none(state: PolicyState) -> list[list[float]] | None:
     except Exception:  # a policy with another arm layout: the view just omits the score
         return None
     return [[float(v) if math.isfinite(float(v)) else 0.0 for v in row] for row in scores]
+
+
+def _open_mask(state: PolicyState) -> list[list[bool]] | None:
+    """KernelBand's saturation mask per arm; other policies mask nothing."""
+    if not state.policy.startswith("kernelband"):
+        return None
+    import numpy as np
+
+    from kernelband.bandit import DEFAULT_THETA_SAT
+    from kernelband.bandit.arms import cluster_members, open_arms
+
+    members = cluster_members(state, len(state.arm_n))
+    mask = open_arms(state, members, np.array(DEFAULT_THETA_SAT, dtype=float))
+    return [[bool(v) for v in row] for row in mask]
 
 
 def _write_clusters(session: Session, track: Track, state: PolicyState) -> None:

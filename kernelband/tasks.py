@@ -20,7 +20,6 @@ from kernelband.problem.model import KernelProblem
 
 PRESCREEN_SEEDS = 1  # compile only screens out obvious failures; profile checks thoroughly
 CHECK_SEEDS = 3
-MEASURE_TARGET = "kernelband.profile.measure:measure_candidate_task"  # runs candidate code
 
 
 def generate(payload: dict[str, Any]) -> dict[str, Any]:
@@ -99,33 +98,24 @@ def _generator(model: str) -> Any:
 
 def _measure(problem: KernelProblem, editable: str | None,
              payload: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]] | dict[str, Any]:
-    """Measurement and features from a sandbox child, or a failure result dict."""
-    from dataclasses import replace
+    """Measurement and features (the profile package runs the candidate sandboxed)."""
+    from kernelband.profile import MeasureError, StaticProfileError, measure_candidate
 
-    from kernelband.sandbox import SandboxLimits, run_sandboxed
-
-    on_gpu = payload["target"] != "cpu" and _has_cuda()
-    limits = replace(SandboxLimits.from_settings(), interpret=not on_gpu)
-    request = {"problem": payload["problem"], "editable": editable, "target": payload["target"],
-               "parent_editable": payload.get("parent_editable")}
-    result = run_sandboxed(MEASURE_TARGET, request, limits)
-    if not result.ok or not isinstance(result.value, dict):
-        return {"ok": False, "reason": f"measure_failed:{result.reason}",
-                "message": (result.message or "")[:500]}
-    return result.value["measurement"], result.value["features"]
-
-
-def _has_cuda() -> bool:
-    import torch
-
-    return bool(torch.cuda.is_available())
+    try:
+        measurement, features = measure_candidate(
+            problem, editable, payload["target"], parent_editable=payload.get("parent_editable"))
+    except (MeasureError, StaticProfileError) as exc:
+        return {"ok": False, "reason": f"measure_failed:{type(exc).__name__}",
+                "message": str(exc)[:500]}
+    return measurement.to_dict(), features.to_dict()
 
 
 def _static_profile(payload: dict[str, Any]) -> dict[str, Any] | None:
-    """The static profile for the target when the profile package offers one (else None)."""
+    """The labelled static profile report for the target, or None when it cannot be built."""
+    from kernelband.profile import MeasureError, StaticProfileError, static_profile_candidate
+
     try:
-        from kernelband.profile import static_profile_candidate  # type: ignore[attr-defined]
-    except ImportError:
-        return None  # profile measures resources on the target anyway
-    result = static_profile_candidate(_problem(payload), payload["editable"], payload["target"])
-    return result if isinstance(result, dict) else result.to_dict()
+        return static_profile_candidate(_problem(payload), payload["editable"], payload["target"])
+    except (MeasureError, StaticProfileError) as exc:
+        # The profile step measures resources on the target anyway; keep the reason visible.
+        return {"error": f"{type(exc).__name__}: {str(exc)[:300]}"}

@@ -56,6 +56,9 @@ def optimize(
                   f"generator {options.model or 'rules (offline)'}")
     outcome = _run_with_progress(settings, problem, options)
     console.print(outcome_table(outcome))
+    for track in outcome.tracks:
+        if track.reason:
+            console.print(f"{track.target}: {track.status} ({track.reason})")
     for path in write_best(outcome, problem, out):
         console.print(f"best kernel written to [bold]{path}[/]")
     if outcome.status != "completed":
@@ -116,8 +119,7 @@ def outcome_table(outcome: JobOutcome) -> Table:
                    "held-out", "lineage"):
         table.add_column(column)
     for t in outcome.tracks:
-        table.add_row(t.target, t.status if not t.reason or t.status == "completed"
-                      else f"{t.status}: {t.reason}",
+        table.add_row(t.target, t.status,
                       f"{t.best_speedup:.3f}x" if t.best_speedup else "-", t.label or "-",
                       _ms(t.original_time_ms), _ms(t.best_time_ms), t.held_out or "-",
                       " -> ".join(t.lineage) or "original")

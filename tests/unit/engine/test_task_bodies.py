@@ -1,0 +1,43 @@
+"""The task bodies with the real generator, evaluator and sandbox on a bundled example."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kernelband import tasks
+from kernelband.problem.model import KernelProblem
+from kernelband.sandbox import load_problem_sandboxed
+
+EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "vector_add.py"
+
+
+@pytest.fixture(scope="module")
+def problem() -> KernelProblem:
+    return load_problem_sandboxed(EXAMPLE.read_text(), "native", "vector_add")
+
+
+def test_generate_with_rules_returns_a_child(problem: KernelProblem) -> None:
+    result = tasks.generate({"problem": problem.to_dict(), "parent_editable": problem.editable,
+                             "strategy": "tiling", "seed": 1, "model": "",
+                             "profile_summary": [{"label": "time", "value": 1.0, "unit": "ms",
+                                                  "source": "estimated"}]})
+    assert set(result) >= {"ok", "editable", "reason", "prompt_tokens", "cost_known"}
+    assert result["ok"] is False or result["editable"].strip()
+
+
+def test_compile_prescreens_on_public_cases(problem: KernelProblem) -> None:
+    good = tasks.compile({"problem": problem.to_dict(), "editable": problem.editable,
+                          "target": "cpu"})
+    assert good["ok"] is True and good["verdict"]["correct"] is True
+    assert good["verdict"]["held_out_checked"] == 0
+    decoy = "def entry(x, y):\n    return x + y\n"
+    bad = tasks.compile({"problem": problem.to_dict(), "editable": decoy, "target": "cpu"})
+    assert bad["ok"] is False and bad["reason"]
+
+
+def test_verify_checks_held_out_cases(problem: KernelProblem) -> None:
+    result = tasks.verify({"problem": problem.to_dict(), "editable": problem.editable,
+                           "target": "cpu"})
+    assert result["ok"] is True and result["verdict"]["held_out_checked"] > 0
