@@ -107,6 +107,10 @@ _CUDA_STAND_INS: dict[str, Any] = {
     "set_device": _no_op,
     "reset_peak_memory_stats": _no_op,
     "current_device": lambda: 0,
+    "device_count": lambda: 1,
+    # an Ampere-like answer keeps capability checks on their GPU code path, which is remapped
+    "get_device_capability": lambda *args, **kwargs: (8, 0),
+    "get_device_name": lambda *args, **kwargs: "cpu (Triton interpreter)",
     "device": _NoOpDeviceGuard,
     "Event": _WallClockEvent,
 }

@@ -79,6 +79,14 @@ def extract_region(source: str, format: str) -> str:
     return _join(lines[begin + 1 : end])
 
 
+def region_offset(source: str, format: str) -> int:
+    """How many lines of `source` come before its editable region."""
+    if format == "tritonbench":
+        return 0
+    found = _marker_lines(source)
+    return 0 if found is None else found[0] + 1
+
+
 def splice_region(source: str, format: str, editable: str) -> str:
     """`source` with its editable region replaced by `editable` (markers and the rest kept)."""
     lines = source.splitlines()

@@ -14,7 +14,8 @@ from typing import Any
 import torch
 
 from kernelband.problem.devices import device_scope, use_interpreter_for
-from kernelband.problem.model import Case, KernelProblem
+from kernelband.problem.editable import region_offset
+from kernelband.problem.model import Case, KernelProblem, ProblemLoadError
 from kernelband.problem.tritonbench import run_test, runnable_source, test_function_name
 from kernelband.problem.usercode import import_module_file
 
@@ -95,13 +96,18 @@ class NativeRuntime(ProblemRuntime):
 class TritonBenchRuntime(ProblemRuntime):
     """TritonBench-G: the test builds its own inputs; results are picked by case name."""
 
+    def __init__(
+        self, problem: KernelProblem, original: ModuleType, candidate: ModuleType, device: str
+    ) -> None:
+        super().__init__(problem, original, candidate, device)
+        self.test_name = test_function_name(problem.source)
+
     def inputs(self, case: Case, seed: int) -> list[Any]:
         return self._remember([], case, seed)
 
     def _run(self, module: ModuleType, args: list[Any], who: str) -> Any:
         case, seed = self._case_of(args)
-        test_name = test_function_name(self.problem.source)
-        results = run_test(module, test_name, seed, self.device)
+        results = run_test(module, self.test_name, seed, self.device)
         if case.name not in results:
             raise KeyError(
                 f"the {who} test returned no result {case.name!r}; it returned {list(results)}"
@@ -197,6 +203,17 @@ def _runnable(problem: KernelProblem, source: str) -> str:
     return runnable_source(source) if problem.format == "tritonbench" else source
 
 
+def _in_region_terms(
+    problem: KernelProblem, region: str, exc: ProblemLoadError
+) -> ProblemLoadError:
+    """A candidate import error, its line counted inside the region when it falls there."""
+    offset = region_offset(problem.source, problem.format)
+    if exc.line is not None and offset < exc.line <= offset + len(region.splitlines()):
+        reason = f"candidate: {exc.reason}; the line is counted from the start of the region"
+        return ProblemLoadError(reason, exc.line - offset)
+    return ProblemLoadError(f"candidate: {exc.reason}", exc.line)
+
+
 def load_runtime(
     problem: KernelProblem,
     editable: str | None,
@@ -209,5 +226,8 @@ def load_runtime(
     folder = Path(workdir or Path.cwd())
     original = import_module_file(_runnable(problem, problem.source), "original", folder, device)
     spliced = problem.source if editable is None else problem.splice(editable)
-    candidate = import_module_file(_runnable(problem, spliced), "candidate", folder, device)
+    try:
+        candidate = import_module_file(_runnable(problem, spliced), "candidate", folder, device)
+    except ProblemLoadError as exc:
+        raise _in_region_terms(problem, editable or problem.editable, exc) from exc
     return _RUNTIMES[problem.format](problem, original, candidate, device)

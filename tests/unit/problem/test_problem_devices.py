@@ -39,3 +39,9 @@ def test_gpu_device_without_gpu_is_a_clear_error() -> None:
         pytest.skip("this machine has a GPU")
     with pytest.raises(RuntimeError, match="no usable GPU"), device_scope("cuda"):
         pass
+
+
+def test_capability_checks_take_the_gpu_path() -> None:
+    with device_scope("cpu"):
+        assert torch.cuda.get_device_capability()[0] >= 8
+        assert torch.cuda.device_count() == 1

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 
+import pytest
 import torch
 from problem_testkit import EXAMPLES, results_close
 
 from kernelband.problem import load_problem
-from kernelband.problem.model import KernelProblem
+from kernelband.problem.model import KernelProblem, ProblemLoadError
 from kernelband.problem.runtime import CaseInputs, KernelBenchRuntime, load_runtime
 
 
@@ -73,3 +75,27 @@ def test_kernelbench_held_out_case_changes_sizes_and_shares_weights(workdir: Pat
     assert torch.equal(
         ref_model.state_dict()["linear.weight"], new_model.state_dict()["linear.weight"]
     )
+
+
+def test_candidate_syntax_error_line_is_counted_in_the_region(workdir: Path) -> None:
+    problem = _load("vector_add.py", "native", workdir)
+    broken = problem.editable.replace("def entry(x", "def entry((x")
+    expected_line = (
+        problem.editable.splitlines().index(
+            next(line for line in problem.editable.splitlines() if line.startswith("def entry"))
+        )
+        + 1
+    )
+    with pytest.raises(ProblemLoadError, match="candidate: syntax error") as err:
+        load_runtime(problem, broken, "cpu", workdir=workdir)
+    assert err.value.line == expected_line
+
+
+def test_case_inputs_survive_deepcopy(workdir: Path) -> None:
+    problem = _load("tritonbench/relu.py", "tritonbench", workdir)
+    runtime = load_runtime(problem, None, "cpu", workdir=workdir)
+    args = runtime.inputs(problem.cases[0], 4)
+    runtime.inputs(problem.cases[1], 9)  # a later call must not change what `args` stands for
+    copied = copy.deepcopy(args)
+    assert isinstance(copied, CaseInputs) and copied.case == problem.cases[0] and copied.seed == 4
+    assert runtime.reference(copied).shape == (1000,)
