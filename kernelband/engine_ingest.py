@@ -21,7 +21,9 @@ from kernelband.engine_support import (
 
 def apply_result(session: Session, attempt: Attempt, result: dict[str, Any]) -> None:
     """Close the attempt and apply its result (the caller checked it is still open)."""
-    attempt.state = "failed" if result.get("lost") else "done"
+    # "done": a worker answered (even "rejected"); "failed": no usable answer, every try.
+    broken = result.get("lost") or str(result.get("reason") or "").startswith("task_error")
+    attempt.state = "failed" if broken else "done"
     attempt.result = result
     attempt.reason = None if result.get("ok") else str(result.get("reason") or "failed")
     attempt.finished_at = utcnow()

@@ -218,3 +218,41 @@ def test_deposed_leader_cannot_write(db_factory: sessionmaker[Session]) -> None:
     with session_scope(db_factory) as session:
         assert session.scalar(select(func.count(Track.id))) == 0
         assert session.scalars(select(Job.status)).one() == "queued"
+
+
+def test_held_out_failure_falls_back_to_next_best(db_factory: sessionmaker[Session]) -> None:
+    verified: list[str] = []
+
+    def strict_verify(payload: dict[str, Any]) -> dict[str, Any]:
+        verified.append(payload["editable"])
+        first = len(verified) == 1  # the best fails its held-out cases, the next one passes
+        return {"ok": not first, "reason": "wrong_result:case=h1" if first else ""}
+
+    job_id = make_job(db_factory, budget_iterations=6)
+    run_to_end(context(db_factory, InlineDispatcher({**FAKE_TASKS, "verify": strict_verify})),
+               job_id)
+    with session_scope(db_factory) as session:
+        track = repository.job_tracks(session, job_id)[0]
+        rejected = session.scalars(select(Candidate).where(
+            Candidate.reason == "held_out:wrong_result:case=h1")).one()
+        assert len(verified) == 2 and track.held_out == "passed"
+        assert track.best_candidate_id != rejected.id
+        best = session.get_one(Candidate, track.best_candidate_id)
+        assert best.editable == verified[1]
+
+
+def test_task_error_is_retried_then_recorded(db_factory: sessionmaker[Session]) -> None:
+    def crashing_compile(_payload: dict[str, Any]) -> dict[str, Any]:
+        raise OSError("disk full")
+
+    job_id = make_job(db_factory, budget_iterations=1)
+    ctx = context(db_factory, InlineDispatcher({**FAKE_TASKS, "compile": crashing_compile}),
+                  max_tries=2)
+    run_to_end(ctx, job_id)
+    with session_scope(db_factory) as session:
+        attempt = session.scalars(select(Attempt).where(Attempt.kind == "compile")).one()
+        assert attempt.tries == 2 and attempt.reason == "task_error:OSError"
+        assert attempt.state == "failed" and attempt.result["message"] == "disk full"  # type: ignore[index]
+        child = session.get_one(Candidate, attempt.candidate_id)
+        assert child.status == "rejected" and child.reason == "task_error:OSError"
+        assert repository.job_tracks(session, job_id)[0].iterations_done == 1
