@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Annotated
 
-from fastapi import Depends, Request
+from fastapi import Depends, Path, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -36,6 +36,10 @@ def get_problem_loader(request: Request) -> ProblemLoader:
     loader: ProblemLoader = request.app.state.problem_loader
     return loader
 
+
+# Ids are 32-bit integers on Postgres; a larger value can only be a typo, so say so as a 422.
+MAX_ID = 2**31 - 1
+JobId = Annotated[int, Path(ge=1, le=MAX_ID, description="The job id from POST /v1/jobs.")]
 
 SettingsDep = Annotated[Settings, Depends(get_settings)]
 SessionDep = Annotated[Session, Depends(get_session)]

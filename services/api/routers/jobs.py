@@ -8,7 +8,7 @@ from fastapi import APIRouter, Query, Response, status
 
 from kernelband.db.models import FINISHED_JOB_STATUSES, JOB_STATUSES, Problem
 from services.api import queries, submission
-from services.api.deps import CurrentTeam, ProblemLoaderDep, SessionDep, SettingsDep
+from services.api.deps import MAX_ID, CurrentTeam, JobId, ProblemLoaderDep, SessionDep, SettingsDep
 from services.api.errors import ERROR_RESPONSES, ApiError, ErrorBody
 from services.api.problems import check_size
 from services.api.schemas import JobCreate, JobList, JobOut, Target
@@ -59,7 +59,7 @@ def list_jobs(
     target: Annotated[Target | None, Query(description="Jobs that include this target.")] = None,
     suite: Annotated[str | None, Query(max_length=120, description="Suite label.")] = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
-    offset: Annotated[int, Query(ge=0)] = 0,
+    offset: Annotated[int, Query(ge=0, le=MAX_ID)] = 0,
 ) -> JobList:
     if status_ is not None and status_ not in JOB_STATUSES:
         raise ApiError(
@@ -79,7 +79,7 @@ def list_jobs(
     description="Status per track, the best speedup per target with its label "
     "(measured | estimated), and what the job has spent.",
 )
-def get_job(job_id: int, team: CurrentTeam, session: SessionDep) -> JobOut:
+def get_job(job_id: JobId, team: CurrentTeam, session: SessionDep) -> JobOut:
     job = queries.team_job(session, team.id, job_id)
     problem = session.get(Problem, job.problem_id)
     assert problem is not None  # foreign key
@@ -93,7 +93,7 @@ def get_job(job_id: int, team: CurrentTeam, session: SessionDep) -> JobOut:
     "job as cancelled. Cancelling a finished job is refused with 409.",
     responses={409: {"model": ErrorBody, "description": "The job has already finished."}},
 )
-def cancel_job(job_id: int, team: CurrentTeam, session: SessionDep) -> JobOut:
+def cancel_job(job_id: JobId, team: CurrentTeam, session: SessionDep) -> JobOut:
     job = queries.team_job(session, team.id, job_id)
     if job.status in FINISHED_JOB_STATUSES:
         raise ApiError(

@@ -10,7 +10,7 @@ from fastapi.responses import PlainTextResponse
 from kernelband.db.models import CANDIDATE_STATUSES, Problem
 from services.api import queries
 from services.api.best import best_kernel_file
-from services.api.deps import CurrentTeam, SessionDep
+from services.api.deps import MAX_ID, CurrentTeam, JobId, SessionDep
 from services.api.errors import ERROR_RESPONSES, ApiError
 from services.api.schemas import (
     ArmOut,
@@ -32,11 +32,11 @@ router = APIRouter(prefix="/v1/jobs/{job_id}", tags=["results"], responses=ERROR
     "measurement with its label.",
 )
 def list_candidates(
-    job_id: int, team: CurrentTeam, session: SessionDep,
+    job_id: JobId, team: CurrentTeam, session: SessionDep,
     target: Annotated[Target | None, Query(description="Only this target's track.")] = None,
     status: Annotated[str | None, Query(description=f"One of {', '.join(CANDIDATE_STATUSES)}.")] = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 200,
-    offset: Annotated[int, Query(ge=0)] = 0,
+    offset: Annotated[int, Query(ge=0, le=MAX_ID)] = 0,
 ) -> CandidateList:
     job = queries.team_job(session, team.id, job_id)
     if status is not None and status not in CANDIDATE_STATUSES:
@@ -60,7 +60,7 @@ def list_candidates(
     responses={200: {"content": {"text/x-python": {}}, "description": "The kernel module."}},
 )
 def download_best(
-    job_id: int, team: CurrentTeam, session: SessionDep,
+    job_id: JobId, team: CurrentTeam, session: SessionDep,
     target: Annotated[Target, Query(description="Which GPU type's best kernel.")],
 ) -> PlainTextResponse:
     job = queries.team_job(session, team.id, job_id)
@@ -87,7 +87,7 @@ def download_best(
     description="One row per (cluster, strategy) arm: pulls, mean reward, whether the arm is "
     "masked (dimension saturated) and its UCB score at the last update.",
 )
-def bandit_arms(job_id: int, target: Target, team: CurrentTeam, session: SessionDep) -> BanditOut:
+def bandit_arms(job_id: JobId, target: Target, team: CurrentTeam, session: SessionDep) -> BanditOut:
     job = queries.team_job(session, team.id, job_id)
     track = queries.job_track(session, job, target.value)
     arms = queries.arm_stats(session, track.id) if track is not None else []
@@ -108,8 +108,8 @@ def bandit_arms(job_id: int, target: Target, team: CurrentTeam, session: Session
     "has_more says a full page was returned and more are waiting.",
 )
 def list_events(
-    job_id: int, team: CurrentTeam, session: SessionDep,
-    after: Annotated[int, Query(ge=0, description="Return events with a larger seq.")] = 0,
+    job_id: JobId, team: CurrentTeam, session: SessionDep,
+    after: Annotated[int, Query(ge=0, le=MAX_ID, description="Return events with a larger seq.")] = 0,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
 ) -> EventPage:
     job = queries.team_job(session, team.id, job_id)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ast
 import os
 import uuid
 from collections.abc import Callable, Iterator
@@ -10,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from api_doubles import parsing_loader  # this directory is on sys.path under pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 from sqlalchemy import Engine, create_engine, text
@@ -18,7 +18,6 @@ from sqlalchemy.orm import Session, sessionmaker
 from kernelband.config import Settings
 from kernelband.db import Base, make_engine, make_session_factory, session_scope
 from kernelband.db.models import ArmStat, Candidate, Event, Measurement, Track
-from kernelband.problem.model import Case, KernelProblem, ProblemLoadError
 from services.api.app import create_app
 from services.api.teams import create_token
 
@@ -34,22 +33,6 @@ def entry(x, y):
 PG_ADMIN_URL = os.environ.get("KERNELBAND_TEST_PG_ADMIN", "postgresql://postgres@127.0.0.1:5432/postgres")
 
 VALID_SOURCE = (Path(__file__).resolve().parents[3] / "examples" / "vector_add.py").read_text()
-
-
-def parsing_loader(source: str, format: str, name: str) -> KernelProblem:
-    """Test double of the sandboxed loader: parses (never executes) and names the problem."""
-    try:
-        tree = ast.parse(source)
-    except SyntaxError as exc:
-        raise ProblemLoadError(f"syntax error: {exc.msg}", exc.lineno) from exc
-    funcs = [n.name for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)]
-    if "entry" not in funcs:
-        raise ProblemLoadError("no entry function 'entry' found; define def entry(...)")
-    return KernelProblem(
-        name=name, format="native", source=source, editable=source, entry="entry",
-        kernel_names=tuple(f for f in funcs if f != "entry"),
-        cases=(Case("small", {"n": 1024}),), held_out_cases=(Case("odd", {"n": 1001}, held_out=True),),
-    )
 
 
 def _postgres_engine() -> Iterator[Engine]:

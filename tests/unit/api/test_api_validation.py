@@ -81,3 +81,8 @@ def test_unknown_route_and_method_use_the_error_body(client: TestClient, auth: d
     assert resp.status_code == 404 and "/docs" in resp.json()["message"]
     resp = client.delete("/v1/jobs", headers=auth)
     assert resp.status_code == 405 and resp.json()["error"] == "method_not_allowed"
+
+
+def test_out_of_range_job_id_is_422_not_a_crash(client: TestClient, auth: dict[str, str]) -> None:
+    resp = client.get("/v1/jobs/9223372036854775808", headers=auth)
+    assert resp.status_code == 422 and "'job_id'" in resp.json()["message"]
