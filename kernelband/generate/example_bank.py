@@ -42,11 +42,16 @@ def load_examples() -> tuple[Example, ...]:
 
 def retrieve_example(parent_code: str, strategy: str | None) -> Example | None:
     """The bank example most similar (BM25) to `parent_code` among those of `strategy`."""
-    pool = [e for e in load_examples() if strategy is None or e.strategy == strategy]
+    bank = load_examples()
+    pool = [i for i, e in enumerate(bank) if strategy is None or e.strategy == strategy]
     if not pool:
         return None
-    corpus = [tokenize(f"{e.title} {e.before}") for e in pool]
-    scores = BM25Okapi(corpus).get_scores(tokenize(parent_code))
-    # ties keep bank order so retrieval is deterministic
-    best = max(range(len(pool)), key=lambda i: (scores[i], -i))
-    return pool[best]
+    # score against the whole bank: term weights from two documents would be degenerate
+    scores = _index().get_scores(tokenize(parent_code))
+    best = max(pool, key=lambda i: (scores[i], -i))  # ties keep bank order (deterministic)
+    return bank[best]
+
+
+@lru_cache(maxsize=1)
+def _index() -> BM25Okapi:
+    return BM25Okapi([tokenize(f"{e.title} {e.before}") for e in load_examples()])

@@ -39,6 +39,8 @@ class Script:
         self._cursor: dict[Path, int] = {}
         self._lock = threading.Lock()
         self.requests: list[dict[str, Any]] = []
+        self.in_flight = 0
+        self.max_in_flight = 0  # lets tests check a client's concurrency limit
 
     def _find(self, problem: str, strategy: str) -> Path | None:
         for folder, stem in ((problem, strategy), (problem, "default"),
@@ -108,8 +110,12 @@ def create_app(root: Path) -> FastAPI:
         script.requests.append({"problem": problem, "strategy": strategy,
                                 "has_key": bool(request.headers.get("authorization"))})
         step = script.next_step(problem, strategy)
-        if step.get("delay_s"):
-            await asyncio.sleep(float(step["delay_s"]))
+        script.in_flight += 1
+        script.max_in_flight = max(script.max_in_flight, script.in_flight)
+        try:
+            await asyncio.sleep(float(step.get("delay_s", 0)))
+        finally:
+            script.in_flight -= 1
         if "status" in step:
             return _error(int(step["status"]), step.get("text", "scripted failure"))
         return _completion(str(body.get("model", "scripted")), step["text"], prompt,

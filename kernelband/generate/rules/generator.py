@@ -12,17 +12,20 @@ from kernelband.generate.base import Generator
 from kernelband.generate.extract import check_region
 from kernelband.generate.messages import GenerationRequest, GenerationResult
 from kernelband.generate.rules.analysis import analyse
-from kernelband.generate.rules.options import BUILDERS, Option
+from kernelband.generate.rules.options import BUILDERS, Option, gpu_reordering
 from kernelband.generate.strategies import get_strategy
 
 RULES_MODEL = "rules"
 
 
-def candidate_variants(code: str, strategy: str | None, inplace: bool = False) -> list[tuple[str, str]]:
+def candidate_variants(
+    code: str, strategy: str | None, inplace: bool = False, gpu_only: bool = False
+) -> list[tuple[str, str]]:
     """Every distinct, changed (description, code) the strategy's rules produce for `code`."""
     names = list(BUILDERS) if strategy is None else [get_strategy(strategy).name]
+    builders = {**BUILDERS, "reordering": gpu_reordering} if gpu_only else BUILDERS
     region = analyse(code)
-    options: list[Option] = [o for name in names for o in BUILDERS[name](region, code, inplace)]
+    options: list[Option] = [o for name in names for o in builders[name](region, code, inplace)]
     seen = {code}
     variants: list[tuple[str, str]] = []
     for option in options:
@@ -34,16 +37,23 @@ def candidate_variants(code: str, strategy: str | None, inplace: bool = False) -
 
 
 class RulesGenerator(Generator):
-    """Applies one seeded rule of the requested strategy; never returns an unchanged copy."""
+    """Applies one seeded rule of the requested strategy; never returns an unchanged copy.
+
+    `gpu_only=True` adds rewrites that only a GPU can run (autotune wraps).
+    """
 
     name = RULES_MODEL
+
+    def __init__(self, gpu_only: bool = False) -> None:
+        self.gpu_only = gpu_only
 
     def generate(self, request: GenerationRequest) -> GenerationResult:
         started = time.monotonic()
         base: dict[str, Any] = {"model": RULES_MODEL, "strategy": request.strategy, "cost_known": True, "attempts": 1}
         try:
             variants = candidate_variants(
-                request.parent_editable, request.strategy, bool(request.problem.inplace_outputs)
+                request.parent_editable, request.strategy, bool(request.problem.inplace_outputs),
+                self.gpu_only,
             )
         except cst.ParserSyntaxError as exc:
             return GenerationResult(ok=False, reason="syntax_error:parent",
