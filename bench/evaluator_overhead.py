@@ -1,0 +1,55 @@
+"""Per-candidate evaluator overhead, cold (fresh interpreter) vs warm (zygote fork), per example.
+
+overhead = wall time of evaluate_candidate - time spent inside the reference and candidate calls
+(sandbox start, imports, problem load, comparisons and checks). Measured on this machine's CPU
+under the Triton interpreter; writes bench/results/evaluator_overhead.json.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import time
+from pathlib import Path
+
+from kernelband.evaluate import evaluate_candidate
+from kernelband.sandbox import SandboxLimits, load_problem_sandboxed, run_sandboxed, shutdown_pool
+
+ROOT = Path(__file__).resolve().parents[1]
+REPEATS = 3
+
+
+def _overhead(problem: object, warm: bool) -> list[float]:
+    values = []
+    for _ in range(REPEATS):
+        start = time.perf_counter()
+        v = evaluate_candidate(problem, None, seeds=1, device="cpu", limits=SandboxLimits(warm=warm))  # type: ignore[arg-type]
+        wall = time.perf_counter() - start
+        assert v.correct, v.message
+        values.append(wall - float(v.details["run_s"]))
+    return values
+
+
+def main() -> None:
+    start = time.perf_counter()
+    run_sandboxed("kernelband.sandbox.probes:echo", {}, SandboxLimits(warm=True, interpret=True))
+    zygote_start_s = time.perf_counter() - start
+    rows = []
+    for path in sorted((ROOT / "examples").glob("*.py")):
+        problem = load_problem_sandboxed(path.read_text(), "native", path.stem)
+        cold, warm = _overhead(problem, warm=False), _overhead(problem, warm=True)
+        rows.append({"problem": path.stem, "cold_overhead_s": statistics.median(cold),
+                     "warm_overhead_s": statistics.median(warm), "cold_all": cold, "warm_all": warm})
+    shutdown_pool()
+    print(f"zygote start (once per process): {zygote_start_s:.2f} s; median of {REPEATS} runs, seeds=1, public cases")
+    print("| problem | cold overhead s | warm overhead s |\n| --- | --- | --- |")
+    for r in rows:
+        print(f"| {r['problem']} | {r['cold_overhead_s']:.3f} | {r['warm_overhead_s']:.3f} |")
+    out = {"label": "measured", "device": "cpu (Triton interpreter)", "repeats": REPEATS,
+           "zygote_start_s": zygote_start_s, "rows": rows}
+    (ROOT / "bench" / "results").mkdir(parents=True, exist_ok=True)
+    (ROOT / "bench" / "results" / "evaluator_overhead.json").write_text(json.dumps(out, indent=2))
+
+
+if __name__ == "__main__":
+    main()
