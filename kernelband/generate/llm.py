@@ -22,8 +22,15 @@ litellm.suppress_debug_info = True  # its debug banners can echo request paramet
 TRANSIENT_STATUS = frozenset({408, 409, 425, 429})
 
 
+def _missing_key(exc: BaseException) -> bool:
+    # litellm reports a client without credentials as a 500; it is a setup error, not transient
+    return "Missing credentials" in str(exc)
+
+
 def is_transient(exc: BaseException) -> bool:
     """True for errors worth retrying: rate limits, server errors, timeouts, lost connections."""
+    if _missing_key(exc):
+        return False
     if isinstance(exc, litellm.Timeout | litellm.APIConnectionError):
         return True
     status = getattr(exc, "status_code", None)
@@ -33,6 +40,8 @@ def is_transient(exc: BaseException) -> bool:
 def failure_reason(exc: BaseException) -> str:
     """Machine-readable reason for a failed call: rate_limited, server_error:503, timeout, ..."""
     status = getattr(exc, "status_code", None)
+    if _missing_key(exc):
+        return "auth_error:missing_key"
     if isinstance(exc, litellm.Timeout):
         return "timeout"
     if status == 429:
@@ -142,6 +151,8 @@ class LLMGenerator(Generator):
         except Exception as exc:  # every provider error becomes a labelled failure
             tries = self._max_retries + 1 if is_transient(exc) else 1
             message = self._redact(f"{type(exc).__name__}: {exc}")[:500]
+            if _missing_key(exc):
+                message = "no API key for this model: set KERNELBAND_LLM_API_KEY (any value for a local server)"
             log.warning("generation failed after %d attempt(s): %s", tries, message)
             return GenerationResult(
                 ok=False, reason=failure_reason(exc), message=message,

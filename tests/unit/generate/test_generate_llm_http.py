@@ -134,3 +134,11 @@ def test_api_key_never_leaks(
     captured = capsys.readouterr()
     texts += [prompt.system, prompt.user, caplog.text, captured.out, captured.err]
     assert all(SECRET not in text for text in texts)
+
+
+def test_missing_key_is_a_setup_error_not_retried(fake: FakeLLM, problem: KernelProblem, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    generator = LLMGenerator("openai/gpt-4o-mini", api_base=fake.api_base, backoff_base_s=0.01)
+    result = generator.generate(_request(problem, "tiling"))
+    assert not result.ok and result.reason == "auth_error:missing_key" and result.attempts == 1
+    assert "KERNELBAND_LLM_API_KEY" in result.message
