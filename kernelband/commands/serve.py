@@ -27,8 +27,9 @@ def serve(
     _, factory = open_database(url, migrate=url.startswith("sqlite"))
     if settings.bootstrap_token.get_secret_value():
         register_bootstrap_token(factory, settings.bootstrap_token.get_secret_value(), "default")
-    app = create_app(settings, session_factory=factory, embedded=True)
     loop = EmbeddedScheduler(factory, settings, workers) if scheduler else None
+    app = create_app(settings, session_factory=factory, embedded=True,
+                     local_workers=loop.describe if loop else None)
     typer.echo(f"KernelBand API on http://{host}:{port} (database {url.split('@')[-1]}); "
                "create a token with `kernelband tokens create --team NAME`")
     if loop is not None:

@@ -17,6 +17,7 @@ from services.api.logs import install_log_redaction
 from services.api.metrics import ApiMetrics
 from services.api.problems import ProblemLoader, sandboxed_loader
 from services.api.routers import fleet, health, jobs, results
+from services.api.schemas import WorkerOut
 
 DESCRIPTION = (
     "Submit Triton kernel problems and get faster kernels per GPU type, found by a "
@@ -38,9 +39,11 @@ def create_app(
     session_factory: sessionmaker[Session] | None = None,
     problem_loader: ProblemLoader = sandboxed_loader,
     embedded: bool = False,
+    local_workers: Callable[[], list[WorkerOut]] | None = None,
 ) -> FastAPI:
     """Build the app; without a session factory the database is opened (and, on SQLite,
-    migrated) at startup. `embedded` reads queue depths from attempts instead of Redis."""
+    migrated) at startup. `embedded` reads queue depths from attempts instead of Redis;
+    `local_workers` lists in-process workers (the embedded scheduler) in GET /v1/fleet."""
     settings = settings or get_settings()
 
     @asynccontextmanager
@@ -48,6 +51,7 @@ def create_app(
         if app.state.session_factory is None:
             url = settings.effective_database_url
             _, app.state.session_factory = open_database(url, migrate=url.startswith("sqlite"))
+        install_log_redaction()  # again: uvicorn configures its loggers after create_app
         yield
 
     app = FastAPI(
@@ -57,6 +61,7 @@ def create_app(
     app.state.session_factory = session_factory
     app.state.problem_loader = problem_loader
     app.state.broker_url = None if embedded else settings.broker_url
+    app.state.local_workers = local_workers
     app.state.metrics = ApiMetrics(lambda: app.state.session_factory)
     install_error_handlers(app)
     install_log_redaction()

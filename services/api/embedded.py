@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -12,6 +13,7 @@ from kernelband.db import session_scope
 from kernelband.db.models import ApiToken
 from kernelband.dispatch import EmbeddedDispatcher
 from kernelband.engine import EngineContext, step
+from services.api.schemas import WorkerOut
 from services.api.teams import get_or_create_team
 from services.api.tokens import hash_token, token_prefix
 
@@ -26,6 +28,8 @@ class EmbeddedScheduler:
         self.context = EngineContext(factory=factory, dispatcher=self.dispatcher, settings=settings)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="kb-scheduler", daemon=True)
+        self._workers = workers
+        self._last_step = time.monotonic()
         self.steps = 0
 
     def start(self) -> None:
@@ -45,9 +49,17 @@ class EmbeddedScheduler:
             try:
                 step(self.context, drain_timeout_s=poll)
                 self.steps += 1
+                self._last_step = time.monotonic()
             except Exception:  # one bad step must not stop the service; the next one retries
                 log.exception("scheduler step failed; retrying in %.1fs", poll)
                 self._stop.wait(poll)
+
+
+    def describe(self) -> list[WorkerOut]:
+        """The in-process workers as fleet entries; the heartbeat is the last scheduler step."""
+        age = round(time.monotonic() - self._last_step, 3)
+        return [WorkerOut(name=f"embedded ({self._workers} threads)", queue="embedded",
+                          heartbeat_age_s=age)]
 
 
 def register_bootstrap_token(factory: sessionmaker[Session], token: str, team: str) -> bool:

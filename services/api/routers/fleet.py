@@ -28,4 +28,6 @@ def fleet(request: Request, _team: CurrentTeam, session: SessionDep) -> FleetOut
         )
         for w in queries.workers(session)
     ]
+    if request.app.state.local_workers is not None:
+        workers += request.app.state.local_workers()
     return FleetOut(workers=workers, queues=queue_depths(session, request.app.state.broker_url))

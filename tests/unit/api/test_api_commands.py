@@ -65,9 +65,9 @@ def test_embedded_scheduler_drives_a_submitted_job_to_a_final_state(
     tmp_path: Path, factory: sessionmaker[Session], auth: dict[str, str]
 ) -> None:
     settings = Settings(data_dir=tmp_path, poll_interval_s=0.05)
-    app = create_app(settings, session_factory=factory, problem_loader=sandboxed_loader,
-                     embedded=True)
     loop = EmbeddedScheduler(factory, settings, workers=2)
+    app = create_app(settings, session_factory=factory, problem_loader=sandboxed_loader,
+                     embedded=True, local_workers=loop.describe)
     body = {"problem": {"source": EXAMPLE.read_text(), "name": "vector_add"},
             "targets": ["cpu"], "budget": {"iterations": 1}, "parallelism": 1}
     loop.start()
@@ -81,8 +81,11 @@ def test_embedded_scheduler_drives_a_submitted_job_to_a_final_state(
                     break
                 time.sleep(0.2)
             events = client.get(f"/v1/jobs/{job_id}/events", headers=auth).json()["events"]
+            fleet = client.get("/v1/fleet", headers=auth).json()
     finally:
         loop.stop()
     assert job["status"] in ("completed", "failed"), job
     assert loop.steps > 0 and job["started_at"] is not None
     assert events[0]["seq"] == 1 and events[-1]["kind"] == "job_finished"
+    (worker,) = fleet["workers"]
+    assert worker["queue"] == "embedded" and worker["heartbeat_age_s"] < 30

@@ -1,0 +1,115 @@
+"""Dashboard routes: page shells, local static assets, and two team-scoped JSON helpers."""
+
+from __future__ import annotations
+
+from pathlib import Path as FilePath
+from typing import Annotated
+
+from fastapi import APIRouter, Path, Query, Request
+from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse
+from fastapi.templating import Jinja2Templates
+from sqlalchemy import select
+
+from kernelband.db.models import Candidate, Problem, Track
+from services.api import queries
+from services.api.deps import MAX_ID, CurrentTeam, JobId, SessionDep
+from services.api.errors import ERROR_RESPONSES, ApiError
+from services.api.schemas import JobOut
+from services.api.views import job_out
+
+HERE = FilePath(__file__).resolve().parent
+STATIC = HERE / "static"
+templates = Jinja2Templates(directory=str(HERE / "templates"))
+router = APIRouter(tags=["dashboard"], responses=ERROR_RESPONSES)
+
+# Static files are listed explicitly, so a request can never name a path outside this folder.
+_MEDIA = {".js": "text/javascript", ".css": "text/css", ".svg": "image/svg+xml"}
+STATIC_FILES = {p.name: p for p in STATIC.iterdir() if p.suffix in _MEDIA}
+PAGES = {"signin": "Sign in", "jobs": "Jobs", "job": "Job", "fleet": "Fleet"}
+
+
+def _page(request: Request, name: str, **context: object) -> HTMLResponse:
+    return templates.TemplateResponse(
+        request, f"{name}.html", {"title": PAGES[name], "page": name, **context}
+    )
+
+
+@router.get("/", include_in_schema=False)
+def root() -> RedirectResponse:
+    """The dashboard is the landing page for people; machines use /v1 and /docs."""
+    return RedirectResponse("/ui/jobs")
+
+
+@router.get("/ui", include_in_schema=False)
+@router.get("/ui/signin", response_class=HTMLResponse, include_in_schema=False)
+def signin_page(request: Request) -> HTMLResponse:
+    """Sign-in page: the team token is kept in sessionStorage for this browser session."""
+    return _page(request, "signin")
+
+
+@router.get("/ui/jobs", response_class=HTMLResponse, include_in_schema=False)
+def jobs_page(request: Request) -> HTMLResponse:
+    """The team's jobs with a submit form."""
+    return _page(request, "jobs")
+
+
+@router.get("/ui/jobs/{job_id}", response_class=HTMLResponse, include_in_schema=False)
+def job_page(request: Request, job_id: JobId) -> HTMLResponse:
+    """One job: chart, bandit arms, lineage, best kernel diff."""
+    return _page(request, "job", job_id=job_id)
+
+
+@router.get("/ui/fleet", response_class=HTMLResponse, include_in_schema=False)
+def fleet_page(request: Request) -> HTMLResponse:
+    """Workers and queue depths."""
+    return _page(request, "fleet")
+
+
+@router.get("/ui/static/{name}", include_in_schema=False)
+def static_file(name: str) -> FileResponse:
+    """A dashboard asset (served locally: the dashboard needs no CDN)."""
+    path = STATIC_FILES.get(name)
+    if path is None:
+        raise ApiError(404, "not_found", f"No dashboard asset named '{name}'.")
+    return FileResponse(path, media_type=_MEDIA[path.suffix],
+                        headers={"Cache-Control": "no-cache"})
+
+
+@router.get("/ui/api/jobs", summary="Dashboard: the team's jobs with tracks and spend")
+def dashboard_jobs(
+    team: CurrentTeam, session: SessionDep,
+    status: Annotated[str | None, Query(max_length=16)] = None,
+    target: Annotated[str | None, Query(max_length=16)] = None,
+    limit: Annotated[int, Query(ge=1, le=200)] = 50,
+) -> list[JobOut]:
+    """Like GET /v1/jobs, but each job carries its tracks, best speedups and spend."""
+    rows, _ = queries.list_jobs(session, team.id, status=status or None, target=target or None,
+                                suite=None, limit=limit, offset=0)
+    return [job_out(session, job, problem) for job, problem in rows]
+
+
+@router.get("/ui/api/jobs/{job_id}/candidates/{candidate_id}/source",
+            summary="Dashboard: a candidate's kernel region and its track's original")
+def candidate_source(
+    job_id: JobId, candidate_id: Annotated[int, Path(ge=1, le=MAX_ID)],
+    team: CurrentTeam, session: SessionDep,
+) -> dict[str, object]:
+    """The editable region of a candidate and of the original, for the diff view."""
+    job = queries.team_job(session, team.id, job_id)
+    row = session.execute(
+        select(Candidate, Track).join(Track, Track.id == Candidate.track_id)
+        .where(Candidate.id == candidate_id, Track.job_id == job.id)
+    ).first()
+    if row is None:
+        raise ApiError(404, "not_found", f"Job {job_id} has no candidate {candidate_id}; "
+                       "list them with GET /v1/jobs/{job_id}/candidates.")
+    candidate, track = row
+    original = session.get(Candidate, track.original_candidate_id) if track.original_candidate_id else None
+    problem = session.get(Problem, job.problem_id)
+    return {
+        "candidate_id": candidate.id, "target": track.target, "status": candidate.status,
+        "reason": candidate.reason, "strategy": candidate.strategy,
+        "editable": candidate.editable,
+        "original_editable": original.editable if original else None,
+        "problem_name": problem.name if problem else None,
+    }
