@@ -32,7 +32,8 @@ class Settings(BaseSettings):
     sandbox_timeout_s: float = 60.0
     sandbox_cpu_s: int = 120
     sandbox_max_files: int = 256
-    sandbox_max_procs: int = 512
+    sandbox_max_procs: int = 64
+    sandbox_memory_bytes: int = 8 * 1024**3
     sandbox_max_file_bytes: int = 256 * 1024 * 1024
     sandbox_warm_pool: bool = True
 

@@ -52,6 +52,8 @@ class SandboxLimits:
             "wall_s": s.sandbox_timeout_s,
             "cpu_s": s.sandbox_cpu_s,
             "max_files": s.sandbox_max_files,
+            "max_procs": s.sandbox_max_procs,
+            "memory_bytes": s.sandbox_memory_bytes,
             "max_file_bytes": s.sandbox_max_file_bytes,
             "warm": s.sandbox_warm_pool,
         }
