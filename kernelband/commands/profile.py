@@ -94,6 +94,13 @@ def profile_command(
     if output not in ("text", "json"):
         typer.echo(f"--format must be text or json, not {output!r}.", err=True)
         raise typer.Exit(2)
+    try:
+        from kernelband.profile.archs import resolve_target
+
+        resolve_target(target, reference_gpu)
+    except UnknownTargetError as exc:
+        typer.echo(f"cannot profile {file}: {exc}", err=True)
+        raise typer.Exit(1) from exc
     if not file.is_file():
         typer.echo(f"{file} is not a file: pass the path of a problem file.", err=True)
         raise typer.Exit(2)

@@ -112,6 +112,8 @@ def run_ncu(command: list[str], timeout_s: float = 120.0, kernel_regex: str | No
         done = subprocess.run(argv + command, capture_output=True, text=True, timeout=timeout_s, check=False)
     except subprocess.TimeoutExpired:
         return NcuOutcome(False, reason="timeout", message=f"ncu took longer than {timeout_s:.0f}s")
+    except OSError as exc:  # includes a sandbox policy that refuses to start ncu
+        return NcuOutcome(False, reason="refused", message=f"ncu could not be started: {exc}")
     output = done.stdout + "\n" + done.stderr
     if "ERR_NVGPUCTRPERM" in output:
         return NcuOutcome(False, reason="permission", message=(
