@@ -28,16 +28,21 @@ class PostgresRequiredError(RuntimeError):
     """The distributed scheduler needs Postgres (advisory locks)."""
 
 
+def require_postgres(database_url: str) -> None:
+    """Refuse anything but Postgres: SQLite has no advisory locks."""
+    if not database_url.startswith("postgresql"):
+        raise PostgresRequiredError(
+            "the scheduler process needs a Postgres KERNELBAND_DATABASE_URL "
+            f"(got {database_url.split(':', 1)[0] or 'none'}); the embedded mode "
+            "(`kernelband optimize`) runs without a scheduler process"
+        )
+
+
 class LeaderLock:
     """Try, check and release the scheduler leader lock for one database."""
 
     def __init__(self, database_url: str, holder: str, factory: sessionmaker[Session]) -> None:
-        if not database_url.startswith("postgresql"):
-            raise PostgresRequiredError(
-                "the scheduler process needs a Postgres KERNELBAND_DATABASE_URL "
-                f"(got {database_url.split(':', 1)[0] or 'none'}); the embedded mode "
-                "(`kernelband optimize`) runs without a scheduler process"
-            )
+        require_postgres(database_url)
         self.holder = holder
         self._factory = factory
         self.epoch: int | None = None

@@ -27,7 +27,7 @@ from kernelband.db.session import (
 from kernelband.engine import EngineContext, step
 from kernelband.engine_support import FencingError, verify_epoch
 from services.scheduler.dispatcher import CeleryDispatcher
-from services.scheduler.leader import LeaderLock
+from services.scheduler.leader import LeaderLock, require_postgres
 from services.scheduler.workers import record_heartbeats, scheduler_heartbeat
 from services.worker.heartbeat import package_versions
 
@@ -54,6 +54,7 @@ class LeaderStats:
 def run_scheduler(settings: Settings, name: str, stop: threading.Event) -> None:
     """Run until `stop` is set: standby while another replica leads, lead otherwise."""
     url = settings.effective_database_url
+    require_postgres(url)
     engine, factory = open_database(url)  # fails fast on an unmigrated schema
     lock = LeaderLock(url, name, factory)
     dispatcher = CeleryDispatcher(settings)
