@@ -12,6 +12,7 @@ from starlette.responses import Response
 
 from kernelband.config import Settings, get_settings
 from kernelband.db import open_database
+from services.api.dashboard import router as dashboard_router
 from services.api.errors import ErrorBody, install_error_handlers
 from services.api.logs import install_log_redaction
 from services.api.metrics import ApiMetrics
@@ -68,6 +69,7 @@ def create_app(
     _install_middleware(app, _body_limit(settings))
     for module in (health, jobs, results, fleet):
         app.include_router(module.router)
+    app.include_router(dashboard_router)  # HTML dashboard under /ui (engineer H)
     return app
 
 

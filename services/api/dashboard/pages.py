@@ -25,6 +25,14 @@ router = APIRouter(tags=["dashboard"], responses=ERROR_RESPONSES)
 # Static files are listed explicitly, so a request can never name a path outside this folder.
 _MEDIA = {".js": "text/javascript", ".css": "text/css", ".svg": "image/svg+xml"}
 STATIC_FILES = {p.name: p for p in STATIC.iterdir() if p.suffix in _MEDIA}
+
+
+class DashboardJob(JobOut):
+    """A job as the jobs page lists it: JobOut plus the owning team's name."""
+
+    owner: str
+
+
 PAGES = {"signin": "Sign in", "jobs": "Jobs", "job": "Job", "fleet": "Fleet"}
 
 
@@ -81,11 +89,12 @@ def dashboard_jobs(
     status: Annotated[str | None, Query(max_length=16)] = None,
     target: Annotated[str | None, Query(max_length=16)] = None,
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
-) -> list[JobOut]:
-    """Like GET /v1/jobs, but each job carries its tracks, best speedups and spend."""
+) -> list[DashboardJob]:
+    """Like GET /v1/jobs, but each job carries its tracks, best speedups, spend and owner."""
     rows, _ = queries.list_jobs(session, team.id, status=status or None, target=target or None,
                                 suite=None, limit=limit, offset=0)
-    return [job_out(session, job, problem) for job, problem in rows]
+    return [DashboardJob(**job_out(session, job, problem).model_dump(), owner=team.name)
+            for job, problem in rows]
 
 
 @router.get("/ui/api/jobs/{job_id}/candidates/{candidate_id}/source",
