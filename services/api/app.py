@@ -17,7 +17,7 @@ from services.api.errors import ErrorBody, install_error_handlers
 from services.api.logs import install_log_redaction
 from services.api.metrics import ApiMetrics
 from services.api.problems import ProblemLoader, sandboxed_loader
-from services.api.routers import fleet, health, jobs, results
+from services.api.routers import fleet, health, jobs, results, suites
 from services.api.schemas import WorkerOut
 
 DESCRIPTION = (
@@ -67,7 +67,7 @@ def create_app(
     install_error_handlers(app)
     install_log_redaction()
     _install_middleware(app, _body_limit(settings))
-    for module in (health, jobs, results, fleet):
+    for module in (health, jobs, results, fleet, suites):
         app.include_router(module.router)
     app.include_router(dashboard_router)  # HTML dashboard under /ui (engineer H)
     return app

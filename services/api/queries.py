@@ -101,6 +101,18 @@ def job_candidates(
     return [(c, t) for c, t in session.execute(stmt).all()]
 
 
+def job_candidate(session: Session, job_id: int, candidate_id: int) -> tuple[Candidate, Track]:
+    """One candidate of the job, or 404."""
+    stmt = (
+        select(Candidate, Track).join(Track, Track.id == Candidate.track_id)
+        .where(Track.job_id == job_id, Candidate.id == candidate_id)
+    )
+    row = session.execute(stmt).first()
+    if row is None:
+        raise not_found("candidate", candidate_id)
+    return row[0], row[1]
+
+
 def measurements_by_candidate(
     session: Session, candidate_ids: Sequence[int]
 ) -> dict[int, list[Measurement]]:

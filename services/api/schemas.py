@@ -184,6 +184,12 @@ class CandidateOut(BaseModel):
     measurements: list[MeasurementOut] = []
 
 
+class CandidateDetail(CandidateOut):
+    """One candidate with the kernel region it contains."""
+
+    editable: str = Field(description="The rewritten region (kernels and entry function).")
+
+
 class CandidateList(BaseModel):
     """GET /v1/jobs/{id}/candidates."""
 

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from kernelband.config import Settings
 from kernelband.db import ConflictError
-from kernelband.db.models import Job, Problem
+from kernelband.db.models import Job, Problem, Team
 from services.api import problems, queries
 from services.api.errors import ApiError
 from services.api.problems import ProblemLoader
@@ -32,8 +33,15 @@ def validate_policy(name: str, params: dict[str, Any]) -> None:
         ) from exc
 
 
-def check_concurrency(session: Session, team_id: int, settings: Settings) -> None:
-    """429 when the team already has its maximum of unfinished jobs."""
+def check_concurrency(
+    session: Session, team_id: int, settings: Settings, *, lock: bool = False
+) -> None:
+    """429 when the team already has its maximum of unfinished jobs.
+
+    With `lock`, the team row is locked first (Postgres) so two concurrent submissions cannot
+    both pass the count; SQLite serialises writers by itself."""
+    if lock:
+        session.execute(select(Team.id).where(Team.id == team_id).with_for_update())
     active = queries.active_job_count(session, team_id)
     limit = settings.max_concurrent_jobs_per_team
     if active >= limit:

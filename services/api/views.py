@@ -9,6 +9,7 @@ from services.api import queries
 from services.api.schemas import (
     BestOut,
     BudgetIn,
+    CandidateDetail,
     CandidateOut,
     JobOut,
     JobSummary,
@@ -98,3 +99,9 @@ def candidate_out(c: Candidate, track: Track, measurements: list[Measurement]) -
         strategy=c.strategy, status=c.status, reason=c.reason, created_at=c.created_at,
         measurements=[measurement_out(m, track.original_time_ms) for m in measurements],
     )
+
+
+def candidate_detail(c: Candidate, track: Track, measurements: list[Measurement]) -> CandidateDetail:
+    """A candidate with its source region."""
+    base = candidate_out(c, track, measurements)
+    return CandidateDetail(**base.model_dump(), editable=c.editable)

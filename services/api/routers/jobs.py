@@ -41,6 +41,8 @@ def create_job(
     submission.validate_policy(body.policy, body.policy_params)
     submission.check_concurrency(session, team_id, settings)
     problem = submission.stored_problem(session, team_id, body, loader)
+    # The load may have taken seconds: count again, under the team lock, right before inserting.
+    submission.check_concurrency(session, team_id, settings, lock=True)
     job = submission.new_job(team_id, problem, body)
     session.add(job)
     session.commit()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Path, Query
 from fastapi.responses import PlainTextResponse
 
 from kernelband.db.models import CANDIDATE_STATUSES, Problem
@@ -15,12 +15,13 @@ from services.api.errors import ERROR_RESPONSES, ApiError
 from services.api.schemas import (
     ArmOut,
     BanditOut,
+    CandidateDetail,
     CandidateList,
     EventOut,
     EventPage,
     Target,
 )
-from services.api.views import candidate_out
+from services.api.views import candidate_detail, candidate_out
 
 router = APIRouter(prefix="/v1/jobs/{job_id}", tags=["results"], responses=ERROR_RESPONSES)
 
@@ -49,6 +50,21 @@ def list_candidates(
     )
     ms = queries.measurements_by_candidate(session, [c.id for c, _ in rows])
     return CandidateList(candidates=[candidate_out(c, t, ms[c.id]) for c, t in rows])
+
+
+@router.get(
+    "/candidates/{candidate_id}",
+    summary="One candidate with its kernel source",
+    description="Like an entry of the candidate list, plus the rewritten region (`editable`).",
+)
+def get_candidate(
+    job_id: JobId, candidate_id: Annotated[int, Path(ge=1, le=MAX_ID)], team: CurrentTeam,
+    session: SessionDep,
+) -> CandidateDetail:
+    job = queries.team_job(session, team.id, job_id)
+    candidate, track = queries.job_candidate(session, job.id, candidate_id)
+    ms = queries.measurements_by_candidate(session, [candidate.id])
+    return candidate_detail(candidate, track, ms[candidate.id])
 
 
 @router.get(

@@ -107,3 +107,14 @@ def test_events_paginate_with_after_and_limit(
     assert tail == {"events": [], "next_after": 7, "has_more": False}
     bad = client.get(f"/v1/jobs/{job_id}/events", params={"limit": 0}, headers=auth)
     assert bad.status_code == 422 and "'limit'" in bad.json()["message"]
+
+
+def test_candidate_detail_includes_its_region(
+    client: TestClient, auth: dict[str, str], job_id: int, seed_results: Seed
+) -> None:
+    ids = seed_results(job_id)
+    out = client.get(f"/v1/jobs/{job_id}/candidates/{ids['child']}", headers=auth).json()
+    assert out["strategy"] == "tiling" and "the faster child" in out["editable"]
+    assert out["measurements"][0]["label"] == "measured"
+    missing = client.get(f"/v1/jobs/{job_id}/candidates/99999", headers=auth)
+    assert missing.status_code == 404 and missing.json()["error"] == "not_found"

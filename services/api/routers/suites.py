@@ -1,0 +1,139 @@
+"""Suites: a whole benchmark (JSON problems or an uploaded archive) as one campaign."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Path, Query, Request, Response, status
+from fastapi.concurrency import run_in_threadpool
+from pydantic import ValidationError
+from starlette.datastructures import UploadFile
+
+from kernelband.suite import (
+    SuiteNotFoundError,
+    SuiteSettings,
+    SuiteSource,
+    SuiteSourceError,
+    create_suite,
+    load_sources,
+    read_archive,
+    suite_report,
+    to_csv,
+    to_json,
+)
+from services.api.deps import CurrentTeam, ProblemLoaderDep, SessionDep, SettingsDep
+from services.api.errors import ERROR_RESPONSES, ApiError, not_found
+from services.api.problems import check_size
+from services.api.submission import validate_policy
+from services.api.suite_schemas import SuiteCreate, SuiteOut, SuiteSettingsIn
+
+router = APIRouter(prefix="/v1/suites", tags=["suites"], responses=ERROR_RESPONSES)
+SuiteId = Annotated[str, Path(min_length=1, max_length=64, description="From POST /v1/suites.")]
+
+_UPLOAD_DOC = {"requestBody": {"content": {
+    "application/json": {"schema": {"$ref": "#/components/schemas/SuiteCreate"}},
+    "multipart/form-data": {"schema": {"type": "object", "required": ["archive"], "properties": {
+        "archive": {"type": "string", "format": "binary",
+                    "description": "A .zip or .tar.gz of problem files (*.py)."},
+        "settings": {"type": "string", "description": "SuiteSettingsIn as a JSON string."},
+    }}},
+}, "required": True}}
+
+
+@router.post(
+    "", status_code=status.HTTP_201_CREATED, response_model=SuiteOut,
+    summary="Submit a suite of problems (JSON list or uploaded archive)",
+    description=(
+        "Loads every problem in the sandbox (files that fail are listed with the loader's "
+        "reason, not fatal), then queues one job per (problem, policy) with the shared targets, "
+        "generator and budget. Send JSON (`SuiteCreate`) or multipart with `archive` "
+        "(.zip/.tar.gz) and `settings` (JSON)."
+    ),
+    openapi_extra=_UPLOAD_DOC,
+)
+async def submit_suite(request: Request, team: CurrentTeam, session: SessionDep,
+                       settings: SettingsDep, loader: ProblemLoaderDep,
+                       response: Response) -> dict[str, Any]:
+    body, sources = await _parse_submission(request)
+    for item in sources:
+        check_size(item.source, settings.max_source_bytes)
+    for policy in body.policies:
+        validate_policy(policy, {})
+    suite_settings = SuiteSettings(
+        targets=tuple(t.value for t in body.targets), policies=tuple(body.policies),
+        model=body.generator.model, budget=body.budget, parallelism=body.parallelism,
+        seed=body.seed)
+    team_id = team.id
+    session.rollback()  # sandboxed loads take seconds: hold no transaction meanwhile
+    problems, failures = await run_in_threadpool(load_sources, sources, body.format, loader)
+    suite = create_suite(session, team_id, body.name, body.format, problems, failures,
+                         suite_settings)
+    session.commit()
+    response.headers["Location"] = f"/v1/suites/{suite.id}"
+    return suite_report(session, suite.id, team_id).to_dict()
+
+
+@router.get("/{suite_id}", response_model=SuiteOut, summary="Suite metrics and per-problem table")
+def get_suite(suite_id: SuiteId, team: CurrentTeam, session: SessionDep) -> dict[str, Any]:
+    try:
+        return suite_report(session, suite_id, team.id).to_dict()
+    except SuiteNotFoundError as exc:
+        raise not_found("suite", suite_id) from exc
+
+
+@router.get(
+    "/{suite_id}/export", summary="Export a suite's results as CSV or JSON",
+    responses={200: {"content": {"text/csv": {}, "application/json": {}}}},
+)
+def export_suite(
+    suite_id: SuiteId, team: CurrentTeam, session: SessionDep,
+    format: Annotated[str, Query(pattern="^(csv|json)$", description="csv or json")] = "csv",
+) -> Response:
+    try:
+        report = suite_report(session, suite_id, team.id)
+    except SuiteNotFoundError as exc:
+        raise not_found("suite", suite_id) from exc
+    filename = f"{report.name}-{report.suite_id}.{format}"
+    headers = {"Content-Disposition": f'attachment; filename="{filename}"'}
+    if format == "json":
+        return Response(to_json(report), media_type="application/json", headers=headers)
+    return Response(to_csv(report), media_type="text/csv", headers=headers)
+
+
+async def _parse_submission(request: Request) -> tuple[SuiteSettingsIn, list[SuiteSource]]:
+    """JSON body or multipart upload -> shared settings and problem sources."""
+    if request.headers.get("content-type", "").startswith("multipart/form-data"):
+        return await _parse_upload(request)
+    try:
+        body = SuiteCreate.model_validate(await request.json())
+    except (ValueError, ValidationError) as exc:
+        raise _invalid(exc) from exc
+    names = [p.name for p in body.problems]
+    if len(set(names)) != len(names):
+        raise ApiError(422, "invalid_suite", "Problem names repeat; give every problem a "
+                       "distinct name and submit again.")
+    return body, [SuiteSource(p.name, p.source) for p in body.problems]
+
+
+async def _parse_upload(request: Request) -> tuple[SuiteSettingsIn, list[SuiteSource]]:
+    form = await request.form()
+    archive, raw = form.get("archive"), form.get("settings") or "{}"
+    if not isinstance(archive, UploadFile) or not isinstance(raw, str):
+        raise ApiError(422, "invalid_suite", "A multipart suite needs a file field `archive` "
+                       "(.zip or .tar.gz) and an optional text field `settings` (JSON).")
+    try:
+        body = SuiteSettingsIn.model_validate(json.loads(raw))
+    except (ValueError, ValidationError) as exc:
+        raise _invalid(exc) from exc
+    try:
+        sources = read_archive(await archive.read(), archive.filename or "")
+    except SuiteSourceError as exc:
+        raise ApiError(422, "invalid_archive", f"The archive could not be used: {exc}.") from exc
+    return body, sources
+
+
+def _invalid(exc: Exception) -> ApiError:
+    detail = exc.errors(include_url=False) if isinstance(exc, ValidationError) else str(exc)
+    return ApiError(422, "invalid_suite", f"The suite settings are invalid: {detail}. Fix them "
+                    "and submit again (see SuiteCreate in /docs).")
