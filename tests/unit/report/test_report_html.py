@@ -1,0 +1,113 @@
+"""Reports: read a seeded job from SQLite or the real API, write HTML + PNG, check the content."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+from sqlalchemy.orm import Session, sessionmaker
+from typer.testing import CliRunner
+
+from kernelband.cli import _register_commands
+from kernelband.cli import app as cli_app
+from kernelband.config import Settings
+from kernelband.db import repository, session_scope
+from kernelband.db.models import ArmStat, Candidate, Measurement, Track
+from kernelband.report import (
+    ReportError,
+    from_database,
+    from_server,
+    write_job_report,
+    write_report,
+)
+from kernelband.report.charts import speedup_series
+
+ORIGINAL = "def kernel():\n    BLOCK = 64\n    return BLOCK\n"
+FASTER = "def kernel():\n    BLOCK = 256\n    return BLOCK\n"
+
+
+def _seed(factory: sessionmaker[Session]) -> int:
+    """A job with one h100 track: original 2 ms (measured), a 0.5 ms child, a rejected child."""
+    with session_scope(factory) as s:
+        team = repository.get_or_create_team(s, "alpha")
+        problem = repository.get_or_create_problem(s, team.id, "vec", "native", "#", {}, "h1")
+        job = repository.create_job(s, team.id, problem.id, ["h100"], status="completed",
+                                    budget_iterations=2, tokens_used=1200, cost_usd=0.0123)
+        track = Track(job_id=job.id, target="h100", status="completed", iterations_done=2,
+                      original_time_ms=2.0, held_out="passed")
+        s.add(track)
+        s.flush()
+        original = Candidate(track_id=track.id, editable=ORIGINAL, status="measured")
+        s.add(original)
+        s.flush()
+        child = Candidate(track_id=track.id, parent_id=original.id, lineage_depth=1,
+                          strategy="tiling", editable=FASTER, status="measured")
+        bad = Candidate(track_id=track.id, parent_id=original.id, lineage_depth=1,
+                        strategy="fusion", editable="x", status="rejected",
+                        reason="wrong_result:case=2,max_abs_err=0.5")
+        s.add_all([child, bad])
+        s.flush()
+        s.add_all([Measurement(candidate_id=c.id, label="measured", method="cuda_events",
+                               device="NVIDIA H100", target="h100", time_ms=t)
+                   for c, t in ((original, 2.0), (child, 0.5))])
+        track.original_candidate_id, track.best_candidate_id = original.id, child.id
+        track.best_time_ms, track.best_speedup, track.best_label = 0.5, 4.0, "measured"
+        s.add(ArmStat(track_id=track.id, cluster=0, strategy="tiling", pulls=2, mean_reward=0.75,
+                      masked=True, ucb_score=1.9))
+        return job.id
+
+
+def test_report_from_database_has_charts_tables_labels_and_diff(
+        sqlite_factory: sessionmaker[Session], tmp_path: Path) -> None:
+    job_id = _seed(sqlite_factory)
+    with session_scope(sqlite_factory) as session:
+        data = from_database(session, job_id)
+    series = speedup_series(data)
+    assert series[0].points == ((1, 4.0),) and series[0].best == ((0, 1.0), (1, 4.0))
+    files = write_report(data, tmp_path)
+    html = files.html.read_text()
+    assert "<script" not in html and "http://" not in html.replace('xmlns="http://www.w3.org/2000/svg"', "")
+    assert len(re.findall(r'<circle class="pt"', html)) == 1
+    assert "4.000x" in html and "measured" in html and "NVIDIA H100" in html
+    assert "wrong_result:case=2,max_abs_err=0.5" in html
+    assert "-    BLOCK = 64" in html and "+    BLOCK = 256" in html
+    assert "masked" in html and "1200 tokens" in html and "$0.0123" in html
+    assert files.pngs[0].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_report_from_server_matches_database_view(
+        sqlite_factory: sessionmaker[Session], tmp_path: Path) -> None:
+    from services.api.app import create_app
+    from services.api.teams import create_token
+
+    job_id = _seed(sqlite_factory)
+    with session_scope(sqlite_factory) as session:
+        token = create_token(session, "alpha")
+        other = create_token(session, "beta")
+    app = create_app(Settings(data_dir=tmp_path, broker_url=""), session_factory=sqlite_factory,
+                     embedded=True)
+    with TestClient(app) as client:
+        transport = client._transport  # the real app in-process, through httpx
+        data = from_server("http://testserver", token, job_id, transport=transport)
+        with pytest.raises(ReportError, match="404"):
+            from_server("http://testserver", other, job_id, transport=transport)
+    assert speedup_series(data)[0].points == ((1, 4.0),)
+    assert data.job["tracks"][0]["best"]["label"] == "measured"
+    assert len(data.candidates) == 3 and data.arms["h100"][0]["masked"] is True
+
+
+def test_report_command_writes_files_and_explains_a_missing_job(
+        sqlite_url: str, sqlite_factory: sessionmaker[Session], tmp_path: Path) -> None:
+    job_id = _seed(sqlite_factory)
+    files = write_job_report(sqlite_url, job_id, tmp_path / "direct")
+    assert files.html.exists()
+    _register_commands()
+    env = {"KERNELBAND_DATABASE_URL": sqlite_url}
+    result = CliRunner().invoke(cli_app, ["report", str(job_id), "--out", str(tmp_path / "cli")], env=env)
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "cli" / f"job{job_id}.html").exists()
+    assert (tmp_path / "cli" / f"job{job_id}-speedup.png").exists()
+    missing = CliRunner().invoke(cli_app, ["report", "999", "--out", str(tmp_path)], env=env)
+    assert missing.exit_code == 2 and "not in this database" in missing.output
