@@ -38,6 +38,7 @@ from kernelband.engine_support import (
     task_payload,
     verify_epoch,
 )
+from kernelband.fairshare import fair_order
 
 log = logging.getLogger(__name__)
 FINISHED_TRACK = ("completed", "cancelled", "failed")
@@ -201,7 +202,8 @@ def select_pulls(session: Session, now: datetime) -> int:
     query = (select(Track, Job).join(Job, Job.id == Track.job_id)
              .where(Track.status == "running", Job.status == "running",
                     Job.cancel_requested.is_(False)).order_by(Track.id))
-    for track, job in session.execute(query).all():
+    rows = fair_order(session.execute(query).all(), lambda r: r[1].team_id, lambda r: r[1].id)
+    for track, job in rows:  # round-robin between teams, then jobs: see kernelband/fairshare.py
         if budget_reason(job, now):
             continue
         free = job.parallelism - pulls_in_flight(session, track.id)

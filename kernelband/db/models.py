@@ -93,6 +93,21 @@ class Problem(Base):
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
 
 
+class Suite(Base):
+    """A benchmark campaign: one job per (problem, policy) shares its id in `jobs.suite_id`."""
+
+    __tablename__ = "suites"
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    team_id: Mapped[int] = mapped_column(ForeignKey("teams.id", ondelete="CASCADE"), index=True)
+    name: Mapped[str] = mapped_column(String(200), default="")
+    format: Mapped[str] = mapped_column(String(16))
+    # Shared job settings (targets, policies, generator, budget) as submitted.
+    settings: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    # [{name, reason, line}] for problems the sandboxed loader refused.
+    load_failures: Mapped[list[Any]] = mapped_column(default=list)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
 class Job(Base):
     """One optimization run of a problem over one or more targets (one track each)."""
 

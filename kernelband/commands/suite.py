@@ -1,0 +1,153 @@
+"""`kernelband suite DIR`: every problem of a directory as one campaign, embedded or on a server."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import Annotated, Any, NoReturn
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from kernelband.suite import (
+    SuiteReport,
+    SuiteSettings,
+    SuiteSourceError,
+    read_directory,
+    to_csv,
+    to_json,
+)
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+console = Console()
+
+
+def register(app: typer.Typer) -> None:
+    """Add the `suite` command to the CLI."""
+    app.command("suite")(suite)
+
+
+def suite(
+    directory: Annotated[Path, typer.Argument(help="Folder of problem files (*.py).")],
+    format: Annotated[str, typer.Option("--format", help="tritonbench | kernelbench | native")] = "native",
+    policy: Annotated[list[str] | None, typer.Option("--policy", help="Repeat for a side-by-side; default kernelband.")] = None,
+    target: Annotated[list[str] | None, typer.Option("--target", help="cpu, h100, a100, h200, rtx4090; repeat or comma-separate.")] = None,
+    budget: Annotated[int, typer.Option(help="Iterations per problem and target.")] = 20,
+    model: Annotated[str, typer.Option(help="LLM model; empty: the offline rules generator.")] = "",
+    parallel: Annotated[int, typer.Option(help="Pulls in flight per track.")] = 2,
+    seed: Annotated[int, typer.Option(help="Seed of every job.")] = 0,
+    server: Annotated[str | None, typer.Option(help="API URL; without it the suite runs embedded.")] = None,
+    token: Annotated[str | None, typer.Option(help="Team token for --server.", envvar="KERNELBAND_TOKEN")] = None,
+    csv: Annotated[Path | None, typer.Option("--csv", help="Write the per-problem table as CSV.")] = None,
+    json_out: Annotated[Path | None, typer.Option("--json", help="Write the whole report as JSON.")] = None,
+) -> None:
+    """Optimize every problem in DIRECTORY, one job per (problem, policy), and report suite metrics."""
+    settings = _settings(policy, target, budget, model, parallel, seed)
+    try:
+        sources = read_directory(directory)
+    except SuiteSourceError as exc:
+        _fail(str(exc))
+    console.print(f"[bold]{directory.name}[/]: {len(sources)} {format} problem files; policies "
+                  f"{', '.join(settings.policies)}; targets {', '.join(settings.targets)}; "
+                  f"budget {settings.budget}; generator {settings.model or 'rules (offline)'}")
+    if server:
+        report = _run_remote(server, token, directory.name, format, sources, settings)
+    else:
+        report = _run_embedded(directory.name, format, sources, settings)
+    show_report(report)
+    _export(report, csv, json_out)
+
+
+def _settings(policy: list[str] | None, target: list[str] | None, budget: int, model: str,
+              parallel: int, seed: int) -> SuiteSettings:
+    from kernelband.bandit import POLICIES
+    from kernelband.engine_embedded import parse_targets
+
+    policies = tuple(dict.fromkeys(policy or ["kernelband"]))
+    unknown = [p for p in policies if p not in POLICIES]
+    if unknown:
+        _fail(f"unknown policy {', '.join(unknown)}; choose from {', '.join(POLICIES)}")
+    try:
+        return SuiteSettings(targets=parse_targets(target or ["cpu"]), policies=policies,
+                             model=model, budget=budget, parallelism=parallel, seed=seed)
+    except ValueError as exc:
+        _fail(str(exc))
+
+
+def _run_embedded(name: str, format: str, sources: Any, settings: SuiteSettings) -> SuiteReport:
+    from kernelband.config import get_settings
+    from kernelband.problem.model import PROBLEM_FORMATS
+    from kernelband.sandbox import load_problem_sandboxed
+    from kernelband.suite import load_sources
+    from kernelband.suite.embedded import run_local_suite
+
+    if format not in PROBLEM_FORMATS:
+        _fail(f"unknown format {format!r}; choose from {', '.join(PROBLEM_FORMATS)}")
+    problems, failures = load_sources(sources, format, load_problem_sandboxed)
+    for failure in failures:
+        console.print(f"[yellow]not loaded[/] {failure.name}: {failure.reason}")
+    started = time.monotonic()
+    with console.status("running suite") as status:
+        def on_progress(done: int, total: int) -> None:
+            status.update(f"jobs finished {done}/{total} ({time.monotonic() - started:.0f}s)")
+
+        return run_local_suite(get_settings(), name, format, problems, failures, settings,
+                               on_progress=on_progress)
+
+
+def _run_remote(server: str, token: str | None, name: str, format: str, sources: Any,
+                settings: SuiteSettings) -> SuiteReport:
+    from kernelband.suite.remote import RemoteSuiteError, run_remote_suite
+
+    if not token:
+        _fail("--server needs --token (or KERNELBAND_TOKEN); create one with "
+              "`kernelband tokens create --team NAME`")
+    try:
+        return run_remote_suite(server, str(token), name, format, sources, settings, console)
+    except (RemoteSuiteError, OSError) as exc:
+        _fail(f"{exc}; check --server and --token")
+    except Exception as exc:  # httpx transport errors
+        _fail(f"could not reach {server}: {exc}")
+
+
+def show_report(report: SuiteReport) -> None:
+    """Metrics table, per-problem table and load failures."""
+    metrics = Table(title=f"suite {report.suite_id} ({report.name}): "
+                          f"{report.jobs_finished}/{len(report.job_ids)} jobs finished")
+    for column in ("target", "policy", "problems", "Correct %", "Fast@1 %",
+                   "geomean (correct)", "geomean (all)", "label"):
+        metrics.add_column(column)
+    for m in report.metrics:
+        metrics.add_row(m.target, m.policy, str(m.problems), f"{m.correct_pct:.1f}",
+                        f"{m.fast1_pct:.1f}", _x(m.geomean_speedup_correct),
+                        _x(m.geomean_speedup_all), m.label)
+    console.print(metrics)
+    problems = Table(title="per problem")
+    for column in ("problem", "target", "policy", "status", "correct", "speedup", "label"):
+        problems.add_column(column)
+    for p in report.problems:
+        problems.add_row(p.problem, p.target, p.policy, p.status, "yes" if p.correct else "no",
+                         _x(p.speedup), p.label or "-")
+    console.print(problems)
+    for failure in report.load_failures:
+        console.print(f"[yellow]failed to load[/] {failure.name}: {failure.reason}")
+
+
+def _export(report: SuiteReport, csv: Path | None, json_out: Path | None) -> None:
+    if csv:
+        csv.write_text(to_csv(report))
+        console.print(f"CSV written to [bold]{csv}[/]")
+    if json_out:
+        json_out.write_text(to_json(report))
+        console.print(f"JSON written to [bold]{json_out}[/]")
+
+
+def _x(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3f}x"
+
+
+def _fail(message: str) -> NoReturn:
+    console.print(f"[red]error:[/] {message}")
+    raise typer.Exit(2)

@@ -1,0 +1,68 @@
+"""Running a whole suite in this process (embedded mode: SQLite, thread-pool dispatcher)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session, sessionmaker
+
+from kernelband.config import Settings
+from kernelband.db import repository
+from kernelband.db.models import FINISHED_JOB_STATUSES, Job
+from kernelband.db.session import open_database, session_scope
+from kernelband.dispatch import EmbeddedDispatcher, TaskFunction
+from kernelband.engine import EngineContext, step
+from kernelband.problem.model import KernelProblem
+from kernelband.suite.model import LoadFailure, SuiteReport, SuiteSettings
+from kernelband.suite.store import create_suite, suite_report
+
+LOCAL_TEAM = "local"
+Progress = Callable[[int, int], None]  # (jobs finished, jobs in the suite)
+
+
+def run_local_suite(settings: Settings, name: str, format: str,
+                    problems: Sequence[KernelProblem], failures: Sequence[LoadFailure],
+                    suite_settings: SuiteSettings, on_progress: Progress | None = None,
+                    functions: Mapping[str, TaskFunction] | None = None) -> SuiteReport:
+    """Create the suite under the local team, run every job to completion, return the report."""
+    engine, factory = open_database(settings.effective_database_url, migrate=True)
+    with session_scope(factory) as session:
+        team = repository.get_or_create_team(session, LOCAL_TEAM)
+        suite_id = create_suite(session, team.id, name, format, problems, failures,
+                                suite_settings).id
+    workers = max(2, suite_settings.parallelism * len(suite_settings.targets))
+    dispatcher = EmbeddedDispatcher(max_workers=workers, functions=functions)
+    ctx = EngineContext(factory, dispatcher, settings)
+    try:
+        while True:
+            done, total = _counts(factory, suite_id)
+            if on_progress:
+                on_progress(done, total)
+            if done >= total:
+                break
+            step(ctx, drain_timeout_s=settings.poll_interval_s)
+    except KeyboardInterrupt:
+        _cancel(factory, suite_id)
+        step(ctx)
+        raise
+    finally:
+        dispatcher.close()
+    with session_scope(factory) as session:
+        report = suite_report(session, suite_id)
+    engine.dispose()
+    return report
+
+
+def _counts(factory: sessionmaker[Session], suite_id: str) -> tuple[int, int]:
+    with session_scope(factory) as session:
+        total = session.scalar(select(func.count(Job.id)).where(Job.suite_id == suite_id)) or 0
+        done = session.scalar(select(func.count(Job.id)).where(
+            Job.suite_id == suite_id, Job.status.in_(FINISHED_JOB_STATUSES))) or 0
+    return int(done), int(total)
+
+
+def _cancel(factory: sessionmaker[Session], suite_id: str) -> None:
+    with session_scope(factory) as session:
+        for job in session.scalars(select(Job).where(Job.suite_id == suite_id)):
+            repository.request_cancel(session, job.id)

@@ -1,0 +1,46 @@
+"""Suite report as CSV (one row per problem, target and policy) or JSON (the whole report)."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+
+from kernelband.suite.model import SuiteReport
+
+PROBLEM_COLUMNS = ("problem", "target", "policy", "job_id", "status", "correct", "fast",
+                   "speedup", "label", "held_out", "reason")
+METRIC_COLUMNS = ("target", "policy", "problems", "finished", "correct_pct", "fast1_pct",
+                  "geomean_speedup_correct", "geomean_speedup_all", "label")
+
+
+def to_json(report: SuiteReport) -> str:
+    """The full report (settings, metrics, per-problem rows, load failures) as JSON."""
+    return json.dumps(report.to_dict(), indent=2, sort_keys=False)
+
+
+def to_csv(report: SuiteReport) -> str:
+    """Per-problem rows, then failed-to-load rows (status `load_failed`) with their reason."""
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=list(PROBLEM_COLUMNS), extrasaction="ignore",
+                            lineterminator="\n")
+    writer.writeheader()
+    for row in report.problems:
+        writer.writerow(row.to_dict())
+    for failure in report.load_failures:
+        for target in report.settings.targets:
+            for policy in report.settings.policies:
+                writer.writerow({"problem": failure.name, "target": target, "policy": policy,
+                                 "status": "load_failed", "correct": False, "fast": False,
+                                 "reason": failure.reason})
+    return buffer.getvalue()
+
+
+def metrics_csv(report: SuiteReport) -> str:
+    """The suite metrics table (one row per target and policy) as CSV."""
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=list(METRIC_COLUMNS), lineterminator="\n")
+    writer.writeheader()
+    for metric in report.metrics:
+        writer.writerow(metric.to_dict())
+    return buffer.getvalue()

@@ -1,0 +1,107 @@
+"""Suites in the database: load problems, create one job per (problem, policy), read results."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Sequence
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from kernelband.db import repository
+from kernelband.db.models import FINISHED_JOB_STATUSES, Job, Problem, Suite, Track
+from kernelband.problem.model import KernelProblem, ProblemLoadError
+from kernelband.suite.metrics import CORRECT_HELD_OUT, ProblemResult, suite_metrics
+from kernelband.suite.model import LoadFailure, SuiteReport, SuiteSettings
+from kernelband.suite.sources import SuiteSource
+
+# (source, format, name) -> KernelProblem; raises ProblemLoadError (the sandboxed loader).
+Loader = Callable[[str, str, str], KernelProblem]
+
+
+class SuiteNotFoundError(LookupError):
+    """No suite with this id for this team."""
+
+
+def load_sources(sources: Sequence[SuiteSource], format: str,
+                 loader: Loader) -> tuple[list[KernelProblem], list[LoadFailure]]:
+    """Load every source; a refused file becomes a LoadFailure instead of failing the suite."""
+    loaded: list[KernelProblem] = []
+    failures: list[LoadFailure] = []
+    for item in sources:
+        try:
+            loaded.append(loader(item.source, format, item.name))
+        except ProblemLoadError as exc:
+            failures.append(LoadFailure(item.name, exc.reason, exc.line))
+    return loaded, failures
+
+
+def new_suite_id() -> str:
+    """A short random id, also written into `jobs.suite_id`."""
+    return f"suite-{uuid.uuid4().hex[:16]}"
+
+
+def create_suite(session: Session, team_id: int, name: str, format: str,
+                 problems: Sequence[KernelProblem], failures: Sequence[LoadFailure],
+                 settings: SuiteSettings) -> Suite:
+    """Store the suite, its problems and one queued job per (problem, policy)."""
+    suite = Suite(id=new_suite_id(), team_id=team_id, name=name, format=format,
+                  settings=settings.to_dict(), load_failures=[f.to_dict() for f in failures])
+    session.add(suite)
+    session.flush()
+    generator = "llm" if settings.model else "rules"
+    for problem in problems:
+        row = repository.get_or_create_problem(session, team_id, problem.name, problem.format,
+                                               problem.source, problem.to_dict(),
+                                               problem.content_hash)
+        for policy in settings.policies:
+            repository.create_job(
+                session, team_id, row.id, settings.targets, policy=policy,
+                generator=generator, model=settings.model, seed=settings.seed,
+                budget_iterations=settings.budget, parallelism=settings.parallelism,
+                suite_id=suite.id)
+    return suite
+
+
+def get_suite(session: Session, suite_id: str, team_id: int | None = None) -> Suite:
+    """A suite by id; `team_id` restricts to that team's suites (another team's is not found)."""
+    suite = session.get(Suite, suite_id)
+    if suite is None or (team_id is not None and suite.team_id != team_id):
+        raise SuiteNotFoundError(f"suite {suite_id} not found; use the id returned when the "
+                                 "suite was created")
+    return suite
+
+
+def suite_report(session: Session, suite_id: str, team_id: int | None = None) -> SuiteReport:
+    """Metrics table, per-problem table and load failures of a suite, as stored now."""
+    suite = get_suite(session, suite_id, team_id)
+    query = (select(Job, Problem).join(Problem, Problem.id == Job.problem_id)
+             .where(Job.suite_id == suite.id, Job.team_id == suite.team_id)
+             .order_by(Problem.name, Job.id))
+    jobs = session.execute(query).all()
+    rows = [result for job, problem in jobs for result in _results(session, job, problem.name)]
+    rows.sort(key=lambda r: (r.target, r.policy, r.problem))
+    return SuiteReport(
+        suite_id=suite.id, name=suite.name, format=suite.format,
+        settings=SuiteSettings.from_dict(suite.settings), created_at=suite.created_at,
+        job_ids=tuple(job.id for job, _ in jobs),
+        jobs_finished=sum(job.status in FINISHED_JOB_STATUSES for job, _ in jobs),
+        metrics=tuple(suite_metrics(rows)), problems=tuple(rows),
+        load_failures=tuple(LoadFailure.from_dict(f) for f in suite.load_failures))
+
+
+def _results(session: Session, job: Job, problem: str) -> list[ProblemResult]:
+    """One result per target of the job; a target without a track yet is still listed."""
+    tracks = {t.target: t for t in session.scalars(select(Track).where(Track.job_id == job.id))}
+    out = []
+    for target in job.targets:
+        track = tracks.get(target)
+        if track is None:
+            out.append(ProblemResult(problem, job.policy, target, job.id, job.status, False,
+                                     None, None, None, job.reason))
+            continue
+        correct = track.status == "completed" and track.held_out in CORRECT_HELD_OUT
+        out.append(ProblemResult(problem, job.policy, target, job.id, track.status, correct,
+                                 track.best_speedup if correct else None, track.best_label,
+                                 track.held_out, track.reason))
+    return out
