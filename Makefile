@@ -20,7 +20,7 @@ install: $(VENV)/.installed
 demo: install
 	$(PY) -m kernelband.demo
 
-test: install
+test: install browser-deps
 	$(PY) -m pytest -q -p no:cacheprovider
 
 lint: install
@@ -47,3 +47,16 @@ QUEUE ?= cpu
 CONCURRENCY ?= 1
 worker: install
 	$(VENV)/bin/celery -A services.worker.app worker -Q $(QUEUE) -c $(CONCURRENCY) -n $(subst .,-,$(QUEUE))@%h
+
+# Debian's Chromium for the browser tests (tests/browser); Playwright never downloads a browser.
+.PHONY: browser-deps
+browser-deps:
+	@if [ ! -x /usr/bin/chromium ]; then \
+		SUDO=$$([ "$$(id -u)" -ne 0 ] && command -v sudo >/dev/null && echo sudo); \
+		$$SUDO apt-get update && $$SUDO apt-get install -y chromium chromium-driver; \
+	fi
+
+# Regenerate docs/job-page.png (README) from a live job in headless Chromium.
+screenshot: install browser-deps
+	$(PY) -m pytest -q -p no:cacheprovider tests/browser/test_dashboard_pages.py -k update_without_reload
+	cp test-artifacts/browser/job-live.png docs/job-page.png
