@@ -1,4 +1,5 @@
-"""`python -m kernelband.demo`: evaluate every bundled example on the CPU interpreter."""
+"""`python -m kernelband.demo`: check every bundled example on the CPU interpreter, then run one
+embedded optimization job (rules generator, `cpu` target: times are labelled estimates)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,48 @@ from pathlib import Path
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
 
+DEMO_EXAMPLE = "softmax"
+DEMO_BUDGET = 6
+
+
 def main() -> int:
+    """The examples table, then one optimize job; 1 if any example or the job fails."""
+    failures = check_examples()
+    return optimize_example() or failures
+
+
+def optimize_example() -> int:
+    """`kernelband optimize examples/softmax.py --target cpu` in a fresh data directory."""
+    import tempfile
+
+    from rich.console import Console
+
+    from kernelband.commands.optimize import outcome_table
+    from kernelband.config import Settings, get_settings
+    from kernelband.engine_embedded import JobOptions, run_local_job, write_best
+    from kernelband.sandbox import load_problem_sandboxed, shutdown_pool
+
+    console = Console()
+    path = EXAMPLES / f"{DEMO_EXAMPLE}.py"
+    console.print(f"\n[bold]kernelband optimize {path.name} --target cpu --budget {DEMO_BUDGET}"
+                  "[/] (offline rules generator; cpu times are cost-model estimates)")
+    with tempfile.TemporaryDirectory(prefix="kernelband-demo-") as tmp:
+        try:
+            problem = load_problem_sandboxed(path.read_text(encoding="utf-8"), "native", path.stem)
+            options = JobOptions(targets=("cpu",), budget=DEMO_BUDGET, parallel=2, seed=0)
+            outcome = run_local_job(Settings(data_dir=Path(tmp), poll_interval_s=0.05), problem,
+                                    options)
+        finally:
+            shutdown_pool()
+        console.print(outcome_table(outcome))
+        out = get_settings().data_dir / "demo" / f"best_{DEMO_EXAMPLE}.py"
+        written = write_best(outcome, problem, out)
+    for best in written:
+        console.print(f"best kernel (with provenance header) written to {best}")
+    return 0 if outcome.status == "completed" else 1
+
+
+def check_examples() -> int:
     """Print a table (problem, cases, seeds, verdict, reason); 1 if any example fails."""
     from rich.console import Console
     from rich.table import Table

@@ -160,12 +160,16 @@ def provenance_header(outcome: JobOutcome, track: TrackOutcome, problem_name: st
         f"# Optimized by KernelBand (job {outcome.job_id}, problem {problem_name!r}, "
         f"target {track.target}).",
         f"# Speedup vs original: {speed} ({track.label or 'unlabelled'}; "
-        f"{track.original_time_ms} ms -> {track.best_time_ms} ms).",
+        f"{_ms(track.original_time_ms)} ms -> {_ms(track.best_time_ms)} ms).",
         f"# Held-out cases: {track.held_out or 'not checked'}. "
         f"Strategy lineage: {' -> '.join(track.lineage) or 'original'}.",
         f"# Iterations: {track.iterations_done}; LLM tokens: {outcome.tokens}.",
         "",
     ])
+
+
+def _ms(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.4g}"
 
 
 def write_best(outcome: JobOutcome, problem: Any, out: Path) -> list[Path]:

@@ -37,13 +37,22 @@ def generate(payload: dict[str, Any]) -> dict[str, Any]:
 
 def compile(payload: dict[str, Any]) -> dict[str, Any]:  # noqa: A001 - the contract's name
     """Static checks and an interpreter pre-screen on the public cases (cheap, CPU only)."""
-    from kernelband.evaluate import evaluate_candidate
+    from kernelband.evaluate import check_source, evaluate_candidate
 
+    if payload["target"] == "cpu":
+        # The cpu target's profile step runs this same interpreter check with more seeds, so a
+        # pre-screen would only repeat it; the static source checks still reject early.
+        found = check_source(payload["editable"])
+        if found is not None:
+            return {"ok": False, "reason": found.reason, "message": found.message,
+                    "static_profile": None}
+        return {"ok": True, "reason": "", "message": "static checks passed; interpreter "
+                "check runs in the profile step", "static_profile": None}
     verdict = evaluate_candidate(_problem(payload), payload["editable"], held_out=False,
                                  seeds=PRESCREEN_SEEDS, device="cpu")
     return {"ok": verdict.correct, "reason": "" if verdict.correct else verdict.reason,
             "message": verdict.message, "verdict": verdict.to_dict(),
-            "static_profile": _static_profile(payload)}
+            "static_profile": _static_profile(payload) if verdict.correct else None}
 
 
 def profile(payload: dict[str, Any]) -> dict[str, Any]:

@@ -115,15 +115,16 @@ def outcome_table(outcome: JobOutcome) -> Table:
     cost = f"${outcome.cost_usd:.4f}" + ("" if outcome.cost_known else " (partly unknown)")
     table = Table(title=f"job {outcome.job_id}: {outcome.status} in {outcome.wall_s:.1f}s; "
                         f"tokens {outcome.tokens}; cost {cost}")
-    for column in ("target", "status", "best speedup", "label", "original ms", "best ms",
-                   "held-out", "lineage"):
-        table.add_column(column)
+    for column in ("target", "status", "speedup", "label", "ms: original -> best", "held-out"):
+        table.add_column(column, no_wrap=True)  # labels must never be cut off
     for t in outcome.tracks:
         table.add_row(t.target, t.status,
                       f"{t.best_speedup:.3f}x" if t.best_speedup else "-", t.label or "-",
-                      _ms(t.original_time_ms), _ms(t.best_time_ms), t.held_out or "-",
-                      " -> ".join(t.lineage) or "original")
-    table.caption = "attempts: " + ", ".join(f"{k} {n}" for k, n in sorted(outcome.attempts.items()))
+                      f"{_ms(t.original_time_ms)} -> {_ms(t.best_time_ms)}", t.held_out or "-")
+    lineages = "; ".join(f"{t.target}: {' -> '.join(t.lineage) or 'original'}"
+                         for t in outcome.tracks)
+    attempts = ", ".join(f"{k} {n}" for k, n in sorted(outcome.attempts.items()))
+    table.caption = f"best lineage {lineages}\nattempts: {attempts}"
     return table
 
 

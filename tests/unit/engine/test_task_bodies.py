@@ -29,12 +29,22 @@ def test_generate_with_rules_returns_a_child(problem: KernelProblem) -> None:
 
 def test_compile_prescreens_on_public_cases(problem: KernelProblem) -> None:
     good = tasks.compile({"problem": problem.to_dict(), "editable": problem.editable,
-                          "target": "cpu"})
+                          "target": "h100"})
     assert good["ok"] is True and good["verdict"]["correct"] is True
     assert good["verdict"]["held_out_checked"] == 0
+    assert good["static_profile"] is not None  # a report, or the reason it could not be built
     decoy = "def entry(x, y):\n    return x + y\n"
-    bad = tasks.compile({"problem": problem.to_dict(), "editable": decoy, "target": "cpu"})
+    bad = tasks.compile({"problem": problem.to_dict(), "editable": decoy, "target": "h100"})
     assert bad["ok"] is False and bad["reason"]
+
+
+def test_compile_for_cpu_target_runs_static_checks_only(problem: KernelProblem) -> None:
+    sneaky = problem.editable + "\nimport os\nos.system('true')\n"
+    result = tasks.compile({"problem": problem.to_dict(), "editable": sneaky, "target": "cpu"})
+    assert result["ok"] is False and result["reason"]
+    fine = tasks.compile({"problem": problem.to_dict(), "editable": problem.editable,
+                          "target": "cpu"})
+    assert fine["ok"] is True
 
 
 def test_verify_checks_held_out_cases(problem: KernelProblem) -> None:
