@@ -20,7 +20,9 @@ MODEL = "roofline cost model v1"
 LAUNCH_OVERHEAD_US = 4.0  # GPU-side cost of one back-to-back kernel launch
 DRAM_LATENCY_US = 0.7  # loaded DRAM round trip; each wave of blocks pays at least one
 SCHEDULERS_PER_SM = 4  # warp schedulers, one warp instruction per cycle each
-_TENSOR_FLOPS = {"HMMA": 2 * 16 * 8 * 16, "WGMMA": 2 * 64 * 64 * 16}  # per warp(-group) instruction
+# Fallback FLOPs per warp-level instruction when a profile carries no shape-derived count:
+# HMMA m16n8k16; HGMMA m64nNk16 shared by the 4 warps of a warpgroup, N assumed 64.
+_TENSOR_FLOPS = {"HMMA": 2 * 16 * 8 * 16, "WGMMA": 2 * 64 * 64 * 16 // 4}
 
 
 @dataclass(frozen=True)
@@ -34,11 +36,12 @@ class LaunchEstimate:
     issue_ms: float
     wave_latency_ms: float
     waves: int
+    loop_trips: float  # inferred main-loop trips (tensor-core kernels; 1 otherwise)
     bytes_moved: int
     flops: float
     load_bits: float
     bandwidth_efficiency: float
-    limiter: str  # memory | compute | issue | latency | does_not_fit
+    limiter: str  # memory | compute | issue | l2 | loop_latency | latency | does_not_fit
     dram_pct: float
     l2_pct: float
     sm_pct: float
@@ -85,51 +88,85 @@ def _width_efficiency(bits: float) -> float:
     return min(1.0, 0.55 + 0.45 * min(bits, 128.0) / 128.0)
 
 
+@dataclass(frozen=True)
+class _Geometry:
+    """How a grid lands on the GPU."""
+
+    blocks: int
+    waves: int
+    busy_sms: int
+    resident_warps: int  # per busy SM
+    threads: int
+    warps: int
+
+
+def _geometry(record: LaunchRecord, profile: StaticProfile, gpu: GpuSpec) -> _Geometry:
+    blocks = max(1, record.num_blocks)
+    per_sm = math.ceil(blocks / gpu.sms) * profile.num_warps
+    return _Geometry(
+        blocks, math.ceil(blocks / (profile.occupancy.blocks_per_sm * gpu.sms)), min(gpu.sms, blocks),
+        min(profile.occupancy.warps_per_sm, per_sm), blocks * profile.threads_per_block,
+        blocks * profile.num_warps,
+    )
+
+
+def _dram(geo: _Geometry, profile: StaticProfile, gpu: GpuSpec, nbytes: int) -> tuple[float, float, float]:
+    """(memory ms, mean access bits, bandwidth efficiency) of moving `nbytes` once."""
+    # Little's law: bytes in flight across the GPU against bandwidth x latency.
+    in_flight = geo.busy_sms * geo.resident_warps * 32 * _load_bytes_per_thread(profile.sass, profile.num_stages)
+    needed = gpu.dram_gbps * 1e3 * DRAM_LATENCY_US  # GB/s * us -> bytes
+    latency_eff = min(1.0, in_flight / needed)
+    bits = _access_bits(profile.sass)
+    efficiency = max(1e-3, _width_efficiency(bits) * latency_eff)
+    return nbytes / (gpu.dram_gbps * 1e9 * efficiency) * 1e3, bits, efficiency
+
+
+def _compute(record: LaunchRecord, geo: _Geometry, profile: StaticProfile, gpu: GpuSpec) -> dict[str, float]:
+    """FLOPs, loop trips and the compute, issue, L2 and loop-latency times."""
+    sass = profile.sass
+    flops = float(flops_per_thread(sass) * geo.threads)
+    per_warp = profile.tensor_flops_per_warp or sum(_TENSOR_FLOPS[k] * sass.get(k, 0) for k in _TENSOR_FLOPS)
+    static_tensor = float(per_warp * geo.warps)
+    tensor = max(static_tensor, dot_flops(record)) if static_tensor else 0.0
+    # The static SASS holds one pass of the main loop: the product's FLOPs tell how many passes.
+    trips = max(1.0, tensor / static_tensor) if static_tensor else 1.0
+    compute_ms = flops / (gpu.fp32_tflops * 1e12) * 1e3 + tensor / (gpu.tensor_fp16_tflops * 1e12) * 1e3
+    compute_ms *= gpu.sms / geo.busy_sms  # a grid smaller than the GPU leaves SMs idle
+    issue_rate = geo.busy_sms * SCHEDULERS_PER_SM * gpu.boost_clock_ghz * 1e9
+    tile_bytes = trips * geo.threads * _load_bytes_per_thread(sass, 1)  # every pass re-reads its tiles
+    return {
+        "flops": flops + tensor, "trips": trips, "tile_bytes": tile_bytes, "compute": compute_ms,
+        "issue": sass.get("total", 0) * geo.warps * trips / issue_rate * 1e3,
+        "l2": tile_bytes / (gpu.dram_gbps * gpu.l2_to_dram_bw_ratio * 1e9) * 1e3,
+        # Each pass waits for its tiles; software pipelining overlaps (stages - 1) passes.
+        "loop_latency": geo.waves * (trips - 1) * DRAM_LATENCY_US * 1e-3 / max(1, profile.num_stages - 1),
+    }
+
+
 def estimate_launch(record: LaunchRecord, profile: StaticProfile, gpu: GpuSpec) -> LaunchEstimate:
     """The estimated time of one launch of `profile`'s kernel on `gpu`."""
-    blocks = max(1, record.num_blocks)
-    occupancy = profile.occupancy
     bytes_moved = launch_bytes(record)
-    if occupancy.blocks_per_sm == 0:
-        return LaunchEstimate(record.kernel_name, math.inf, math.inf, 0, 0, 0, 0, bytes_moved, 0, 0, 0,
+    if profile.occupancy.blocks_per_sm == 0:
+        return LaunchEstimate(record.kernel_name, math.inf, math.inf, 0, 0, 0, 0, 1.0, bytes_moved, 0, 0, 0,
                               "does_not_fit", 0, 0, 0)
-    concurrent = occupancy.blocks_per_sm * gpu.sms
-    waves = math.ceil(blocks / concurrent)
-    busy_sms = min(gpu.sms, blocks)
-    resident_warps = min(occupancy.warps_per_sm, math.ceil(blocks / gpu.sms) * profile.num_warps)
-    sass = profile.sass
-    threads = blocks * profile.threads_per_block
-    # Little's law: bytes in flight across the GPU against bandwidth x latency.
-    in_flight = busy_sms * resident_warps * 32 * _load_bytes_per_thread(sass, profile.num_stages)
-    needed = gpu.dram_gbps * 1e3 * DRAM_LATENCY_US  # GB/s * us -> bytes
-    latency_eff = min(1.0, in_flight / needed) if needed else 1.0
-    bits = _access_bits(sass)
-    efficiency = max(1e-3, _width_efficiency(bits) * latency_eff)
-    memory_ms = bytes_moved / (gpu.dram_gbps * 1e9 * efficiency) * 1e3
-    flops = float(flops_per_thread(sass) * threads)
-    compute_ms = flops / (gpu.fp32_tflops * 1e12) * 1e3
-    warps = blocks * profile.num_warps
-    tensor = float(sum(_TENSOR_FLOPS[k] * sass.get(k, 0) for k in _TENSOR_FLOPS) * warps)
-    if tensor:
-        tensor = max(tensor, dot_flops(record))
-    compute_ms += tensor / (gpu.tensor_fp16_tflops * 1e12) * 1e3
-    compute_ms *= gpu.sms / busy_sms  # a grid smaller than the GPU leaves SMs idle
-    issue_rate = busy_sms * SCHEDULERS_PER_SM * gpu.boost_clock_ghz * 1e9
-    issue_ms = sass.get("total", 0) * warps / issue_rate * 1e3
-    wave_ms = waves * DRAM_LATENCY_US * 1e-3
-    terms = {"memory": memory_ms, "compute": compute_ms, "issue": issue_ms}
+    geo = _geometry(record, profile, gpu)
+    memory_ms, bits, efficiency = _dram(geo, profile, gpu, bytes_moved)
+    c = _compute(record, geo, profile, gpu)
+    terms = {"memory": memory_ms, "compute": c["compute"], "issue": c["issue"], "l2": c["l2"],
+             "loop_latency": c["loop_latency"]}
     limiter = max(terms, key=lambda k: terms[k])
-    busy_ms = terms[limiter]
-    total = LAUNCH_OVERHEAD_US * 1e-3 + busy_ms + wave_ms
-    if wave_ms > busy_ms:
+    wave_ms = geo.waves * DRAM_LATENCY_US * 1e-3
+    total = LAUNCH_OVERHEAD_US * 1e-3 + terms[limiter] + wave_ms
+    if wave_ms > terms[limiter]:
         limiter = "latency"
     seconds = total * 1e-3
     dram_pct = min(100.0, bytes_moved / seconds / (gpu.dram_gbps * 1e9) * 100)
-    l2_bytes = max(bytes_moved, threads * _load_bytes_per_thread(sass, 1))
+    l2_bytes = max(bytes_moved, c["tile_bytes"])
     l2_pct = min(100.0, l2_bytes / seconds / (gpu.dram_gbps * gpu.l2_to_dram_bw_ratio * 1e9) * 100)
-    sm_pct = min(100.0, max(compute_ms, issue_ms) / total * 100)
-    return LaunchEstimate(record.kernel_name, total, memory_ms, compute_ms, issue_ms, wave_ms, waves,
-                          bytes_moved, flops + tensor, bits, efficiency, limiter, dram_pct, l2_pct, sm_pct)
+    sm_pct = min(100.0, max(c["compute"], c["issue"]) / total * 100)
+    return LaunchEstimate(record.kernel_name, total, memory_ms, c["compute"], c["issue"], wave_ms, geo.waves,
+                          c["trips"], bytes_moved, c["flops"], bits, efficiency, limiter, dram_pct, l2_pct,
+                          sm_pct)
 
 
 @dataclass(frozen=True)

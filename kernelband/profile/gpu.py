@@ -4,6 +4,7 @@ profile. Runs only on a GPU node, inside the sandbox child."""
 from __future__ import annotations
 
 import json
+import re
 import sys
 import tempfile
 from collections.abc import Callable
@@ -38,12 +39,15 @@ def _device_cc(device: CudaDevice) -> int:
     return cc if cc in ARCH_LIMITS else min(ARCH_LIMITS, key=lambda known: abs(known - cc))
 
 
-def _ncu_outcome(problem: KernelProblem, editable: str | None, case_index: int) -> NcuOutcome:
+def _ncu_outcome(problem: KernelProblem, editable: str | None, case_index: int, kernels: set[str]) -> NcuOutcome:
     payload = {"problem": problem.to_dict(), "editable": editable, "case_index": case_index}
+    # Only the candidate's Triton kernels: input generation launches torch kernels too.
+    regex = "^(" + "|".join(sorted(re.escape(k) for k in kernels)) + ")$"
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "payload.json"
         path.write_text(json.dumps(payload))
-        return run_ncu([sys.executable, "-m", "kernelband.profile.ncu_child", str(path)], NCU_TIMEOUT_S)
+        command = [sys.executable, "-m", "kernelband.profile.ncu_child", str(path)]
+        return run_ncu(command, NCU_TIMEOUT_S, kernel_regex=regex)
 
 
 def gpu_features(
@@ -59,7 +63,7 @@ def gpu_features(
     times = [e.time_ms for e in estimate.launches]
     record, profile = pairs[times.index(max(times))]
     registers = getattr(record.compiled, "n_regs", None)
-    outcome = _ncu_outcome(problem, editable, slowest)
+    outcome = _ncu_outcome(problem, editable, slowest, {r.kernel_name for r in records})
     if outcome.ok:
         kernel = max(outcome.kernels, key=lambda k: k.time_ms or 0.0)
         m = kernel.metrics

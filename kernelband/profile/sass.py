@@ -78,6 +78,37 @@ def instruction_histogram(text: str) -> dict[str, int]:
     return dict(sorted(counts.items()))
 
 
+_GMMA_SHAPE = re.compile(r"^HGMMA\.(\d+)x(\d+)x(\d+)")
+_MMA_SHAPE = re.compile(r"^HMMA\.(16|8)(8)(\d+)")
+
+
+def mma_flops_per_warp(opcode: str) -> int:
+    """FLOPs one warp's tensor-core instruction performs, from its shape (0 for other opcodes).
+
+    HMMA.16816 is m16 n8 k16 per warp; HGMMA.64x128x16 is shared by the 4 warps of a warpgroup.
+    """
+    found = _GMMA_SHAPE.match(opcode)
+    if found:
+        m, n, k = (int(g) for g in found.groups())
+        return 2 * m * n * k // 4
+    found = _MMA_SHAPE.match(opcode)
+    if found:
+        m, n, k = (int(g) for g in found.groups())
+        return 2 * m * n * k
+    return 0
+
+
+def tensor_flops_per_warp(text: str) -> int:
+    """Sum of `mma_flops_per_warp` over every SASS instruction in the text."""
+    total = 0
+    for line in text.splitlines():
+        found = _INSTRUCTION.match(line)
+        if found:
+            body = _PREDICATE.sub("", found.group(1)).split()
+            total += mma_flops_per_warp(body[0]) if body else 0
+    return total
+
+
 def global_access_bits(histogram: dict[str, int], kind: str = "LDG") -> float:
     """Mean width in bits of the global loads (`LDG`) or stores (`STG`); 0 when there are none."""
     widths = {int(k.split(".")[1]): v for k, v in histogram.items() if k.startswith(f"{kind}.")}

@@ -20,7 +20,11 @@ from typing import Any
 from kernelband.profile.archs import ARCH_LIMITS
 from kernelband.profile.launches import LaunchRecord
 from kernelband.profile.occupancy import Occupancy, theoretical_occupancy
-from kernelband.profile.sass import instruction_histogram, parse_resource_usage
+from kernelband.profile.sass import (
+    instruction_histogram,
+    parse_resource_usage,
+    tensor_flops_per_warp,
+)
 from kernelband.profile.specialize import (
     StaticProfileError,
     as_jit_function,
@@ -29,6 +33,7 @@ from kernelband.profile.specialize import (
 )
 
 _PASSED_OPTIONS = ("num_ctas", "maxnreg", "enable_fp_fusion")
+PROFILER_VERSION = "2"  # bump when what a profile contains changes: old cache entries are ignored
 _CUOBJDUMP_TIMEOUT_S = 60.0
 
 
@@ -50,6 +55,7 @@ class StaticProfile:
     signature: dict[str, str]
     triton_version: str
     compile_s: float
+    tensor_flops_per_warp: int = 0  # one pass of the SASS, from the MMA instruction shapes
     cached: bool = False
     label: str = "static"
     source: str = field(default="AOT triton.compile + cuobjdump (no GPU)")
@@ -193,8 +199,10 @@ def _profile_uncached(record: LaunchRecord, cc: int) -> StaticProfile:
     usage = parse_resource_usage(text, name) or parse_resource_usage(text)
     if usage is None:
         raise StaticProfileError(f"cuobjdump printed no resource usage for {name}; check the Triton install")
+    # Triton's `shared` is the dynamic shared memory passed at launch; the cubin may also
+    # declare static shared memory (1 KiB on sm_90 for reductions and barriers). A block needs both.
     meta_smem = int(_metadata_value(compiled.metadata, "shared", "shared_mem") or 0)
-    smem = max(meta_smem, usage.shared_bytes)
+    smem = meta_smem + usage.shared_bytes
     num_warps = int(_metadata_value(compiled.metadata, "num_warps") or record.num_warps)
     sass = instruction_histogram(text)
     return StaticProfile(
@@ -212,6 +220,7 @@ def _profile_uncached(record: LaunchRecord, cc: int) -> StaticProfile:
         signature=spec.signature,
         triton_version=triton.__version__,
         compile_s=round(time.perf_counter() - started, 4),
+        tensor_flops_per_warp=tensor_flops_per_warp(text),
         source=_source_text(cc),
     )
 
@@ -245,7 +254,7 @@ def cache_key(record: LaunchRecord, cc: int) -> str:
         source_key = jit.cache_key
     options = sorted((k, repr(v)) for k, v in record.options.items() if k in _PASSED_OPTIONS)
     text = "|".join(
-        [source_key, triton.__version__, f"sm_{cc}", spec.key(),
+        [PROFILER_VERSION, source_key, triton.__version__, f"sm_{cc}", spec.key(),
          f"w{record.num_warps}s{record.num_stages}", repr(options), str(_ptxas_override(cc))]
     )
     return hashlib.sha256(text.encode()).hexdigest()

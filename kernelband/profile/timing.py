@@ -52,9 +52,10 @@ class TimingStats:
     q1_ms: float
     q3_ms: float
     mean_ms: float
-    cv: float
+    cv: float  # of the samples within 3 IQR of the quartiles (a rare hiccup does not count)
     reps: int
     noisy: bool
+    outliers: int = 0
 
     @property
     def iqr_ms(self) -> float:
@@ -88,9 +89,12 @@ def summarize(samples: list[float], noisy_cv: float) -> TimingStats:
         q1, _, q3 = statistics.quantiles(ordered, n=4, method="inclusive")
     else:
         q1 = q3 = ordered[0]
-    mean = statistics.fmean(ordered)
-    cv = statistics.pstdev(ordered) / mean if mean > 0 else 0.0
-    return TimingStats(statistics.median(ordered), q1, q3, mean, cv, len(ordered), cv > noisy_cv)
+    fence = 3.0 * (q3 - q1)
+    kept = [v for v in ordered if q1 - fence <= v <= q3 + fence]
+    mean = statistics.fmean(kept)
+    cv = statistics.pstdev(kept) / mean if mean > 0 else 0.0
+    return TimingStats(statistics.median(ordered), q1, q3, statistics.fmean(ordered), cv, len(ordered),
+                       cv > noisy_cv, len(ordered) - len(kept))
 
 
 Prepared = Callable[[], Any]  # runs the kernel once (its inputs already bound)
@@ -158,6 +162,9 @@ def measure_paired(
     )
 
 
+HOST_LAUNCH_COVER_CYCLES = 200_000  # about 100 us at 2 GHz: longer than a Triton launch from Python
+
+
 class _CudaEvent:
     """A torch CUDA event behind the `Event` interface."""
 
@@ -193,3 +200,8 @@ class CudaDevice:
 
     def flush_l2(self) -> None:
         self._scrub.zero_()
+        # Keep the GPU busy while Python enqueues the timed launch, so the events time the
+        # kernel and not the host's launch overhead.
+        sleep = getattr(self._torch.cuda, "_sleep", None)
+        if sleep is not None:
+            sleep(HOST_LAUNCH_COVER_CYCLES)
