@@ -21,10 +21,11 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from kernelband.config import Settings
 from kernelband.db.models import Attempt, Candidate, Job, Problem, Track, utcnow
-from kernelband.db.session import session_scope
+from kernelband.db.session import DatabaseError, session_scope
 from kernelband.dispatch import Dispatcher, TaskMessage
 from kernelband.engine_ingest import apply_result, fail_lost_attempt, start_acceptance
 from kernelband.engine_support import (
+    FencingError,
     append_event,
     as_utc,
     budget_reason,
@@ -84,8 +85,7 @@ def step(ctx: EngineContext, drain_timeout_s: float = 0.0) -> StepReport:
     with fenced(ctx) as session:
         report.expired = expire_leases(session, ctx.clock(), ctx.settings.max_tries)
     for item in ctx.dispatcher.drain(timeout_s=drain_timeout_s):
-        with fenced(ctx) as session:
-            applied = ingest_result(session, item.attempt_id, item.result, ctx.settings.max_tries)
+        applied = ingest_safely(ctx, item.attempt_id, item.result)
         report.ingested += int(applied)
         report.ignored += int(not applied)
     with fenced(ctx) as session:
@@ -141,6 +141,24 @@ def ingest_result(session: Session, attempt_id: int, result: dict, max_tries: in
         attempt.state, attempt.reason = "expired", f"{reason} on try {attempt.tries}; retrying"
         return True
     apply_result(session, attempt, result)
+    return True
+
+
+def ingest_safely(ctx: EngineContext, attempt_id: int, result: dict) -> bool:
+    """Ingest one result; a result that cannot be applied fails its attempt instead of the loop."""
+    try:
+        with fenced(ctx) as session:
+            return ingest_result(session, attempt_id, result, ctx.settings.max_tries)
+    except (FencingError, DatabaseError):
+        raise
+    except Exception as exc:  # a malformed result must not stop every other job
+        log.exception("result of attempt %s could not be applied", attempt_id)
+        reason = f"ingest_error:{type(exc).__name__}"
+    with fenced(ctx) as session:
+        attempt = session.get(Attempt, attempt_id, with_for_update=True)
+        if attempt is None or attempt.state not in ("pending", "dispatched", "expired"):
+            return False
+        fail_lost_attempt(session, attempt, reason)
     return True
 
 

@@ -256,3 +256,21 @@ def test_task_error_is_retried_then_recorded(db_factory: sessionmaker[Session]) 
         child = session.get_one(Candidate, attempt.candidate_id)
         assert child.status == "rejected" and child.reason == "task_error:OSError"
         assert repository.job_tracks(session, job_id)[0].iterations_done == 1
+
+
+def test_malformed_result_fails_its_attempt_not_the_scheduler(
+    db_factory: sessionmaker[Session],
+) -> None:
+    def garbled_profile(payload: dict[str, Any]) -> dict[str, Any]:
+        if payload.get("original"):
+            return FAKE_TASKS["profile"](payload)
+        return {"ok": True, "measurement": {"label": "estimated"}}  # keys missing
+
+    job_id = make_job(db_factory, budget_iterations=2)
+    run_to_end(context(db_factory, InlineDispatcher({**FAKE_TASKS, "profile": garbled_profile})),
+               job_id)
+    with session_scope(db_factory) as session:
+        reasons = session.scalars(select(Attempt.reason).where(
+            Attempt.kind == "profile", Attempt.decision_id.is_not(None))).all()
+        assert reasons == ["ingest_error:KeyError"] * 2
+        assert session.get_one(Job, job_id).status == "completed"
