@@ -27,7 +27,6 @@ from kernelband.engine_ingest import apply_result, fail_lost_attempt, start_acce
 from kernelband.engine_support import (
     FencingError,
     append_event,
-    as_utc,
     budget_reason,
     fail_open_attempts,
     lease_deadline,
@@ -116,10 +115,11 @@ def start_queued_jobs(session: Session) -> int:
 
 def expire_leases(session: Session, now: datetime, max_tries: int) -> int:
     """Lost attempts go back to the queue until `max_tries`, then fail with their reason."""
-    query = select(Attempt).where(Attempt.state == "dispatched",
-                                  Attempt.lease_expires_at.is_not(None))
-    expired = [a for a in session.scalars(query.with_for_update())
-               if as_utc(a.lease_expires_at) < now]  # type: ignore[arg-type]
+    # SQLite stores naive UTC text and Postgres timestamptz; both compare correctly with `now`.
+    query = (select(Attempt).where(Attempt.state == "dispatched",
+                                   Attempt.lease_expires_at < now)
+             .order_by(Attempt.id).with_for_update())
+    expired = list(session.scalars(query))
     for attempt in expired:
         if attempt.tries < max_tries:
             attempt.state = "expired"  # dispatch_pending sends it again
@@ -146,6 +146,10 @@ def ingest_result(session: Session, attempt_id: int, result: dict, max_tries: in
 
 def ingest_safely(ctx: EngineContext, attempt_id: int, result: dict) -> bool:
     """Ingest one result; a result that cannot be applied fails its attempt instead of the loop."""
+    if result.get("heartbeat"):  # a worker started (or is still on) it: queue time is no loss
+        with fenced(ctx) as session:
+            extend_lease(session, attempt_id, lease_deadline(ctx.clock(), ctx.settings.lease_s))
+        return False
     try:
         with fenced(ctx) as session:
             return ingest_result(session, attempt_id, result, ctx.settings.max_tries)
@@ -159,6 +163,15 @@ def ingest_safely(ctx: EngineContext, attempt_id: int, result: dict) -> bool:
         if attempt is None or attempt.state not in ("pending", "dispatched", "expired"):
             return False
         fail_lost_attempt(session, attempt, reason)
+    return True
+
+
+def extend_lease(session: Session, attempt_id: int, deadline: datetime) -> bool:
+    """Push a dispatched attempt's lease to `deadline` (worker heartbeat); False if closed."""
+    attempt = session.get(Attempt, attempt_id, with_for_update=True)
+    if attempt is None or attempt.state != "dispatched":
+        return False
+    attempt.lease_expires_at = deadline
     return True
 
 
@@ -283,6 +296,7 @@ __all__ = [
     "close_job",
     "dispatch_pending",
     "expire_leases",
+    "extend_lease",
     "finish_tracks_and_jobs",
     "ingest_result",
     "job_is_finished",

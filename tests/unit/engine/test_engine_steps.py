@@ -274,3 +274,22 @@ def test_malformed_result_fails_its_attempt_not_the_scheduler(
             Attempt.kind == "profile", Attempt.decision_id.is_not(None))).all()
         assert reasons == ["ingest_error:KeyError"] * 2
         assert session.get_one(Job, job_id).status == "completed"
+
+
+def test_worker_heartbeat_extends_the_lease(db_factory: sessionmaker[Session]) -> None:
+    make_job(db_factory, budget_iterations=1)
+    ctx = context(db_factory, DroppingDispatcher({"generate"}), max_tries=1, lease_s=60)
+    step(ctx)
+    step(ctx)
+    with session_scope(db_factory) as session:
+        attempt_id = session.scalars(select(Attempt.id).where(Attempt.kind == "generate")).one()
+    for _ in range(3):  # 150 s in the queue, but the worker keeps saying it has the task
+        ctx.clock.advance(50)  # type: ignore[attr-defined]
+        ctx.dispatcher.deliver(attempt_id, {"heartbeat": True})  # type: ignore[attr-defined]
+        assert step(ctx).ignored == 1
+    with session_scope(db_factory) as session:
+        assert session.get_one(Attempt, attempt_id).state == "dispatched"
+    ctx.clock.advance(61)  # type: ignore[attr-defined]
+    step(ctx)
+    with session_scope(db_factory) as session:
+        assert session.get_one(Attempt, attempt_id).state == "failed"
