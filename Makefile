@@ -60,3 +60,8 @@ browser-deps:
 screenshot: install browser-deps
 	$(PY) -m pytest -q -p no:cacheprovider tests/browser/test_dashboard_pages.py -k update_without_reload
 	cp test-artifacts/browser/job-live.png docs/job-page.png
+
+# Fault injection with real processes (kill -9, Redis restart, dropped Postgres connections),
+# adversarial kernels in a running job, API fuzzing and auth; see docs/reliability.md.
+reliability: install
+	$(PY) -m pytest -q -p no:cacheprovider -s tests/reliability
