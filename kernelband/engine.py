@@ -121,14 +121,30 @@ def expire_leases(session: Session, now: datetime, max_tries: int) -> int:
              .order_by(Attempt.id).with_for_update())
     expired = list(session.scalars(query))
     for attempt in expired:
-        if attempt.tries < max_tries:
-            attempt.state = "expired"  # dispatch_pending sends it again
-            attempt.reason = f"lease expired on try {attempt.tries}; re-dispatching"
-            append_event(session, attempt.job_id, "attempt_retry",
-                         {"attempt": attempt.id, "kind": attempt.kind, "tries": attempt.tries})
-        else:
-            fail_lost_attempt(session, attempt, f"lost:lease_expired_after_{attempt.tries}_tries")
+        retry_or_fail(session, attempt, max_tries, "lease expired")
     return len(expired)
+
+
+def requeue_orphans(session: Session, max_tries: int) -> int:
+    """Embedded restart: every dispatched attempt died with the old process; send it again."""
+    query = (select(Attempt).where(Attempt.state == "dispatched").order_by(Attempt.id)
+             .with_for_update())
+    orphans = list(session.scalars(query))
+    for attempt in orphans:
+        retry_or_fail(session, attempt, max_tries, "scheduler restarted")
+    return len(orphans)
+
+
+def retry_or_fail(session: Session, attempt: Attempt, max_tries: int, why: str) -> None:
+    """A lost attempt is sent again while tries remain, else it fails with its reason."""
+    if attempt.tries < max_tries:
+        attempt.state = "expired"  # dispatch_pending sends it again
+        attempt.reason = f"{why} on try {attempt.tries}; re-dispatching"
+        append_event(session, attempt.job_id, "attempt_retry",
+                     {"attempt": attempt.id, "kind": attempt.kind, "tries": attempt.tries})
+        return
+    slug = why.replace(" ", "_")
+    fail_lost_attempt(session, attempt, f"lost:{slug}_after_{attempt.tries}_tries")
 
 
 def ingest_result(session: Session, attempt_id: int, result: dict, max_tries: int) -> bool:
@@ -299,6 +315,8 @@ __all__ = [
     "extend_lease",
     "finish_tracks_and_jobs",
     "ingest_result",
+    "requeue_orphans",
+    "retry_or_fail",
     "job_is_finished",
     "select_and_dispatch",
     "select_for_track",

@@ -16,7 +16,7 @@ from kernelband.db import repository
 from kernelband.db.models import Attempt, Candidate, Job, Track
 from kernelband.db.session import open_database, session_scope
 from kernelband.dispatch import EmbeddedDispatcher, TaskFunction
-from kernelband.engine import EngineContext, StepReport, job_is_finished, step
+from kernelband.engine import EngineContext, StepReport, job_is_finished, requeue_orphans, step
 
 LOCAL_TEAM = "local"
 
@@ -69,23 +69,37 @@ class JobOutcome:
     wall_s: float
     attempts: dict[str, int]
     database_url: str
+    resumed: bool = False
 
 
-def submit_local_job(factory: sessionmaker[Session], problem: Any, options: JobOptions) -> int:
-    """Store the problem under the local team and queue a job for it."""
-    generator = "llm" if options.model else "rules"
+def job_columns(options: JobOptions) -> dict[str, Any]:
+    """The Job columns an embedded job is created with (and matched on when resuming)."""
+    return {"targets": list(options.targets), "policy": options.policy,
+            "policy_params": dict(options.policy_params),
+            "generator": "llm" if options.model else "rules", "model": options.model,
+            "seed": options.seed, "budget_iterations": options.budget,
+            "parallelism": options.parallel, "budget_tokens": options.budget_tokens,
+            "budget_usd": options.budget_usd, "budget_wall_s": options.budget_wall_s}
+
+
+def submit_local_job(factory: sessionmaker[Session], problem: Any,
+                     options: JobOptions) -> tuple[int, bool]:
+    """The unfinished job of an earlier, interrupted run with the same problem and options
+    (resumed: True), else a newly queued one."""
+    columns = job_columns(options)
     with session_scope(factory) as session:
         team = repository.get_or_create_team(session, LOCAL_TEAM)
         row = repository.get_or_create_problem(session, team.id, problem.name, problem.format,
                                                problem.source, problem.to_dict(),
                                                problem.content_hash)
-        job = repository.create_job(
-            session, team.id, row.id, options.targets, policy=options.policy,
-            policy_params=options.policy_params, generator=generator, model=options.model,
-            seed=options.seed, budget_iterations=options.budget, parallelism=options.parallel,
-            budget_tokens=options.budget_tokens, budget_usd=options.budget_usd,
-            budget_wall_s=options.budget_wall_s)
-        return job.id
+        unfinished = session.scalars(select(Job).where(
+            Job.problem_id == row.id, Job.status.in_(("queued", "running")),
+            Job.cancel_requested.is_(False)).order_by(Job.id))
+        for job in unfinished:
+            if all(getattr(job, name) == value for name, value in columns.items()):
+                return job.id, True
+        targets = columns.pop("targets")
+        return repository.create_job(session, team.id, row.id, targets, **columns).id, False
 
 
 def run_local_job(settings: Settings, problem: Any, options: JobOptions,
@@ -98,7 +112,9 @@ def run_local_job(settings: Settings, problem: Any, options: JobOptions,
     workers = max(2, options.parallel * len(options.targets))
     dispatcher = EmbeddedDispatcher(max_workers=workers, functions=functions)
     ctx = EngineContext(factory, dispatcher, settings)
-    job_id = submit_local_job(factory, problem, options)
+    job_id, resumed = submit_local_job(factory, problem, options)
+    with session_scope(factory) as session:  # this process is the only scheduler of the file
+        requeue_orphans(session, settings.max_tries)
     try:
         while not job_is_finished(factory, job_id):
             report = step(ctx, drain_timeout_s=settings.poll_interval_s)
@@ -110,7 +126,7 @@ def run_local_job(settings: Settings, problem: Any, options: JobOptions,
         step(ctx)
     finally:
         dispatcher.close()
-    outcome = collect_outcome(factory, job_id, time.monotonic() - started, url)
+    outcome = collect_outcome(factory, job_id, time.monotonic() - started, url, resumed)
     engine.dispose()
     return outcome
 
@@ -125,7 +141,7 @@ def progress(factory: sessionmaker[Session], job_id: int) -> dict[str, int]:
 
 
 def collect_outcome(factory: sessionmaker[Session], job_id: int, wall_s: float,
-                    url: str) -> JobOutcome:
+                    url: str, resumed: bool = False) -> JobOutcome:
     """Read the finished job back from the database."""
     with session_scope(factory) as session:
         job = session.get_one(Job, job_id)
@@ -133,7 +149,8 @@ def collect_outcome(factory: sessionmaker[Session], job_id: int, wall_s: float,
         rows = session.execute(select(Attempt.kind, func.count()).where(Attempt.job_id == job_id)
                                .group_by(Attempt.kind)).all()
         return JobOutcome(job.id, job.status, job.reason, tracks, job.tokens_used, job.cost_usd,
-                          job.cost_known, wall_s, {kind: int(n) for kind, n in rows}, url)
+                          job.cost_known, wall_s, {kind: int(n) for kind, n in rows}, url,
+                          resumed)
 
 
 def _track_outcome(session: Session, track: Track) -> TrackOutcome:

@@ -113,7 +113,8 @@ def _run_with_progress(settings: Any, problem: Any, options: JobOptions) -> JobO
 def outcome_table(outcome: JobOutcome) -> Table:
     """Best speedup per target with its label, held-out verdict, tokens and cost."""
     cost = f"${outcome.cost_usd:.4f}" + ("" if outcome.cost_known else " (partly unknown)")
-    table = Table(title=f"job {outcome.job_id}: {outcome.status} in {outcome.wall_s:.1f}s; "
+    resumed = " (resumed after an interrupted run)" if outcome.resumed else ""
+    table = Table(title=f"job {outcome.job_id}{resumed}: {outcome.status} in {outcome.wall_s:.1f}s; "
                         f"tokens {outcome.tokens}; cost {cost}")
     for column in ("target", "status", "speedup", "label", "ms: original -> best", "held-out"):
         table.add_column(column, no_wrap=True)  # labels must never be cut off

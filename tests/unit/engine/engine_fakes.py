@@ -8,12 +8,16 @@ from __future__ import annotations
 
 import hashlib
 import math
+import time
 from typing import Any
 
+from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from kernelband.db import repository
+from kernelband.db.models import Candidate, Event
 from kernelband.db.session import session_scope
+from kernelband.problem.model import Case, KernelProblem
 
 # Strategy effects on time: tiling helps a lot, fusion a little, the rest slightly hurt.
 EFFECT = {"tiling": 0.8, "fusion": 0.95}
@@ -56,6 +60,36 @@ def fake_verify(payload: dict[str, Any]) -> dict[str, Any]:
 
 FAKE_TASKS = {"generate": fake_generate, "compile": fake_compile, "profile": fake_profile,
               "verify": fake_verify}
+
+
+def _slow(function: Any) -> Any:
+    def run(payload: dict[str, Any]) -> dict[str, Any]:
+        time.sleep(0.15)  # long enough for a test to kill the process mid-job
+        return function(payload)  # type: ignore[no-any-return]
+    return run
+
+
+SLOW_FAKE_TASKS = {kind: _slow(function) for kind, function in FAKE_TASKS.items()}
+TOY_SOURCE = "import x\n# kernelband: editable begin\nORIGINAL\n# kernelband: editable end\n"
+
+
+def toy_problem() -> KernelProblem:
+    """A problem value for the fake tasks (never executed)."""
+    return KernelProblem(name="toy", format="native", source=TOY_SOURCE, editable="ORIGINAL",
+                         entry="entry", kernel_names=("k",), cases=(Case("c1", {"n": 4}),),
+                         held_out_cases=(Case("h1", {"n": 5}, held_out=True),))
+
+
+def decisions(session: Session, job_id: int) -> list[tuple[Any, ...]]:
+    """Decisions as (strategy, cluster, parent lineage depth): ids differ between jobs."""
+    events = session.scalars(select(Event).where(Event.job_id == job_id,
+                                                 Event.kind == "pull_selected")
+                             .order_by(Event.seq)).all()
+    out = []
+    for event in events:
+        parent = session.get_one(Candidate, int(event.payload["parent_id"]))
+        out.append((event.payload["strategy"], event.payload["cluster"], parent.lineage_depth))
+    return out
 
 
 def make_job(factory: sessionmaker[Session], targets: tuple[str, ...] = ("cpu",),

@@ -6,21 +6,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from engine_fakes import FAKE_TASKS
+from engine_fakes import FAKE_TASKS, toy_problem
 from typer.testing import CliRunner
 
 from kernelband.config import Settings
 from kernelband.dispatch import EmbeddedDispatcher, TaskMessage, queue_for
 from kernelband.engine_embedded import JobOptions, parse_targets, run_local_job, write_best
-from kernelband.problem.model import Case, KernelProblem
-
-SOURCE = "import x\n# kernelband: editable begin\nORIGINAL\n# kernelband: editable end\n"
-
-
-def toy_problem() -> KernelProblem:
-    return KernelProblem(name="toy", format="native", source=SOURCE, editable="ORIGINAL",
-                         entry="entry", kernel_names=("k",), cases=(Case("c1", {"n": 4}),),
-                         held_out_cases=(Case("h1", {"n": 5}, held_out=True),))
 
 
 def test_embedded_dispatcher_runs_tasks_and_reports_errors() -> None:

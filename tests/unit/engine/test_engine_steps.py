@@ -6,13 +6,13 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
-from engine_fakes import FAKE_TASKS, TOKENS_PER_GENERATION, fake_generate, make_job
+from engine_fakes import FAKE_TASKS, TOKENS_PER_GENERATION, decisions, fake_generate, make_job
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from kernelband.config import Settings
 from kernelband.db import repository
-from kernelband.db.models import ArmStat, Attempt, Candidate, Event, Job, Track, utcnow
+from kernelband.db.models import ArmStat, Attempt, Candidate, Job, Track, utcnow
 from kernelband.db.session import session_scope
 from kernelband.dispatch import InboxDispatcher, InlineDispatcher, TaskMessage
 from kernelband.engine import EngineContext, ingest_result, job_is_finished, step
@@ -63,18 +63,6 @@ def attempts_by_kind(session: Session, job_id: int) -> dict[str, int]:
     rows = session.execute(select(Attempt.kind, func.count()).where(Attempt.job_id == job_id)
                            .group_by(Attempt.kind)).all()
     return {kind: count for kind, count in rows}
-
-
-def decisions(session: Session, job_id: int) -> list[tuple[Any, ...]]:
-    """Decisions as (strategy, cluster, parent lineage depth): ids differ between jobs."""
-    events = session.scalars(select(Event).where(Event.job_id == job_id,
-                                                 Event.kind == "pull_selected")
-                             .order_by(Event.seq)).all()
-    out = []
-    for event in events:
-        parent = session.get_one(Candidate, int(event.payload["parent_id"]))
-        out.append((event.payload["strategy"], event.payload["cluster"], parent.lineage_depth))
-    return out
 
 
 def test_job_runs_to_completion(db_factory: sessionmaker[Session]) -> None:
