@@ -11,13 +11,17 @@ from kernelband.profile.features import Features
 from kernelband.profile.measure import MeasureError, Measurement
 
 MEASURE_TARGET = "kernelband.profile.measure:measure_candidate_task"
+GPU_MEASURE_WALL_S = 300.0  # timing every case, paired runs and an ncu pass take longer than a check
 REPORT_TARGET = "kernelband.profile.report:profile_report_task"
 
 
-def _run(target: str, payload: dict[str, Any], interpret: bool, limits: Any) -> dict[str, Any]:
+def _run(
+    target: str, payload: dict[str, Any], interpret: bool, limits: Any, min_wall_s: float = 0.0
+) -> dict[str, Any]:
     from kernelband.sandbox import SandboxLimits, run_sandboxed
 
-    limits = replace(limits or SandboxLimits.from_settings(), interpret=interpret)
+    limits = limits or SandboxLimits.from_settings()
+    limits = replace(limits, interpret=interpret, wall_s=max(limits.wall_s, min_wall_s))
     result = run_sandboxed(target, payload, limits)
     if not result.ok or not isinstance(result.value, dict):
         first = result.message.strip().splitlines()[0] if result.message.strip() else ""
@@ -39,7 +43,8 @@ def measure_candidate(
     resolve_target(target)  # fail fast, in this process, on an unknown target
     payload = {"problem": problem.to_dict(), "editable": editable, "target": target,
                "parent_editable": parent_editable}
-    value = _run(MEASURE_TARGET, payload, not _on_gpu(target), limits)
+    on_gpu = _on_gpu(target)
+    value = _run(MEASURE_TARGET, payload, not on_gpu, limits, GPU_MEASURE_WALL_S if on_gpu else 0.0)
     return Measurement.from_dict(value["measurement"]), Features.from_dict(value["features"])
 
 
