@@ -29,6 +29,7 @@ from kernelband.engine_support import (
     append_event,
     budget_reason,
     fail_open_attempts,
+    fail_open_pulls,
     lease_deadline,
     load_state,
     new_attempt,
@@ -202,6 +203,9 @@ def finish_tracks_and_jobs(session: Session, now: datetime) -> list[int]:
             continue
         spent = budget_reason(job, now)
         for track in tracks:
+            if track.status == "running" and spent and spent.startswith("wall-time"):
+                # Time is the one budget that in-flight pulls keep spending: abandon them.
+                fail_open_pulls(session, track.id, f"abandoned: {spent}")
             if track.status == "running" and pulls_in_flight(session, track.id) == 0 and (
                 spent or track.iterations_dispatched >= job.budget_iterations
             ):

@@ -201,6 +201,16 @@ def fail_open_attempts(session: Session, track_id: int, reason: str) -> None:
     )
 
 
+def fail_open_pulls(session: Session, track_id: int, reason: str) -> None:
+    """Close the open attempts of a track's pulls (not its baseline or verification)."""
+    session.execute(
+        update(Attempt)
+        .where(Attempt.track_id == track_id, Attempt.decision_id.is_not(None),
+               Attempt.state.in_(ACTIVE_ATTEMPT_STATES))
+        .values(state="failed", reason=reason, finished_at=utcnow())
+    )
+
+
 def lease_deadline(now: datetime, lease_s: float) -> datetime:
     """When a dispatched attempt counts as lost."""
     return now + timedelta(seconds=lease_s)

@@ -281,3 +281,19 @@ def test_worker_heartbeat_extends_the_lease(db_factory: sessionmaker[Session]) -
     step(ctx)
     with session_scope(db_factory) as session:
         assert session.get_one(Attempt, attempt_id).state == "failed"
+
+
+def test_wall_time_budget_abandons_pulls_in_flight(db_factory: sessionmaker[Session]) -> None:
+    job_id = make_job(db_factory, budget_iterations=10, parallelism=2, budget_wall_s=100)
+    ctx = context(db_factory, DroppingDispatcher({"compile"}))
+    for _ in range(3):
+        step(ctx)
+    ctx.clock.advance(101)  # type: ignore[attr-defined]
+    step(ctx)
+    with session_scope(db_factory) as session:
+        track = repository.job_tracks(session, job_id)[0]
+        assert track.status == "completed" and "wall-time" in (track.reason or "")
+        abandoned = session.scalars(select(Attempt).where(Attempt.kind == "compile")).all()
+        assert abandoned and all(a.state == "failed" and (a.reason or "").startswith("abandoned")
+                                 for a in abandoned)
+        assert session.get_one(Job, job_id).status == "completed"
