@@ -96,7 +96,10 @@ def write_arm_view(session: Session, track: Track, state: PolicyState) -> None:
     """Arm statistics and clusters as rows, for the dashboard (derived, never read back)."""
     from kernelband.bandit.strategies import STRATEGY_NAMES
 
-    ucb, open_mask = _ucb_or_none(state), _open_mask(state)
+    config = policy_for(session.get_one(Job, track.job_id)).config
+    ucb = _ucb_or_none(state, float(getattr(config, "c", 2.0)))
+    theta = getattr(config, "theta_sat", None)
+    open_mask = _open_mask(state, theta) if theta is not None else None
     existing = {(a.cluster, a.strategy): a for a in
                 session.scalars(select(ArmStat).where(ArmStat.track_id == track.id))}
     for cluster, row in enumerate(state.arm_n):
@@ -112,27 +115,24 @@ def write_arm_view(session: Session, track: Track, state: PolicyState) -> None:
     _write_clusters(session, track, state)
 
 
-def _ucb_or_none(state: PolicyState) -> list[list[float]] | None:
+def _ucb_or_none(state: PolicyState, c: float) -> list[list[float]] | None:
     try:
         from kernelband.bandit.arms import ucb_scores
 
-        scores = ucb_scores(state, 2.0, False)
+        scores = ucb_scores(state, c, False)
     except Exception:  # a policy with another arm layout: the view just omits the score
         return None
     return [[float(v) if math.isfinite(float(v)) else 0.0 for v in row] for row in scores]
 
 
-def _open_mask(state: PolicyState) -> list[list[bool]] | None:
-    """KernelBand's saturation mask per arm; other policies mask nothing."""
-    if not state.policy.startswith("kernelband"):
-        return None
+def _open_mask(state: PolicyState, theta: Any) -> list[list[bool]]:
+    """The saturation mask per arm of a masking (KernelBand) policy, with the job's theta."""
     import numpy as np
 
-    from kernelband.bandit import DEFAULT_THETA_SAT
     from kernelband.bandit.arms import cluster_members, open_arms
 
     members = cluster_members(state, len(state.arm_n))
-    mask = open_arms(state, members, np.array(DEFAULT_THETA_SAT, dtype=float))
+    mask = open_arms(state, members, np.array(theta, dtype=float))
     return [[bool(v) for v in row] for row in mask]
 
 

@@ -297,3 +297,15 @@ def test_wall_time_budget_abandons_pulls_in_flight(db_factory: sessionmaker[Sess
         assert abandoned and all(a.state == "failed" and (a.reason or "").startswith("abandoned")
                                  for a in abandoned)
         assert session.get_one(Job, job_id).status == "completed"
+
+
+def test_arm_view_masks_saturated_dimensions(db_factory: sessionmaker[Session]) -> None:
+    # fake h = SM 40, DRAM 60, L2 30 (% of peak): with DRAM's threshold at 50 the DRAM arms close
+    job_id = make_job(db_factory, budget_iterations=2,
+                      policy_params={"theta_sat": [80.0, 50.0, 75.0]})
+    run_to_end(context(db_factory), job_id)
+    with session_scope(db_factory) as session:
+        arms = session.scalars(select(ArmStat).where(ArmStat.cluster == 0)).all()
+        masked = {a.strategy for a in arms if a.masked}
+        assert masked == {"vectorization", "fusion", "access_layout"}
+        assert all(a.ucb_score is not None for a in arms)
