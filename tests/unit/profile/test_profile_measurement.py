@@ -58,3 +58,11 @@ def test_a_child_is_compared_with_its_parent(vector_add) -> None:  # type: ignor
 def test_task_function_speaks_plain_dicts(vector_add) -> None:  # type: ignore[no-untyped-def]
     out = measure_candidate_task({"problem": vector_add.to_dict(), "editable": None, "target": "a100"})
     assert out["measurement"]["label"] == "estimated" and len(out["features"]["phi"]) == 5
+
+
+def test_sandboxed_measure_on_a_cpu_node_returns_the_estimate(vector_add) -> None:  # type: ignore[no-untyped-def]
+    from kernelband.profile import measure_candidate
+
+    measurement, features = measure_candidate(vector_add, None, "cpu")
+    assert measurement.label == "estimated" and measurement.describe().startswith("estimated:")
+    assert features.h_sources == ("estimate",) * 3

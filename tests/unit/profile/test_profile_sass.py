@@ -65,3 +65,13 @@ def test_access_width_and_flop_helpers() -> None:
     assert global_access_bits(hist) == 80.0
     assert global_access_bits({}, "STG") == 0.0
     assert flops_per_thread(hist) == 7
+
+
+def test_tensor_core_flops_come_from_the_instruction_shape() -> None:
+    from kernelband.profile.sass import mma_flops_per_warp, tensor_flops_per_warp
+
+    assert mma_flops_per_warp("HMMA.16816.F32") == 2 * 16 * 8 * 16
+    assert mma_flops_per_warp("HMMA.1688.F32.TF32") == 2 * 16 * 8 * 8
+    assert mma_flops_per_warp("HGMMA.64x128x16.F32") == 2 * 64 * 128 * 16 // 4
+    assert mma_flops_per_warp("FFMA") == 0
+    assert tensor_flops_per_warp(SAMPLE) == 2 * 64 * 64 * 16 // 4
