@@ -70,7 +70,7 @@ def test_tokens_are_stored_hashed_and_compared_in_constant_time() -> None:
 
 def test_tokens_never_reach_logs(caplog: pytest.LogCaptureFixture) -> None:
     secret = mint_token().secret
-    assert secret not in redact(f"GET /v1/jobs?t={secret}")
+    assert redact(f"GET /v1/jobs?t={secret}") == f"GET /v1/jobs?t={secret[:11]}_[REDACTED]"
     assert "[REDACTED]" in redact("Authorization: Bearer abc.def")
     logger = logging.getLogger("uvicorn.access")
     from services.api.logs import install_log_redaction
@@ -78,4 +78,5 @@ def test_tokens_never_reach_logs(caplog: pytest.LogCaptureFixture) -> None:
     install_log_redaction()
     with caplog.at_level(logging.INFO, logger="uvicorn.access"):
         logger.info('%s - "%s" %d', "127.0.0.1", f"GET /x?token={secret} HTTP/1.1", 200)
-    assert secret not in caplog.text and secret[:11] in caplog.text
+    # Other libraries may add their own redaction; the promise is only that the secret is gone.
+    assert secret not in caplog.text and "127.0.0.1" in caplog.text
