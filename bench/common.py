@@ -1,0 +1,152 @@
+"""Shared benchmark helpers: machine facts, percentiles, a fresh Postgres database, RESULTS.md sections."""
+
+from __future__ import annotations
+
+import os
+import platform
+import re
+import uuid
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from sqlalchemy import text
+from sqlalchemy.engine import make_url
+
+from kernelband.db.session import make_engine, normalize_url, upgrade_database
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS_MD = ROOT / "bench" / "RESULTS.md"
+RESULTS_DIR = ROOT / "bench" / "results"
+ADMIN_URL = os.environ.get("KERNELBAND_BENCH_POSTGRES_URL",
+                           "postgresql://postgres@127.0.0.1:5432/postgres")
+
+
+def cpu_model() -> str:
+    """The CPU model name from /proc/cpuinfo (platform's guess elsewhere)."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def memory_gib() -> float:
+    """Total physical memory in GiB (0 when unknown)."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 1024**3
+    except (ValueError, OSError):
+        return 0.0
+
+
+def load_average() -> str:
+    """1/5/15-minute load average: this machine is shared, so numbers depend on it."""
+    try:
+        return "/".join(f"{x:.2f}" for x in os.getloadavg())
+    except OSError:
+        return "unknown"
+
+
+def machine_line() -> str:
+    """One Markdown line naming the machine, its load and the time of the run."""
+    now = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
+    return (f"Machine: {cpu_model()}, {os.cpu_count()} cores, {memory_gib():.0f} GiB RAM, "
+            f"{platform.system()} {platform.machine()}, Python {platform.python_version()}; "
+            f"load average {load_average()} (1/5/15 min) at {now}.")
+
+
+def percentile_ms(seconds: Sequence[float], q: float) -> float:
+    """The q-th percentile of durations in seconds, in milliseconds (nan when empty)."""
+    if not seconds:
+        return float("nan")
+    return float(np.percentile(np.asarray(seconds), q) * 1000.0)
+
+
+@contextmanager
+def fresh_postgres(prefix: str = "kb_bench") -> Iterator[str]:
+    """A new, migrated Postgres database for one benchmark, dropped afterwards."""
+    admin = make_engine(ADMIN_URL, isolation_level="AUTOCOMMIT")
+    name = f"{prefix}_{os.getpid()}_{uuid.uuid4().hex[:6]}"
+    try:
+        with admin.connect() as conn:
+            conn.execute(text(f'CREATE DATABASE "{name}"'))
+    except Exception as exc:
+        admin.dispose()
+        raise SystemExit(f"Postgres is unreachable at {ADMIN_URL} ({type(exc).__name__}: {exc}); "
+                         "start it or set KERNELBAND_BENCH_POSTGRES_URL to a server where this "
+                         "user may CREATE DATABASE.") from exc
+    url = make_url(normalize_url(ADMIN_URL)).set(database=name).render_as_string(
+        hide_password=False)
+    try:
+        upgrade_database(url)
+        yield url
+    finally:
+        with admin.connect() as conn:
+            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        admin.dispose()
+
+
+def markers(name: str) -> tuple[str, str]:
+    """The HTML comments delimiting benchmark `name`'s section of RESULTS.md."""
+    return f"<!-- {name}:begin -->", f"<!-- {name}:end -->"
+
+
+def write_section(name: str, body: str, results_md: Path = RESULTS_MD, at_top: bool = False) -> None:
+    """Replace (or add, appended or under the title) one delimited section; the rest stays."""
+    begin, end = markers(name)
+    section = f"{begin}\n{body.strip()}\n{end}"
+    content = results_md.read_text() if results_md.exists() else "# Benchmark results\n"
+    if begin in content and end in content:
+        content = re.sub(re.escape(begin) + r".*?" + re.escape(end), lambda _: section, content,
+                         flags=re.S)
+    elif at_top:
+        title, _, rest = content.partition("\n")
+        content = f"{title}\n\n{section}\n\n{rest.lstrip(chr(10))}"
+    else:
+        content = content.rstrip("\n") + "\n\n" + section + "\n"
+    results_md.write_text(content)
+
+
+def markdown_table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
+    """A Markdown table from a header and rows of printable cells."""
+    lines = ["| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
+    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def verdict(met: bool) -> str:
+    """The word a results table uses for a target."""
+    return "met" if met else "NOT met"
+
+
+def fmt(value: float, digits: int = 1) -> str:
+    """A number for a table; `-` for nan."""
+    return "-" if value != value else f"{value:,.{digits}f}"
+
+
+def save_figure(fig: Any, name: str) -> Path:
+    """Write a matplotlib figure under bench/results/ and close it."""
+    import matplotlib.pyplot as plt
+
+    RESULTS_DIR.mkdir(parents=True, exist_ok=True)
+    path = RESULTS_DIR / name
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+
+
+def new_figure(columns: int = 1) -> tuple[Any, Any]:
+    """A headless matplotlib figure with `columns` axes side by side."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, columns, figsize=(5.5 * columns, 4), squeeze=False)
+    return fig, axes[0]

@@ -1,0 +1,115 @@
+"""`make bench`: run every benchmark and regenerate bench/RESULTS.md with tables and plots.
+
+Sections are delimited by `<!-- NAME:begin/end -->` comments and replaced in place, so a section
+this run did not produce (the policy benchmark by default) is kept as it was.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+from bench import api_load, fleet_scaling, scheduler_throughput
+from bench.common import (
+    RESULTS_DIR,
+    ROOT,
+    fmt,
+    machine_line,
+    markdown_table,
+    verdict,
+    write_section,
+)
+
+EVALUATOR_JSON = RESULTS_DIR / "evaluator_overhead.json"
+
+
+def run_evaluator_overhead(rerun: bool) -> dict[str, Any] | None:
+    """Run bench/evaluator_overhead.py (full mode) or read its last JSON."""
+    if rerun:
+        subprocess.run([sys.executable, "-m", "bench.evaluator_overhead"], cwd=ROOT, check=True)
+    if not EVALUATOR_JSON.exists():
+        return None
+    return json.loads(EVALUATOR_JSON.read_text())  # type: ignore[no-any-return]
+
+
+def evaluator_section(data: dict[str, Any] | None, rerun: bool) -> str:
+    """The evaluator-overhead section from its JSON."""
+    if data is None:
+        return ("## Evaluator overhead\n\nNo result yet: run `python -m bench.evaluator_overhead` "
+                "(or `make bench` without --skip-evaluator).")
+    rows = [(r["problem"], fmt(r["cold_overhead_s"], 3), fmt(r["warm_overhead_s"], 3),
+             fmt(r["cold_overhead_s"] / r["warm_overhead_s"], 1)) for r in data["rows"]]
+    when = "re-run by this `make bench`" if rerun else "read from the last run's JSON"
+    return ("## Evaluator overhead\n\n"
+            f"Command: `python -m bench.evaluator_overhead` ({when}); {data['label']} on "
+            f"{data['device']}, median of {data['repeats']} runs. Overhead = wall time of "
+            "`evaluate_candidate` minus the time inside the reference and candidate calls; cold = "
+            "fresh interpreter per evaluation, warm = forked from the zygote. Zygote start "
+            f"(once per process): {data['zygote_start_s']:.2f} s.\n\n"
+            + markdown_table(("problem", "cold overhead s", "warm overhead s", "cold / warm"),
+                             rows))
+
+
+def summary(targets: list[tuple[str, str, bool | None, str]], command: str,
+            wall_s: float) -> str:
+    """The top section: machine, load, command and every target's verdict."""
+    rows = [(bench, name, "not evaluated" if met is None else verdict(met), why)
+            for bench, name, met, why in targets]
+    return ("## Run\n\n" + machine_line() + "\n\n"
+            f"Command: `{command}`; wall time {wall_s:.0f} s. The machine is shared with other "
+            "work, so the load average above matters: rates are lower and tails longer under "
+            "load. Plots are under bench/results/. The policy benchmark section is written by "
+            "`python -m bench.policies` (run_all keeps it unless given `--policies quick|full`)."
+            "\n\n" + markdown_table(("benchmark", "target", "verdict", "measured"), rows))
+
+
+def timed(label: str, fn: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    """Run one benchmark, printing its wall time."""
+    start = time.perf_counter()
+    print(f"== {label}", flush=True)
+    data = fn()
+    print(f"== {label}: {time.perf_counter() - start:.0f} s", flush=True)
+    return data
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Run the benchmarks, write their sections and the summary."""
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="small sizes (about a minute)")
+    parser.add_argument("--skip-evaluator", action="store_true",
+                        help="read bench/results/evaluator_overhead.json instead of re-running")
+    parser.add_argument("--policies", choices=("skip", "quick", "full"), default="skip",
+                        help="re-run the policy benchmark (default: keep its section)")
+    args = parser.parse_args(argv)
+    start, quick = time.perf_counter(), ["--quick"] if args.quick else []
+    if args.policies != "skip":
+        flag = ["--quick"] if args.policies == "quick" else []
+        subprocess.run([sys.executable, "-m", "bench.policies", *flag], cwd=ROOT, check=True)
+    api = timed("api load", lambda: api_load.main(quick))
+    sched = timed("scheduler throughput", lambda: scheduler_throughput.main(quick))
+    fleet = timed("fleet scaling", lambda: fleet_scaling.main(quick))
+    rerun = not (args.skip_evaluator or args.quick)
+    evaluator = timed("evaluator overhead", lambda: run_evaluator_overhead(rerun) or {})
+    for module, data in ((api_load, api), (scheduler_throughput, sched), (fleet_scaling, fleet)):
+        module.plot(data)
+    write_section("api-load", api_load.section(api))
+    write_section("scheduler-throughput", scheduler_throughput.section(sched))
+    write_section("fleet-scaling", fleet_scaling.section(fleet))
+    write_section("evaluator-overhead", evaluator_section(evaluator or None, rerun))
+    met, why = api_load.target_met(api)
+    targets = [("api load", "p99 <= 50 ms at 500 req/s", met, why)]
+    targets += [("scheduler", n, m, w) for n, m, w in scheduler_throughput.targets(sched)]
+    targets += [("fleet (simulated)", n, m, w) for n, m, w in fleet_scaling.targets(fleet)]
+    command = "python -m bench.run_all " + " ".join(argv if argv is not None else sys.argv[1:])
+    write_section("bench-run", summary(targets, command.strip(), time.perf_counter() - start),
+                  at_top=True)
+    print(f"bench/RESULTS.md updated in {time.perf_counter() - start:.0f} s")
+
+
+if __name__ == "__main__":
+    main()

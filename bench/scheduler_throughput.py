@@ -1,0 +1,336 @@
+"""Scheduler throughput: select+dispatch and ingest cycles per second on Postgres.
+
+Active jobs (1, 10, 100) each have one track whose policy state holds a frontier of N candidates
+(10, 100, 1,000). The real engine step functions run against the database; the dispatcher
+completes every task instantly with SIMULATED task results (no LLM, compiler or GPU runs), so
+what is timed is the scheduler's own work: policy select/update, clustering, SQL, JSON state.
+
+Cycle definitions: a select+dispatch cycle is one `select_and_dispatch` call (one pass over all
+jobs with free capacity, committing new pulls and sending every pending attempt); an ingest cycle
+is one `ingest_safely` call (one worker result applied in its own transaction).
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import hashlib
+import io
+import json
+import pstats
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from sqlalchemy import insert
+from sqlalchemy.orm import Session, sessionmaker
+
+from bench.common import (
+    RESULTS_DIR,
+    fmt,
+    fresh_postgres,
+    markdown_table,
+    new_figure,
+    percentile_ms,
+    save_figure,
+    verdict,
+)
+from kernelband.bandit import FrontierEntry, make_policy
+from kernelband.bandit.clustering import recluster
+from kernelband.config import Settings
+from kernelband.db import repository
+from kernelband.db.models import Candidate, Track
+from kernelband.db.session import make_engine, make_session_factory, session_scope
+from kernelband.dispatch import InlineDispatcher
+from kernelband.engine import (
+    EngineContext,
+    dispatch_pending,
+    fenced,
+    finish_tracks_and_jobs,
+    ingest_safely,
+    select_and_dispatch,
+    start_queued_jobs,
+)
+from kernelband.engine_support import load_state, save_state
+
+SIMULATED = "SIMULATED task results: workers answer instantly; no LLM, compiler or GPU ran"
+BIG_BUDGET = 1000  # the API maximum; more than any benchmark run dispatches
+
+
+def _unit(text: str) -> float:
+    """A deterministic number in [0, 1) from a text (stands in for a measured quantity)."""
+    return int(hashlib.sha256(text.encode()).hexdigest()[:8], 16) / 16**8
+
+
+def sim_generate(payload: dict[str, Any]) -> dict[str, Any]:
+    """SIMULATED generation: the parent plus a marker line; no LLM is called."""
+    editable = f"{payload['parent_editable']}\n# {payload.get('strategy')} {payload.get('seed')}"
+    return {"ok": True, "editable": editable[-2000:], "reason": "", "prompt_tokens": 0,
+            "completion_tokens": 0, "cost_usd": 0.0, "cost_known": True, "model": "simulated"}
+
+
+def sim_compile(payload: dict[str, Any]) -> dict[str, Any]:
+    """SIMULATED compile: always succeeds with a small static profile."""
+    return {"ok": True, "static_profile": {"registers": 32, "simulated": True}}
+
+
+def sim_profile(payload: dict[str, Any]) -> dict[str, Any]:
+    """SIMULATED measurement, labelled `estimated` with method `simulated`."""
+    u = _unit(payload["editable"])
+    time_ms = 0.5 + u
+    measurement = {"label": "estimated", "method": "simulated", "device": "none",
+                   "target": payload["target"], "time_ms": time_ms, "case_times_ms": [time_ms],
+                   "cv": 0.0, "noisy": False, "paired_ratio": None}
+    features = {"phi": [float(np.log1p(time_ms)), 32 + 64 * u, 48 * u, 7.0, 100 * (1 - u)],
+                "h": [100 * u, 100 * (1 - u), 50.0], "h_sources": ["estimate"] * 3}
+    return {"ok": True, "measurement": measurement, "features": features}
+
+
+def sim_verify(payload: dict[str, Any]) -> dict[str, Any]:
+    """SIMULATED held-out check: passes."""
+    return {"ok": True, "verdict": {"correct": True, "held_out_checked": 1}}
+
+
+SIM_TASKS = {"generate": sim_generate, "compile": sim_compile, "profile": sim_profile,
+             "verify": sim_verify}
+
+
+def make_context(factory: sessionmaker[Session]) -> EngineContext:
+    """An embedded-mode engine context whose dispatcher answers with simulated results."""
+    return EngineContext(factory, InlineDispatcher(SIM_TASKS), Settings())
+
+
+def seed_jobs(ctx: EngineContext, jobs: int, frontier: int, parallelism: int = 2) -> list[int]:
+    """`jobs` running jobs, each with one track whose policy frontier holds `frontier` entries."""
+    with session_scope(ctx.factory) as session:
+        team = repository.get_or_create_team(session, "bench-team")
+        problem = repository.get_or_create_problem(
+            session, team.id, "bench", "native", "ORIGINAL", {"editable": "ORIGINAL"}, "b" * 64)
+        ids = [repository.create_job(session, team.id, problem.id, ("cpu",), seed=i,
+                                     budget_iterations=BIG_BUDGET, parallelism=parallelism).id
+               for i in range(jobs)]
+    with fenced(ctx) as session:
+        start_queued_jobs(session)  # one track per job, each with a baseline attempt
+    dispatch_pending(ctx)  # the inline dispatcher answers the baselines at once
+    for item in ctx.dispatcher.drain():
+        ingest_safely(ctx, item.attempt_id, item.result)
+    for job_id in ids:
+        _grow_frontier(ctx.factory, job_id, frontier)
+    return ids
+
+
+def _grow_frontier(factory: sessionmaker[Session], job_id: int, size: int) -> None:
+    """Insert size-1 measured candidates and put them in the track's policy state."""
+    policy = make_policy("kernelband", {})
+    with session_scope(factory) as session:
+        track = session.query(Track).filter(Track.job_id == job_id).one()
+        rows = [{"track_id": track.id, "parent_id": track.original_candidate_id,
+                 "editable": f"ORIGINAL\n# seeded {i}", "status": "measured", "lineage_depth": 1}
+                for i in range(size - 1)]
+        ids = list(session.scalars(insert(Candidate).returning(Candidate.id), rows)) if rows else []
+        state = load_state(track)
+        for cid in ids:
+            sim = sim_profile({"editable": f"seeded {cid}", "target": "cpu"})
+            state.frontier.append(FrontierEntry(str(cid), sim["measurement"]["time_ms"],
+                                                tuple(sim["features"]["phi"]),
+                                                tuple(sim["features"]["h"])))
+            state.labels.append(0)
+        cfg = policy.cfg  # type: ignore[attr-defined]
+        if len(state.frontier) >= 2 * cfg.k:
+            recluster(state, cfg.k, cfg.kmeans_n_init, np.random.default_rng(job_id))
+        state.since_recluster = 0
+        save_state(session, track, state)
+
+
+@dataclass
+class Timings:
+    """Per-call durations (seconds) of one configuration."""
+
+    select: list[float] = field(default_factory=list)
+    ingest: list[float] = field(default_factory=list)
+    finish: list[float] = field(default_factory=list)
+    pulls: int = 0
+    wall_s: float = 0.0
+
+
+def timed_step(ctx: EngineContext, t: Timings) -> None:
+    """One scheduler pass, as `engine.step` does it, timing each cycle."""
+    for item in ctx.dispatcher.drain():
+        start = time.perf_counter()
+        ingest_safely(ctx, item.attempt_id, item.result)
+        t.ingest.append(time.perf_counter() - start)
+    start = time.perf_counter()
+    with fenced(ctx) as session:
+        finish_tracks_and_jobs(session, ctx.clock())
+    t.finish.append(time.perf_counter() - start)
+    start = time.perf_counter()
+    selected, _ = select_and_dispatch(ctx)
+    t.select.append(time.perf_counter() - start)
+    t.pulls += selected
+
+
+def measure(ctx: EngineContext, seconds: float, min_steps: int = 3) -> Timings:
+    """Run timed scheduler passes for about `seconds`."""
+    t = Timings()
+    start = time.perf_counter()
+    steps = 0
+    while steps < min_steps or time.perf_counter() - start < seconds:
+        timed_step(ctx, t)
+        steps += 1
+    t.wall_s = time.perf_counter() - start
+    return t
+
+
+def summarize(jobs: int, frontier: int, t: Timings) -> dict[str, Any]:
+    """Rates and percentiles of one configuration."""
+    sel_s, ing_s = sum(t.select), sum(t.ingest)
+    return {
+        "jobs": jobs, "frontier": frontier, "steps": len(t.select), "wall_s": t.wall_s,
+        "select_cycles_per_s": len(t.select) / sel_s if sel_s else float("nan"),
+        "select_p50_ms": percentile_ms(t.select, 50), "select_p99_ms": percentile_ms(t.select, 99),
+        "pulls_selected": t.pulls,
+        "select_ms_per_pull": 1000 * sel_s / t.pulls if t.pulls else float("nan"),
+        "ingest_cycles_per_s": len(t.ingest) / ing_s if ing_s else float("nan"),
+        "ingest_p50_ms": percentile_ms(t.ingest, 50), "ingest_p99_ms": percentile_ms(t.ingest, 99),
+        "finish_p99_ms": percentile_ms(t.finish, 99),
+        "pulls_per_s": t.pulls / t.wall_s if t.wall_s else float("nan"),
+    }
+
+
+def run_config(factory: sessionmaker[Session], jobs: int, frontier: int,
+               seconds: float) -> dict[str, Any]:
+    """Seed one configuration into an empty database and measure it."""
+    ctx = make_context(factory)
+    seed_jobs(ctx, jobs, frontier)
+    return summarize(jobs, frontier, measure(ctx, seconds))
+
+
+def profile_config(factory: sessionmaker[Session], jobs: int, frontier: int,
+                   steps: int, top: int = 12) -> str:
+    """cProfile of `steps` scheduler passes: the functions where cumulative time goes."""
+    ctx = make_context(factory)
+    seed_jobs(ctx, jobs, frontier)
+    profiler = cProfile.Profile()
+    t = Timings()
+    profiler.enable()
+    for _ in range(steps):
+        timed_step(ctx, t)
+    profiler.disable()
+    out = io.StringIO()
+    pstats.Stats(profiler, stream=out).sort_stats("cumulative").print_stats(
+        r"kernelband|sqlalchemy/orm/session|sklearn|json", top)
+    return out.getvalue()
+
+
+def run_grid(job_counts: tuple[int, ...], frontiers: tuple[int, ...], seconds: float,
+             profile_steps: int = 0) -> dict[str, Any]:
+    """Every (jobs, frontier) configuration, each on its own fresh Postgres database."""
+    rows = []
+    for jobs in job_counts:
+        for frontier in frontiers:
+            with fresh_postgres("kb_bench_sched") as url:
+                engine = make_engine(url)
+                rows.append(run_config(make_session_factory(engine), jobs, frontier, seconds))
+                engine.dispose()
+            print(json.dumps(rows[-1]), flush=True)
+    profile = ""
+    if profile_steps:
+        with fresh_postgres("kb_bench_prof") as url:
+            engine = make_engine(url)
+            profile = profile_config(make_session_factory(engine), max(job_counts),
+                                     max(frontiers), profile_steps)
+            engine.dispose()
+    return {"label": SIMULATED, "seconds_per_config": seconds, "rows": rows, "profile": profile}
+
+
+TARGET_CPS, TARGET_P99_MS = 200.0, 20.0
+
+
+def targets(data: dict[str, Any]) -> list[tuple[str, bool | None, str]]:
+    """>= 200 cycles/s and p99 <= 20 ms at 100 jobs x 1,000 candidates, per cycle kind."""
+    row = next((r for r in data["rows"] if r["jobs"] == 100 and r["frontier"] == 1000), None)
+    if row is None:
+        return [("100 jobs x 1,000 candidates", None, "not run (quick mode)")]
+    out = []
+    for kind in ("select", "ingest"):
+        rate, p99 = row[f"{kind}_cycles_per_s"], row[f"{kind}_p99_ms"]
+        out.append((f"{kind} cycles >= 200/s, p99 <= 20 ms",
+                    rate >= TARGET_CPS and p99 <= TARGET_P99_MS,
+                    f"{fmt(rate)} cycles/s, p99 {fmt(p99)} ms"))
+    return out
+
+
+def section(data: dict[str, Any]) -> str:
+    """The RESULTS.md section: method, table, targets, profile and plot."""
+    rows = [(r["jobs"], r["frontier"], fmt(r["select_cycles_per_s"]), fmt(r["select_p50_ms"]),
+             fmt(r["select_p99_ms"]), fmt(r["select_ms_per_pull"]), fmt(r["ingest_cycles_per_s"]),
+             fmt(r["ingest_p50_ms"]), fmt(r["ingest_p99_ms"]), fmt(r["pulls_per_s"]))
+            for r in data["rows"]]
+    table = markdown_table(("jobs", "frontier", "select+dispatch cycles/s", "p50 ms", "p99 ms",
+                            "ms per pull", "ingest cycles/s", "p50 ms", "p99 ms",
+                            "pulls/s overall"), rows)
+    lines = [f"- {name}: **{'not evaluated' if met is None else verdict(met)}** ({why})"
+             for name, met, why in targets(data)]
+    profile = (f"\n\ncProfile of scheduler passes at the largest configuration (cumulative "
+               f"time, top entries):\n\n```\n{_trim(data['profile'])}\n```"
+               if data.get("profile") else "")
+    return ("## Scheduler throughput\n\n"
+            f"**{data['label']}.** Command: `python -m bench.scheduler_throughput`. Postgres "
+            "(fresh database per configuration); each job has one `cpu` track, parallelism 2, "
+            "and a kernelband policy state seeded with N frontier entries (k-means clustered). "
+            "A select+dispatch cycle is one `select_and_dispatch` call (a pass over every job "
+            "with free capacity); an ingest cycle is one `ingest_safely` call (one result, one "
+            f"transaction). {data['seconds_per_config']:g} s of scheduler passes per "
+            f"configuration.\n\n{table}\n\n" + "\n".join(lines) + profile
+            + "\n\n![scheduler throughput](results/scheduler_throughput.png)")
+
+
+def _trim(text: str, lines: int = 30) -> str:
+    """The header and first rows of a pstats listing."""
+    body = [line.rstrip() for line in text.splitlines() if line.strip()]
+    start = next((i for i, line in enumerate(body) if "ncalls" in line), 0)
+    return "\n".join(body[max(0, start - 2):start + lines])
+
+
+def plot(data: dict[str, Any]) -> None:
+    """Cycles per second against frontier size, one line per job count and cycle kind."""
+    fig, axes = new_figure(2)
+    for jobs in sorted({r["jobs"] for r in data["rows"]}):
+        rows = [r for r in data["rows"] if r["jobs"] == jobs]
+        sizes = [r["frontier"] for r in rows]
+        axes[0].plot(sizes, [r["select_cycles_per_s"] for r in rows], "o-", label=f"{jobs} jobs")
+        axes[1].plot(sizes, [r["ingest_cycles_per_s"] for r in rows], "o-", label=f"{jobs} jobs")
+    for ax, kind in zip(axes, ("select+dispatch", "ingest"), strict=True):
+        ax.axhline(TARGET_CPS, ls="--", c="grey", label="target")
+        ax.set(xscale="log", yscale="log", xlabel="frontier size", ylabel="cycles/s",
+               title=f"{kind} cycles (simulated task results)")
+        ax.legend()
+    save_figure(fig, "scheduler_throughput.png")
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    """Command line: --quick runs 1 and 10 jobs x 10 and 100 candidates for 1 s each."""
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="small grid, 1 s per configuration")
+    parser.add_argument("--seconds", type=float, default=None, help="measuring time per config")
+    parser.add_argument("--profile-steps", type=int, default=None)
+    args = parser.parse_args(argv)
+    grid: tuple[tuple[int, ...], tuple[int, ...]]
+    if args.quick:
+        grid, seconds, prof = ((1, 10), (10, 100)), 1.0, 0
+    else:
+        grid, seconds, prof = ((1, 10, 100), (10, 100, 1000)), 5.0, 6
+    data = run_grid(grid[0], grid[1], args.seconds or seconds,
+                    prof if args.profile_steps is None else args.profile_steps)
+    RESULTS_DIR.mkdir(parents=True, exist_ok=True)
+    (RESULTS_DIR / "scheduler_throughput.json").write_text(json.dumps(data, indent=2))
+    return data
+
+
+if __name__ == "__main__":
+    main()
+
+
+__all__ = ["SIMULATED", "SIM_TASKS", "Timings", "make_context", "measure", "run_config",
+           "run_grid", "seed_jobs", "summarize"]

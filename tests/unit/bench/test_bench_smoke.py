@@ -1,0 +1,71 @@
+"""Tiny runs of each `make bench` script's core so the benchmarks cannot rot."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from sqlalchemy.orm import Session, sessionmaker
+
+from bench import api_load, fleet_scaling, run_all, scheduler_throughput
+from bench.common import markers, percentile_ms, write_section
+from kernelband.db.models import Track
+from kernelband.db.session import session_scope
+
+
+def test_scheduler_config_runs_pulls_on_a_seeded_frontier(
+    sqlite_factory: sessionmaker[Session],
+) -> None:
+    row = scheduler_throughput.run_config(sqlite_factory, jobs=2, frontier=12, seconds=0.2)
+    assert row["jobs"] == 2 and row["frontier"] == 12
+    assert row["pulls_selected"] > 0 and row["select_cycles_per_s"] > 0
+    assert row["ingest_cycles_per_s"] > 0 and row["ingest_p99_ms"] >= row["ingest_p50_ms"]
+    with session_scope(sqlite_factory) as session:
+        for track in session.query(Track):
+            assert track.policy_state is not None
+            assert len(track.policy_state["frontier"]) >= 12  # seeded plus measured children
+    data = {"label": scheduler_throughput.SIMULATED, "seconds_per_config": 0.2, "rows": [row],
+            "profile": ""}
+    text = scheduler_throughput.section(data)
+    assert "SIMULATED" in text and "| 2 | 12 |" in text and "not evaluated" in text
+
+
+def test_fleet_simulation_reports_busy_fraction_and_efficiency() -> None:
+    data = fleet_scaling.run_scaling((1, 4), evaluations=24, scale=1 / 2000)
+    one, four = data["rows"]
+    assert one["efficiency"] == 1.0 and 0.5 < one["busy_fraction"] <= 1.0
+    assert four["wall_s"] < one["wall_s"] and 0 < four["efficiency"] <= 1.2
+    assert "SIMULATED" in fleet_scaling.section(data)
+
+
+def test_api_load_serves_polling_at_a_fixed_rate() -> None:
+    data = api_load.run_load((20.0,), seconds=0.5)
+    row = data["rows"][0]
+    assert row["requests"] == 10 and row["errors"] == 0
+    assert row["p50_ms"] > 0 and data["events_in_job"] > 0
+    assert "| 20 |" in api_load.section(data)
+
+
+def test_sections_are_replaced_in_place_and_summary_goes_on_top(tmp_path: Path) -> None:
+    md = tmp_path / "RESULTS.md"
+    md.write_text("# Benchmark results\n\n<!-- policy-benchmark:begin -->\nkept\n"
+                  "<!-- policy-benchmark:end -->\n")
+    write_section("api-load", "first", md)
+    write_section("api-load", "second", md)
+    write_section("bench-run", "summary", md, at_top=True)
+    text = md.read_text()
+    begin, _ = markers("api-load")
+    assert text.count(begin) == 1 and "second" in text and "first" not in text
+    assert text.index("summary") < text.index("kept") < text.index("second")
+
+
+def test_evaluator_section_reads_the_overhead_json_shape() -> None:
+    data = {"label": "measured", "device": "cpu", "repeats": 1, "zygote_start_s": 1.0,
+            "rows": [{"problem": "p", "cold_overhead_s": 2.0, "warm_overhead_s": 0.5}]}
+    text = run_all.evaluator_section(data, rerun=False)
+    assert "| p | 2.000 | 0.500 | 4.0 |" in text
+    assert "No result yet" in run_all.evaluator_section(None, rerun=False)
+
+
+def test_percentile_is_in_milliseconds() -> None:
+    assert percentile_ms([0.001, 0.002, 0.003], 50) == 2.0
+    assert percentile_ms([], 99) != percentile_ms([], 99)  # nan when there is no sample
