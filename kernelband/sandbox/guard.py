@@ -19,7 +19,9 @@ class SandboxViolation(PermissionError):
 VIOLATIONS: list[str] = []
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC
 # Executables Triton launches while compiling for a GPU (ptxas and friends, the C launcher stub).
-_ALLOWED_TOOLS = {"gcc", "cc", "clang", "g++", "c++", "ldconfig", "ptxas", "cuobjdump", "nvdisasm"}
+# `file`: platform.architecture() runs `file -b python` while triton 3.6 builds its launcher.
+_ALLOWED_TOOLS = {"gcc", "cc", "clang", "g++", "c++", "ldconfig", "ptxas", "cuobjdump", "nvdisasm",
+                  "file"}
 _FORBIDDEN_EVENTS = {
     "os.system": "os.system",
     "os.fork": "os.fork",
@@ -90,5 +92,8 @@ def install(allowed_dirs: tuple[str, ...]) -> None:
     """Install the hook once per process; `allowed_dirs` may be written to."""
     _state["allowed_dirs"] = tuple(os.path.realpath(d) for d in allowed_dirs)
     if not _state["installed"]:
+        import subprocess  # posix_spawn would trip "os.posix_spawn" after the Popen tool check passed
+
+        setattr(subprocess, "_USE_POSIX_SPAWN", False)  # noqa: B010 - fork+exec, checked by Popen
         sys.addaudithook(_hook)
         _state["installed"] = True
