@@ -71,7 +71,13 @@ def as_jit_function(fn: Any) -> Any:
     if pyfn in _converted:
         return _converted[pyfn]
     options = {k: v for k, v in getattr(fn, "kwargs", {}).items() if k != "interpret"}
-    jit = jit_cls(pyfn, **options)
+    try:
+        jit = jit_cls(pyfn, **options)
+    except ValueError as exc:  # Triton re-reads the source: the module file must still exist
+        raise StaticProfileError(
+            f"cannot read the source of kernel {pyfn.__name__}: profile it while the module file "
+            "it was imported from still exists"
+        ) from exc
     _converted[pyfn] = jit  # before converting helpers, so recursion terminates
     scope = dict(pyfn.__globals__)
     for name, value in scope.items():
