@@ -9,10 +9,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 from fastapi.testclient import TestClient
+from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from kernelband.config import Settings
-from kernelband.db.models import LeaderEpoch
+from kernelband.db.models import Attempt, Event, LeaderEpoch
 from kernelband.db.session import make_engine, make_session_factory, session_scope
 from services.api.app import create_app
 from services.api.teams import create_token
@@ -23,6 +24,7 @@ from tests.utils.faults import (
     count_attempts,
     reward_ledger,
     terminate_backends,
+    wait_job_done,
 )
 from tests.utils.processes import (
     ManagedProcess,
@@ -55,24 +57,55 @@ def test_redis_restarted_mid_job_and_lost_messages_come_back_through_leases(
                               KERNELBAND_HEARTBEAT_INTERVAL_S="1")
     sched_env = service_env(postgres_url, server.url, server.url,
                             KERNELBAND_POLL_INTERVAL_S="0.1", KERNELBAND_LEASE_S="8")
-    started = [start_worker("rr-llm", "llm", workers_env, log_dir),
-               start_worker("rr-cpu", "cpu", workers_env, log_dir, concurrency=2),
-               start_scheduler("rr-scheduler", sched_env, log_dir)]
+    scheduler = start_scheduler("rr-scheduler", sched_env, log_dir)
+    workers = {"llm": start_worker("rr-llm", "llm", workers_env, log_dir),
+               "cpu": start_worker("rr-cpu", "cpu", workers_env, log_dir, concurrency=2)}
+    restarts: list[ManagedProcess] = []
     try:
         job_id = make_job("vector_add", ("cpu",), budget_iterations=6, parallelism=2)
         wait_for(lambda: count_attempts(factory, job_id) >= 3, 120, "progress before the restart",
-                 processes=tuple(started))
+                 processes=(scheduler, *workers.values()))
         server.kill9()  # queued tasks, results and heartbeats in Redis are gone
         tally["faults_injected"] += 1
         tally["redis_kill9"] += 1
         time.sleep(3.0)
         server.start()  # same port, empty
-        _finish_checked(factory, job_id, tuple(started), tally)
-        assert all(p.alive() for p in started), "a service died instead of reconnecting"
+
+        def supervised_done() -> bool:
+            """Restart a worker that died, as docker-compose's restart policy would."""
+            for queue, process in list(workers.items()):
+                if not process.alive():
+                    workers[queue] = start_worker(f"rr-{queue}-{len(restarts) + 2}", queue,
+                                                  workers_env, log_dir, concurrency=2)
+                    restarts.append(process)
+            return wait_job_done(factory, job_id)
+
+        wait_for(supervised_done, 240, "the job to finish after the Redis restart", 0.5,
+                 processes=(scheduler, *workers.values()))
+        tally["worker_restarts_after_broker_loss"] += len(restarts)
+        print(f"redis restart: {len(restarts)} worker(s) died on the broker loss and were "
+              f"restarted; retried attempts: {retried(factory, job_id)}")
+        _finish_checked(factory, job_id, (scheduler, *workers.values()), tally)
+        assert scheduler.alive(), "the scheduler died instead of reconnecting"
+        assert lost_attempts(factory, job_id) == [], "attempts given up instead of recovered"
     finally:
-        for process in started:
+        for process in (scheduler, *workers.values(), *restarts):
             process.terminate()
         server.stop()
+
+
+def retried(factory: sessionmaker[Session], job_id: int) -> int:
+    """How many attempts went back to the queue after their lease expired."""
+    with session_scope(factory) as session:
+        return len(session.scalars(select(Event.id).where(
+            Event.job_id == job_id, Event.kind == "attempt_retry")).all())
+
+
+def lost_attempts(factory: sessionmaker[Session], job_id: int) -> list[str]:
+    """Reasons of attempts closed because every try was lost."""
+    with session_scope(factory) as session:
+        return [str(r) for r in session.scalars(select(Attempt.reason).where(
+            Attempt.job_id == job_id, Attempt.reason.like("lost:%")))]
 
 
 def test_dropped_postgres_connections_scheduler_and_api_recover(
