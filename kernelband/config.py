@@ -41,10 +41,14 @@ class Settings(BaseSettings):
     lease_s: float = 300.0
     max_tries: int = 3
     poll_interval_s: float = 0.2
+    # fair share: attempts in flight per team, and queued jobs started per team per cycle
+    max_in_flight_per_team: int = 32
+    max_job_starts_per_team: int = 4
 
     # api
     max_source_bytes: int = 256 * 1024
-    max_concurrent_jobs_per_team: int = 20
+    max_concurrent_jobs_per_team: int = 20  # a suite counts as one job
+    max_concurrent_suites_per_team: int = 2
     bootstrap_token: SecretStr = SecretStr("")
 
     @property

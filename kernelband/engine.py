@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from kernelband.config import Settings
@@ -25,6 +25,7 @@ from kernelband.db.session import DatabaseError, session_scope
 from kernelband.dispatch import Dispatcher, TaskMessage
 from kernelband.engine_ingest import apply_result, fail_lost_attempt, start_acceptance
 from kernelband.engine_support import (
+    ACTIVE_ATTEMPT_STATES,
     FencingError,
     append_event,
     budget_reason,
@@ -39,7 +40,7 @@ from kernelband.engine_support import (
     task_payload,
     verify_epoch,
 )
-from kernelband.fairshare import fair_order
+from kernelband.fairshare import cap_per_team, fair_order
 
 log = logging.getLogger(__name__)
 FINISHED_TRACK = ("completed", "cancelled", "failed")
@@ -81,7 +82,8 @@ def step(ctx: EngineContext, drain_timeout_s: float = 0.0) -> StepReport:
     """One scheduler pass over every running job."""
     report = StepReport()
     with fenced(ctx) as session:
-        report.started_jobs = start_queued_jobs(session)
+        report.started_jobs = start_queued_jobs(session, ctx.settings.max_job_starts_per_team,
+                                                ctx.settings.max_in_flight_per_team)
     with fenced(ctx) as session:
         report.expired = expire_leases(session, ctx.clock(), ctx.settings.max_tries)
     for item in ctx.dispatcher.drain(timeout_s=drain_timeout_s):
@@ -94,24 +96,47 @@ def step(ctx: EngineContext, drain_timeout_s: float = 0.0) -> StepReport:
     return report
 
 
-def start_queued_jobs(session: Session) -> int:
-    """Queued jobs get one track per target, each starting with a baseline measurement."""
-    jobs = session.scalars(select(Job).where(Job.status == "queued").order_by(Job.id)).all()
+def start_queued_jobs(session: Session, per_team: int | None = None,
+                      cap: int | None = None) -> int:
+    """Queued jobs get one track per target, each starting with a baseline measurement.
+
+    Jobs start in the fair order of `select_pulls`, at most `per_team` per team per cycle and
+    none for a team already holding `cap` attempts in flight, so one big suite's baselines
+    cannot flood the queues ahead of other teams.
+    """
+    queued = session.scalars(select(Job).where(Job.status == "queued").order_by(Job.id)).all()
+    in_flight = in_flight_by_team(session)
+    ordered = fair_order(queued, lambda j: j.team_id, lambda j: j.id, in_flight)
+    full = {team for team, count in in_flight.items() if cap is not None and count >= cap}
+    jobs = cap_per_team([j for j in ordered if j.team_id not in full], lambda j: j.team_id,
+                        {}, per_team)
     for job in jobs:
-        job.status, job.started_at = "running", utcnow()
-        problem = session.get_one(Problem, job.problem_id)
-        for target in job.targets:
-            track = Track(job_id=job.id, target=target, status="pending", started_at=utcnow())
-            session.add(track)
-            session.flush()
-            original = Candidate(track_id=track.id, editable=problem.loaded["editable"],
-                                 status="compiled", lineage_depth=0, strategy=None)
-            session.add(original)
-            session.flush()
-            track.original_candidate_id = original.id
-            new_attempt(session, track, "profile", original.id, ref={"original": True})
-        append_event(session, job.id, "job_started", {"targets": list(job.targets)})
+        start_job(session, job)
     return len(jobs)
+
+
+def start_job(session: Session, job: Job) -> None:
+    """One queued job becomes running: a track per target, each with its baseline attempt."""
+    job.status, job.started_at = "running", utcnow()
+    problem = session.get_one(Problem, job.problem_id)
+    for target in job.targets:
+        track = Track(job_id=job.id, target=target, status="pending", started_at=utcnow())
+        session.add(track)
+        session.flush()
+        original = Candidate(track_id=track.id, editable=problem.loaded["editable"],
+                             status="compiled", lineage_depth=0, strategy=None)
+        session.add(original)
+        session.flush()
+        track.original_candidate_id = original.id
+        new_attempt(session, track, "profile", original.id, ref={"original": True})
+    append_event(session, job.id, "job_started", {"targets": list(job.targets)})
+
+
+def in_flight_by_team(session: Session) -> dict[int, int]:
+    """Open attempts (pending, dispatched or awaiting re-send) per team."""
+    query = (select(Job.team_id, func.count(Attempt.id)).join(Job, Job.id == Attempt.job_id)
+             .where(Attempt.state.in_(ACTIVE_ATTEMPT_STATES)).group_by(Job.team_id))
+    return {int(team): int(count) for team, count in session.execute(query).all()}
 
 
 def expire_leases(session: Session, now: datetime, max_tries: int) -> int:
@@ -165,8 +190,9 @@ def ingest_safely(ctx: EngineContext, attempt_id: int, result: dict) -> bool:
     """Ingest one result; a result that cannot be applied fails its attempt instead of the loop."""
     if result.get("heartbeat"):  # a worker started (or is still on) it: queue time is no loss
         with fenced(ctx) as session:
-            extend_lease(session, attempt_id, lease_deadline(ctx.clock(), ctx.settings.lease_s))
-        return False
+            extend_lease(session, attempt_id, lease_deadline(ctx.clock(), ctx.settings.lease_s),
+                         str(result.get("task_id") or ""))
+        return False  # a lease extension only: the attempt stays open for its real result
     try:
         with fenced(ctx) as session:
             return ingest_result(session, attempt_id, result, ctx.settings.max_tries)
@@ -183,11 +209,14 @@ def ingest_safely(ctx: EngineContext, attempt_id: int, result: dict) -> bool:
     return True
 
 
-def extend_lease(session: Session, attempt_id: int, deadline: datetime) -> bool:
+def extend_lease(session: Session, attempt_id: int, deadline: datetime,
+                 task_id: str = "") -> bool:
     """Push a dispatched attempt's lease to `deadline` (worker heartbeat); False if closed."""
     attempt = session.get(Attempt, attempt_id, with_for_update=True)
     if attempt is None or attempt.state != "dispatched":
         return False
+    if task_id and attempt.task_id and task_id != attempt.task_id:
+        return False  # a superseded try: only the task now holding the lease may extend it
     attempt.lease_expires_at = deadline
     return True
 
@@ -243,25 +272,35 @@ def close_job(session: Session, job: Job, tracks: list[Track]) -> None:
 def select_and_dispatch(ctx: EngineContext) -> tuple[int, int]:
     """New pulls are committed as pending attempts first, then every pending attempt is sent."""
     with fenced(ctx) as session:
-        selected = select_pulls(session, ctx.clock())
+        selected = select_pulls(session, ctx.clock(), ctx.settings.max_in_flight_per_team)
     return selected, dispatch_pending(ctx)
 
 
-def select_pulls(session: Session, now: datetime) -> int:
-    """Ask each running track's policy for new pulls while it has free capacity and budget."""
-    selected = 0
+def select_pulls(session: Session, now: datetime, cap: int | None = None) -> int:
+    """Ask each running track's policy for new pulls while it has free capacity and budget.
+
+    Every free slot is one item: slots are ordered round-robin between teams, then jobs
+    (kernelband/fairshare.py), and a team's slots beyond `cap` attempts in flight are dropped.
+    """
     query = (select(Track, Job).join(Job, Job.id == Track.job_id)
              .where(Track.status == "running", Job.status == "running",
                     Job.cancel_requested.is_(False)).order_by(Track.id))
-    rows = fair_order(session.execute(query).all(), lambda r: r[1].team_id, lambda r: r[1].id)
-    for track, job in rows:  # round-robin between teams, then jobs: see kernelband/fairshare.py
+    slots: list[tuple[Track, Job]] = []
+    for track, job in session.execute(query).all():
         if budget_reason(job, now):
             continue
         free = job.parallelism - pulls_in_flight(session, track.id)
         free = min(free, job.budget_iterations - track.iterations_dispatched)
-        if free > 0:
-            selected += select_for_track(session, job, track, free)
-    return selected
+        slots.extend([(track, job)] * max(free, 0))
+    in_flight = in_flight_by_team(session)
+    ordered = fair_order(slots, lambda r: r[1].team_id, lambda r: r[1].id, in_flight)
+    kept = cap_per_team(ordered, lambda r: r[1].team_id, in_flight, cap)
+    per_track: dict[int, tuple[Track, Job, int]] = {}
+    for track, job in kept:  # dict order = first slot of each track in the fair order
+        count = per_track.get(track.id, (track, job, 0))[2]
+        per_track[track.id] = (track, job, count + 1)
+    return sum(select_for_track(session, job, track, count)
+               for track, job, count in per_track.values())
 
 
 def select_for_track(session: Session, job: Job, track: Track, count: int) -> int:
@@ -318,6 +357,7 @@ __all__ = [
     "expire_leases",
     "extend_lease",
     "finish_tracks_and_jobs",
+    "in_flight_by_team",
     "ingest_result",
     "requeue_orphans",
     "retry_or_fail",
@@ -325,6 +365,7 @@ __all__ = [
     "select_and_dispatch",
     "select_for_track",
     "select_pulls",
+    "start_job",
     "start_queued_jobs",
     "step",
 ]
