@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import logging
 import socket
+import threading
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from celery import Task
@@ -16,6 +19,7 @@ from celery.exceptions import SoftTimeLimitExceeded
 from kombu.exceptions import OperationalError as KombuOperationalError
 from redis.exceptions import ConnectionError as RedisConnectionError
 
+from kernelband.config import get_settings
 from kernelband.dispatch import TaskFunction, task_error_result, task_function
 from services.worker import messages
 from services.worker.app import TIME_LIMITS, app
@@ -47,18 +51,51 @@ def run_body(kind: str, payload: dict[str, Any]) -> dict[str, Any]:
 
 
 def execute(task: Task, kind: str, message: dict[str, Any]) -> None:
-    """Run one attempt and publish its result message."""
+    """Run one attempt, heartbeating its lease meanwhile, and publish its result message."""
     started = time.monotonic()
-    result = run_body(kind, dict(message.get("payload", {})))
-    reply = messages.ResultMessage(
-        attempt_id=int(message["attempt_id"]),
-        kind=kind,
-        result=result,
-        worker=str(task.request.hostname or socket.gethostname()),
-        wall_s=round(time.monotonic() - started, 4),
-    )
-    with task.app.connection_for_write() as connection:
-        messages.publish(connection, reply)
+    attempt_id = int(message["attempt_id"])
+    worker = str(task.request.hostname or socket.gethostname())
+
+    def send(result: dict[str, Any]) -> None:
+        reply = messages.ResultMessage(attempt_id=attempt_id, kind=kind, result=result,
+                                       worker=worker, wall_s=round(time.monotonic() - started, 4))
+        with task.app.connection_for_write() as connection:
+            messages.publish(connection, reply)
+
+    beat = {"heartbeat": True, "task_id": str(message.get("task_id") or "")}
+    with lease_heartbeats(lambda: send(beat), heartbeat_interval_s()):
+        result = run_body(kind, dict(message.get("payload", {})))
+    send(result)
+
+
+def heartbeat_interval_s() -> float:
+    """A third of the scheduler's lease, so two lost beats still leave the lease alive."""
+    return max(get_settings().lease_s / 3.0, 1.0)
+
+
+@contextmanager
+def lease_heartbeats(beat: Callable[[], None], interval_s: float) -> Iterator[None]:
+    """Beat once now (the task left the queue), then every `interval_s` until the body ends."""
+    stop = threading.Event()
+
+    def safe_beat() -> None:
+        try:
+            beat()
+        except Exception as exc:  # a missed beat only risks a re-send; the task goes on
+            log.warning("lease heartbeat not sent: %s", exc)
+
+    def loop() -> None:
+        while not stop.wait(interval_s):
+            safe_beat()
+
+    safe_beat()
+    thread = threading.Thread(target=loop, name="kb-lease-heartbeat", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join(timeout=5.0)
 
 
 def _register(kind: str) -> Task:

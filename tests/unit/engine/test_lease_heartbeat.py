@@ -1,0 +1,92 @@
+"""Heartbeat results only extend the lease of the current try; the real result applies once."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from engine_fakes import FAKE_TASKS, make_job
+from sqlalchemy import select
+from sqlalchemy.orm import Session, sessionmaker
+
+from kernelband.config import Settings
+from kernelband.db.models import Attempt, utcnow
+from kernelband.db.session import session_scope
+from kernelband.dispatch import InboxDispatcher, TaskMessage
+from kernelband.engine import EngineContext, step
+from kernelband.engine_support import as_utc
+
+
+class HeldGenerates(InboxDispatcher):
+    """Keeps generate tasks (a busy LLM queue) and answers the rest at once."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.held: list[TaskMessage] = []
+
+    def submit(self, task: TaskMessage) -> str:
+        if task.kind == "generate":
+            self.held.append(task)
+        else:
+            self.deliver(task.attempt_id, FAKE_TASKS[task.kind](task.payload))
+        return task.task_id
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = utcnow()
+
+    def __call__(self) -> datetime:
+        return self.now
+
+
+def generate_attempt(factory: sessionmaker[Session]) -> Attempt:
+    with session_scope(factory) as session:
+        attempt = session.scalars(select(Attempt).where(Attempt.kind == "generate")).one()
+        session.expunge(attempt)
+        return attempt
+
+
+def test_heartbeats_extend_then_the_result_applies_once(
+        db_factory: sessionmaker[Session]) -> None:
+    make_job(db_factory, budget_iterations=1)
+    dispatcher, clock = HeldGenerates(), Clock()
+    ctx = EngineContext(db_factory, dispatcher, Settings(lease_s=60, max_tries=1), clock=clock)
+    step(ctx)
+    step(ctx)  # baseline measured, the one pull's generate is dispatched and held
+    task = dispatcher.held[0]
+    for _ in range(4):  # 200 s in all, far beyond the 60 s lease
+        clock.now += timedelta(seconds=50)
+        dispatcher.deliver(task.attempt_id, {"heartbeat": True, "task_id": task.task_id})
+        report = step(ctx)
+        assert (report.ingested, report.ignored, report.expired) == (0, 1, 0)
+    attempt = generate_attempt(db_factory)
+    assert attempt.state == "dispatched" and attempt.tries == 1
+    assert as_utc(attempt.lease_expires_at) == clock.now + timedelta(seconds=60)  # type: ignore[arg-type]
+    result = FAKE_TASKS["generate"](task.payload)
+    for _ in range(2):  # at-most-once: a redelivered result is ignored
+        dispatcher.deliver(task.attempt_id, result)
+    dispatcher.deliver(task.attempt_id, {"heartbeat": True, "task_id": task.task_id})
+    report = step(ctx)
+    assert (report.ingested, report.ignored) == (1, 2)
+    attempt = generate_attempt(db_factory)
+    assert attempt.state == "done" and attempt.result == result
+
+
+def test_a_superseded_try_cannot_extend_the_lease(db_factory: sessionmaker[Session]) -> None:
+    make_job(db_factory, budget_iterations=1)
+    dispatcher, clock = HeldGenerates(), Clock()
+    ctx = EngineContext(db_factory, dispatcher, Settings(lease_s=60, max_tries=3), clock=clock)
+    step(ctx)
+    step(ctx)
+    clock.now += timedelta(seconds=61)
+    step(ctx)  # lease expired: the attempt is re-sent as try 2
+    first, second = dispatcher.held[0], dispatcher.held[-1]
+    assert second.task_id != first.task_id and second.attempt_id == first.attempt_id
+    deadline = generate_attempt(db_factory).lease_expires_at
+    clock.now += timedelta(seconds=30)
+    dispatcher.deliver(first.attempt_id, {"heartbeat": True, "task_id": first.task_id})
+    step(ctx)
+    assert generate_attempt(db_factory).lease_expires_at == deadline
+    dispatcher.deliver(second.attempt_id, {"heartbeat": True, "task_id": second.task_id})
+    step(ctx)
+    assert as_utc(generate_attempt(db_factory).lease_expires_at) == clock.now + timedelta(seconds=60)  # type: ignore[arg-type]
