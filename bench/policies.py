@@ -7,8 +7,8 @@ import platform
 import time
 from pathlib import Path
 
+from bench.policy_bench.catalog import SIM_LANDSCAPES
 from bench.policy_bench.experiments import VARIANTS, run_batch, run_landscape
-from bench.policy_bench.landscapes import SIM_LANDSCAPES
 from bench.policy_bench.latency import time_select
 from bench.policy_bench.replay import ReplayLandscape, load_replay, write_example
 from bench.policy_bench.report import (

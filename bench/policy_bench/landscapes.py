@@ -1,6 +1,7 @@
 """SIMULATED reward landscapes: how a (parent, strategy) rewrite turns into a child kernel.
 
-Nothing here is measured. The `paper` landscape imitates the structure the KernelBand paper
+Nothing here is measured. These are the first (v0) landscapes, kept so that comparisons with
+the roofline `paper` landscape (roofline.py) stay visible. The `paper-v0` landscape imitates the structure the KernelBand paper
 relies on: kernel types whose hardware signature saturates some dimensions, strategies aimed at
 a saturated dimension rarely help, gains shrink as a dimension's headroom is used up, 30-50%
 of generations fail, and timings are noisy. `no-structure` keeps the gains but makes h and phi
@@ -74,9 +75,9 @@ def signature_from_headroom(g: np.ndarray, rng: np.random.Generator) -> tuple[fl
 class PaperLandscape:
     """Kernel types with saturated dimensions; informative h and lineage-shaped phi."""
 
-    name: str = "paper"
+    name: str = "paper-v0"
     simulated: bool = True
-    informative: bool = True  # False: h and phi are noise (the `no-structure` landscape)
+    informative: bool = True  # False: h and phi are noise (the v0 `no-structure` landscape)
     uniform: bool = False  # True: every strategy draws on one shared headroom
 
     def original(self, seed: int) -> SimKernel:
@@ -130,10 +131,3 @@ class PaperLandscape:
             phi = (math.log1p(true_ms), *rng.normal(0.0, 10.0, 4).tolist())
         headroom = (float(g[0]), float(g[1]), float(g[2]))
         return SimKernel(kernel_id, true_ms, measured, headroom, phi, h, fail_p)
-
-
-SIM_LANDSCAPES: dict[str, PaperLandscape] = {
-    "paper": PaperLandscape(),
-    "no-structure": PaperLandscape(name="no-structure", informative=False),
-    "uniform": PaperLandscape(name="uniform", uniform=True),
-}

@@ -9,7 +9,8 @@ from typing import Any
 
 import numpy as np
 
-from bench.policy_bench.landscapes import SIM_LANDSCAPES, SimKernel
+from bench.policy_bench.catalog import SIM_LANDSCAPES
+from bench.policy_bench.landscapes import SimKernel
 from kernelband.bandit import STRATEGY_NAMES
 
 FORMAT = "kernelband-replay/1"
@@ -91,9 +92,9 @@ def _table_id(kernel_id: str) -> str:
 
 
 def write_example(path: Path, problems: int = 3, seed: int = 0) -> None:
-    """Record a SIMULATED table from the `paper` landscape: every strategy twice at the root,
+    """Record a SIMULATED table from the `paper-v0` landscape: every strategy twice at the root,
     once per strategy below each correct child (depth 2)."""
-    land = SIM_LANDSCAPES["paper"]
+    land = SIM_LANDSCAPES["paper-v0"]  # the stored example was recorded from v0
     rng = np.random.default_rng(seed)
     out = []
     for p in range(problems):
@@ -116,7 +117,7 @@ def write_example(path: Path, problems: int = 3, seed: int = 0) -> None:
         out.append({"name": f"sim{p}", "original": root.kernel_id, "kernels": kernels,
                     "transitions": rows})
     doc = {"format": FORMAT, "simulated": True,
-           "source": "SIMULATED by bench/policy_bench (paper landscape); not a measurement",
+           "source": "SIMULATED by bench/policy_bench (paper-v0 landscape); not a measurement",
            "problems": out}
     path.write_text(json.dumps(doc, indent=1) + "\n")
 

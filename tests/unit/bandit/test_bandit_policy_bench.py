@@ -11,7 +11,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 
-from bench.policy_bench.landscapes import SIM_LANDSCAPES  # noqa: E402
+from bench.policy_bench.catalog import SIM_LANDSCAPES  # noqa: E402
 from bench.policy_bench.replay import ReplayFormatError, ReplayLandscape, load_replay, write_example  # noqa: E402
 from bench.policy_bench.report import BEGIN, END, write_section  # noqa: E402
 from bench.policy_bench.runner import run_track, summarise  # noqa: E402

@@ -1,0 +1,109 @@
+"""SIMULATED `paper` landscape (v1): wasted time per hardware dimension above a roofline floor.
+
+Nothing here is measured. A kernel's true time is floor + w_SM + w_DRAM + w_L2: the floor is
+what the problem needs at peak (fixed per problem), w_d the time a strategy aimed at dimension d
+can remove. Headroom g_d = w_d / time, and the profiler's h_d rises as g_d falls (saturation).
+Every assumption is listed with its rationale in docs/bandit.md, section "Simulator".
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from bench.policy_bench.landscapes import PHI_SHIFT, SimKernel, signature_from_headroom
+from kernelband.bandit import STRATEGY_NAMES, TARGET_DIMENSION
+
+NOISE_SD = 0.02  # lognormal sd of a timing measurement (the true time has no noise)
+SIDE_EFFECT_SD = 0.05  # collateral cost of a rewrite in the dimensions it did not target
+REGRESSION_SHARE = 0.5  # of the rewrites that do not help: slower (the rest are neutral)
+# kind -> (initial headroom g per dimension (SM, DRAM, L2), base phi (regs, smem KiB, log2 threads, occ %))
+KINDS: dict[str, tuple[tuple[float, float, float], tuple[float, float, float, float]]] = {
+    "memory-bound": ((0.25, 0.02, 0.35), (24.0, 0.0, 8.0, 75.0)),
+    "compute-bound": ((0.02, 0.35, 0.25), (96.0, 64.0, 7.0, 25.0)),
+    "latency-bound": ((0.35, 0.20, 0.10), (40.0, 16.0, 6.0, 35.0)),
+}
+# phi shift per unit of headroom: headroom in a dimension shows in the launch configuration
+# (SM: register pressure and low occupancy; DRAM: narrow blocks; L2: little shared-memory tiling)
+COUPLING = np.array([
+    [24.0, 0.0, 0.0, -60.0],
+    [0.0, 0.0, -2.0, 0.0],
+    [0.0, -24.0, 0.0, 0.0],
+])
+
+
+def help_probability(g: float) -> float:
+    """Odds that a correct rewrite aimed at a dimension with headroom g actually removes waste."""
+    return 0.15 + 0.65 * min(1.0, g / 0.2)
+
+
+@dataclass(frozen=True)
+class RoofKernel(SimKernel):
+    """A simulated kernel that also carries its floor, wasted times and launch configuration."""
+
+    floor_ms: float = 0.0
+    waste: tuple[float, float, float] = (0.0, 0.0, 0.0)
+    config: tuple[float, ...] = ()  # phi without the time and the headroom coupling
+
+
+@dataclass
+class RooflineLandscape:
+    """Kernel kinds with saturated dimensions, a fixed floor, help odds that track headroom."""
+
+    name: str = "paper"
+    simulated: bool = True
+    informative: bool = True  # False: h and phi are noise (the `no-structure` landscape)
+
+    def original(self, seed: int) -> SimKernel:
+        rng = np.random.default_rng([seed, 0])
+        kind = list(KINDS)[int(rng.integers(len(KINDS)))]
+        shares, base_phi = KINDS[kind]
+        g = np.clip(np.array(shares) * rng.uniform(0.7, 1.3, 3), 0.0, 0.6)
+        time_ms = float(rng.uniform(0.5, 5.0))
+        waste = g * time_ms
+        config = tuple((np.array(base_phi) + rng.normal(0.0, 2.0, 4)).tolist())
+        fail_p = float(rng.uniform(0.3, 0.5))  # 30-50% of generations fail
+        return self._make("k0", time_ms - float(waste.sum()), waste, config, fail_p, rng)
+
+    def child(
+        self, parent: SimKernel, strategy: str | None, kernel_id: str, rng: np.random.Generator
+    ) -> SimKernel | None:
+        """One simulated generation; strategy None = the generator picks one uniformly."""
+        assert isinstance(parent, RoofKernel)
+        if strategy is None:
+            strategy = STRATEGY_NAMES[int(rng.integers(len(STRATEGY_NAMES)))]
+        if rng.random() < parent.fail_p:
+            return None
+        dim = TARGET_DIMENSION[strategy]
+        # one-sided: untargeted dimensions only get worse, so selecting the fastest child cannot
+        # ratchet them down by luck (a compounding free lunch no real rewrite offers)
+        waste = np.array(parent.waste) * np.exp(np.abs(rng.normal(0.0, SIDE_EFFECT_SD, 3)))
+        waste[dim] = parent.waste[dim]
+        if rng.random() < help_probability(parent.headroom[dim]):
+            waste[dim] *= 1.0 - float(rng.beta(2.0, 3.0))  # removes part of what is left
+        elif rng.random() < REGRESSION_SHARE:
+            # a slower rewrite: new waste in a random dimension, up to 30% of the parent's time
+            waste[int(rng.integers(3))] += float(rng.uniform(0.02, 0.3)) * parent.true_ms
+        config = np.array(parent.config) + np.array(PHI_SHIFT[strategy]) + rng.normal(0, 1.0, 4)
+        return self._make(kernel_id, parent.floor_ms, waste, tuple(config.tolist()),
+                          parent.fail_p, rng)
+
+    def _make(
+        self, kernel_id: str, floor_ms: float, waste: np.ndarray, config: tuple[float, ...],
+        fail_p: float, rng: np.random.Generator,
+    ) -> RoofKernel:
+        true_ms = floor_ms + float(waste.sum())
+        measured = true_ms * math.exp(rng.normal(0.0, NOISE_SD))
+        g = waste / true_ms
+        if self.informative:
+            h = signature_from_headroom(g, rng)
+            phi = (math.log1p(true_ms), *(np.array(config) + g @ COUPLING).tolist())
+        else:
+            h = tuple(float(v) for v in rng.uniform(5.0, 95.0, 3))  # type: ignore[assignment]
+            phi = (math.log1p(true_ms), *rng.normal(0.0, 10.0, 4).tolist())
+        return RoofKernel(
+            kernel_id, true_ms, measured, (float(g[0]), float(g[1]), float(g[2])), phi, h,
+            fail_p, floor_ms, (float(waste[0]), float(waste[1]), float(waste[2])), config,
+        )
