@@ -17,6 +17,7 @@ from kernelband.db.models import (
     Job,
     Measurement,
     Problem,
+    Suite,
     Track,
     Worker,
 )
@@ -61,10 +62,21 @@ def list_jobs(
 
 
 def active_job_count(session: Session, team_id: int) -> int:
-    """How many of the team's jobs are queued or running."""
+    """How many of the team's jobs are queued or running, each unfinished suite counting once."""
+    suite_ids = select(Suite.id).where(Suite.team_id == team_id)
     stmt = select(func.count()).select_from(Job).where(
-        Job.team_id == team_id, Job.status.not_in(FINISHED_JOB_STATUSES)
+        Job.team_id == team_id, Job.status.not_in(FINISHED_JOB_STATUSES),
+        Job.suite_id.is_(None) | Job.suite_id.not_in(suite_ids),
     )
+    return int(session.scalar(stmt) or 0) + active_suite_count(session, team_id)
+
+
+def active_suite_count(session: Session, team_id: int) -> int:
+    """How many of the team's suites still have a queued or running job."""
+    stmt = select(func.count(func.distinct(Job.suite_id))).select_from(Job).join(
+        Suite, Suite.id == Job.suite_id).where(
+        Suite.team_id == team_id, Job.team_id == team_id,
+        Job.status.not_in(FINISHED_JOB_STATUSES))
     return int(session.scalar(stmt) or 0)
 
 

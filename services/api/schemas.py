@@ -8,6 +8,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+SUITE_ID_PREFIX = "suite-"  # the prefix of kernelband.suite.store.new_suite_id
+
 ProblemFormatName = Literal["native", "tritonbench", "kernelbench"]
 
 
@@ -60,7 +62,10 @@ class JobCreate(_Strict):
     generator: GeneratorIn = Field(default_factory=lambda: GeneratorIn())
     budget: BudgetIn = Field(default_factory=lambda: BudgetIn())
     parallelism: int = Field(default=4, ge=1, le=64, description="Pulls in flight per track.")
-    suite: str | None = Field(default=None, max_length=120, description="Optional suite label to filter on.")
+    suite: str | None = Field(
+        default=None, max_length=64,  # jobs.suite_id is String(64)
+        description="Optional suite label to filter on; labels starting with 'suite-' are "
+                    "reserved for suites created by POST /v1/suites.")
     seed: int = Field(default=0, ge=0, le=2**31 - 1)
 
     @field_validator("targets")
@@ -68,6 +73,15 @@ class JobCreate(_Strict):
     def _unique_targets(cls, value: list[Target]) -> list[Target]:
         if len(set(value)) != len(value):
             raise ValueError("each target may appear once; remove the duplicates")
+        return value
+
+    @field_validator("suite")
+    @classmethod
+    def _free_suite_label(cls, value: str | None) -> str | None:
+        # Jobs of a real suite count as one job against the quota: a label may not join one.
+        if value is not None and value.startswith(SUITE_ID_PREFIX):
+            raise ValueError(f"labels starting with '{SUITE_ID_PREFIX}' are reserved for suites "
+                             "created by POST /v1/suites; choose another label")
         return value
 
 

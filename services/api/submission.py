@@ -52,6 +52,21 @@ def check_concurrency(
         )
 
 
+def check_suite_concurrency(session: Session, team_id: int, settings: Settings) -> None:
+    """429 when the team already runs its maximum of unfinished suites (or of jobs)."""
+    session.execute(select(Team.id).where(Team.id == team_id).with_for_update())
+    active = queries.active_suite_count(session, team_id)
+    limit = settings.max_concurrent_suites_per_team
+    if active >= limit:
+        raise ApiError(
+            429, "too_many_suites",
+            f"Your team has {active} unfinished suites and the limit is {limit}; wait for one "
+            "to finish, or cancel its jobs (GET /v1/suites/{id} lists them, then "
+            "POST /v1/jobs/{id}/cancel).",
+        )
+    check_concurrency(session, team_id, settings)  # a suite counts as one job of that quota
+
+
 def stored_problem(
     session: Session, team_id: int, body: JobCreate, loader: ProblemLoader
 ) -> Problem:

@@ -59,7 +59,7 @@ def list_jobs(
     team: CurrentTeam, session: SessionDep,
     status_: Annotated[str | None, Query(alias="status", description=f"One of {', '.join(JOB_STATUSES)}.")] = None,
     target: Annotated[Target | None, Query(description="Jobs that include this target.")] = None,
-    suite: Annotated[str | None, Query(max_length=120, description="Suite label.")] = None,
+    suite: Annotated[str | None, Query(max_length=64, description="Suite label or suite id.")] = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
     offset: Annotated[int, Query(ge=0, le=MAX_ID)] = 0,
 ) -> JobList:

@@ -25,7 +25,7 @@ from kernelband.suite import (
 from services.api.deps import CurrentTeam, ProblemLoaderDep, SessionDep, SettingsDep
 from services.api.errors import ERROR_RESPONSES, ApiError, not_found
 from services.api.problems import check_size
-from services.api.submission import validate_policy
+from services.api.submission import check_suite_concurrency, validate_policy
 from services.api.suite_schemas import SuiteCreate, SuiteOut, SuiteSettingsIn
 
 router = APIRouter(prefix="/v1/suites", tags=["suites"], responses=ERROR_RESPONSES)
@@ -48,7 +48,8 @@ _UPLOAD_DOC = {"requestBody": {"content": {
         "Loads every problem in the sandbox (files that fail are listed with the loader's "
         "reason, not fatal), then queues one job per (problem, policy) with the shared targets, "
         "generator and budget. Send JSON (`SuiteCreate`) or multipart with `archive` "
-        "(.zip/.tar.gz) and `settings` (JSON)."
+        "(.zip/.tar.gz) and `settings` (JSON). A suite counts as one job against the team's "
+        "job limit and has its own limit of unfinished suites (429 `too_many_suites`)."
     ),
     openapi_extra=_UPLOAD_DOC,
 )
@@ -65,8 +66,10 @@ async def submit_suite(request: Request, team: CurrentTeam, session: SessionDep,
         model=body.generator.model, budget=body.budget, parallelism=body.parallelism,
         seed=body.seed)
     team_id = team.id
+    check_suite_concurrency(session, team_id, settings)
     session.rollback()  # sandboxed loads take seconds: hold no transaction meanwhile
     problems, failures = await run_in_threadpool(load_sources, sources, body.format, loader)
+    check_suite_concurrency(session, team_id, settings)  # again, under the team lock
     suite = create_suite(session, team_id, body.name, body.format, problems, failures,
                          suite_settings)
     session.commit()
