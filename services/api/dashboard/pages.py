@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from pathlib import Path as FilePath
 from typing import Annotated
 
 from fastapi import APIRouter, Path, Query, Request
 from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse
 from fastapi.templating import Jinja2Templates
-from sqlalchemy import select
+from pydantic import BaseModel
+from sqlalchemy import case, func, select
 
-from kernelband.db.models import Candidate, Problem, Track
+from kernelband.db.models import FINISHED_JOB_STATUSES, Candidate, Job, Problem, Suite, Track
 from services.api import queries
 from services.api.deps import MAX_ID, CurrentTeam, JobId, SessionDep
 from services.api.errors import ERROR_RESPONSES, ApiError
@@ -33,7 +35,21 @@ class DashboardJob(JobOut):
     owner: str
 
 
-PAGES = {"signin": "Sign in", "jobs": "Jobs", "job": "Job", "fleet": "Fleet"}
+class DashboardSuite(BaseModel):
+    """A suite as the suites page lists it (details come from GET /v1/suites/{id})."""
+
+    suite_id: str
+    name: str
+    format: str
+    created_at: datetime | None
+    jobs: int
+    jobs_finished: int
+    load_failures: int
+
+
+PAGES = {"signin": "Sign in", "jobs": "Jobs", "job": "Job", "fleet": "Fleet",
+         "suites": "Suites", "suite": "Suite"}
+SuiteId = Annotated[str, Path(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.\-]+$")]
 
 
 def _page(request: Request, name: str, **context: object) -> HTMLResponse:
@@ -67,6 +83,18 @@ def job_page(request: Request, job_id: JobId) -> HTMLResponse:
     return _page(request, "job", job_id=job_id)
 
 
+@router.get("/ui/suites", response_class=HTMLResponse, include_in_schema=False)
+def suites_page(request: Request) -> HTMLResponse:
+    """The team's suites, newest first."""
+    return _page(request, "suites")
+
+
+@router.get("/ui/suites/{suite_id}", response_class=HTMLResponse, include_in_schema=False)
+def suite_page(request: Request, suite_id: SuiteId) -> HTMLResponse:
+    """One suite: metrics table, speedup distribution, per-problem table, load failures."""
+    return _page(request, "suite", suite_id=suite_id)
+
+
 @router.get("/ui/fleet", response_class=HTMLResponse, include_in_schema=False)
 def fleet_page(request: Request) -> HTMLResponse:
     """Workers and queue depths."""
@@ -95,6 +123,25 @@ def dashboard_jobs(
                                 suite=None, limit=limit, offset=0)
     return [DashboardJob(**job_out(session, job, problem).model_dump(), owner=team.name)
             for job, problem in rows]
+
+
+@router.get("/ui/api/suites", summary="Dashboard: the team's suites with their progress")
+def dashboard_suites(
+    team: CurrentTeam, session: SessionDep, limit: Annotated[int, Query(ge=1, le=200)] = 50,
+) -> list[DashboardSuite]:
+    """Newest first: id, name, format, creation time, jobs and how many finished."""
+    suites = session.scalars(select(Suite).where(Suite.team_id == team.id)
+                             .order_by(Suite.created_at.desc(), Suite.id).limit(limit)).all()
+    counts = {suite_id: (int(total), int(done or 0)) for suite_id, total, done in session.execute(
+        select(Job.suite_id, func.count(Job.id),
+               func.sum(case((Job.status.in_(FINISHED_JOB_STATUSES), 1), else_=0)))
+        .where(Job.team_id == team.id, Job.suite_id.in_([s.id for s in suites]))
+        .group_by(Job.suite_id)).all()}
+    return [DashboardSuite(suite_id=s.id, name=s.name, format=s.format, created_at=s.created_at,
+                           jobs=counts.get(s.id, (0, 0))[0],
+                           jobs_finished=counts.get(s.id, (0, 0))[1],
+                           load_failures=len(s.load_failures or []))
+            for s in suites]
 
 
 @router.get("/ui/api/jobs/{job_id}/candidates/{candidate_id}/source",

@@ -12,6 +12,14 @@ function bestCell(job) {
   return cell;
 }
 
+function problemCell(job) {
+  // Jobs of a suite created by POST /v1/suites link to the suite page (other labels stay text).
+  const suite = job.suite && job.suite.startsWith("suite-")
+    ? kb.el("a", { href: "/ui/suites/" + encodeURIComponent(job.suite), class: "suite-link" }, [job.suite])
+    : job.suite || "";
+  return kb.el("td", {}, [job.problem.name, suite ? kb.el("div", { class: "muted" }, [suite]) : ""]);
+}
+
 function jobRow(job) {
   const { el } = kb;
   const done = job.tracks.reduce((n, t) => n + t.iterations_done, 0);
@@ -19,7 +27,7 @@ function jobRow(job) {
   const usd = job.spend.usd.toFixed(4) + (job.spend.usd_known ? "" : " (partly unknown)");
   return el("tr", { "data-job-id": job.id, "data-status": job.status }, [
     el("td", {}, [el("a", { href: "/ui/jobs/" + job.id }, ["#" + job.id])]),
-    el("td", {}, [job.problem.name]), el("td", {}, [el("span", { class: "status" }, [job.status])]),
+    problemCell(job), el("td", {}, [el("span", { class: "status" }, [job.status])]),
     el("td", {}, [job.targets.join(", ")]), bestCell(job),
     el("td", {}, [done + " / " + total + " iterations"]), el("td", {}, [String(job.spend.tokens)]),
     el("td", {}, [usd]), el("td", {}, [job.owner]), el("td", {}, [kb.age(job.created_at)]),
