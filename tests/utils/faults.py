@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import re
 import shutil
-import socket
 import subprocess
 import time
 from collections import Counter
@@ -21,17 +20,11 @@ from sqlalchemy.pool import NullPool
 
 from kernelband.db.models import Attempt, Candidate, Event, Measurement, Track
 from kernelband.db.session import normalize_url, session_scope
+from tests.utils.fake_llm import free_port
 from tests.utils.processes import ManagedProcess, start_process, wait_for
 
 OPEN_STATES = ("pending", "dispatched", "expired")
 RECEIVED = re.compile(r"Task kernelband\.(\w+)\[kb-(\d+)-(\d+)\] received")
-
-
-def free_port() -> int:
-    """A TCP port nobody listens on right now."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @dataclass
