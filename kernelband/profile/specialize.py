@@ -155,14 +155,25 @@ def deinterpreted() -> Iterator[None]:
         owners = [m for n, m in list(sys.modules.items()) if n.startswith("triton.language") and m]
         for owner in [*owners, core.tensor, core.dtype, core.condition]:
             _swap_for_compile(owner, interp_cls, changes)
-        knob = triton.knobs.runtime.interpret
-        triton.knobs.runtime.interpret = False
         try:
-            yield
+            with _interpreter_off(triton):
+                yield
         finally:
-            triton.knobs.runtime.interpret = knob
             for owner, name, value in reversed(changes):
                 setattr(owner, name, value)
+
+
+@contextmanager
+def _interpreter_off(triton: Any) -> Iterator[None]:
+    """`knobs.runtime.interpret = False` inside the block; the knob's scope restores both its
+    value and the TRITON_INTERPRET variable it mirrors (an explicit set would pin them)."""
+    runtime_knobs = getattr(getattr(triton, "knobs", None), "runtime", None)
+    if runtime_knobs is None or not hasattr(runtime_knobs, "scope"):
+        yield  # older Triton reads TRITON_INTERPRET only when a kernel is decorated
+        return
+    with runtime_knobs.scope():
+        runtime_knobs.interpret = False
+        yield
 
 
 def _tensor_type(value: Any) -> str:
