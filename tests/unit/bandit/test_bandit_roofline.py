@@ -75,3 +75,11 @@ def test_no_structure_hides_h() -> None:
     land = SIM_LANDSCAPES["no-structure"]
     hs = np.array([land.original(s).h for s in range(40)])
     assert hs.std(axis=0).min() > 15  # uniform noise, not a saturation pattern
+
+
+def test_latency_reports_wall_and_cpu_time() -> None:
+    from bench.policy_bench.latency import time_select
+
+    ms = time_select("kernelband", size=60, repeats=12)
+    assert {"select_p95_ms", "select_cpu_p95_ms", "update_max_ms"} <= set(ms)
+    assert all(v >= 0 for v in ms.values()) and ms["select_median_ms"] < 50
