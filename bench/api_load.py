@@ -197,9 +197,8 @@ def server_errors(log: IO[bytes]) -> dict[str, Any]:
     """How many tracebacks the server logged, and the first one's final line."""
     log.seek(0)
     lines = log.read().decode(errors="replace").splitlines()
-    finals = [line for i, line in enumerate(lines)
-              if i + 1 < len(lines) and lines[i + 1].startswith("The above exception")
-              or re.match(r"^[a-zA-Z_.]+(Error|Exception): ", line)]
+    finals = [m.group(1) for line in lines
+              if (m := re.match(r"^[\s|+]*([A-Za-z_.]+(?:Error|Exception): .*)", line))]
     return {"server_tracebacks": sum(line.startswith("Traceback") for line in lines),
             "first_server_error": finals[0] if finals else ""}
 
@@ -263,6 +262,14 @@ def section(data: dict[str, Any]) -> str:
                   "pool and the 15 database connections, latency grows with the backlog and "
                   "requests that wait 30 s for a connection fail (open loop). The load generator "
                   "needs CPU on the same cores.")
+    stuck = max((r.get("db_idle_in_transaction_at_end") or 0 for r in data["rows"]), default=0)
+    if stuck:
+        table += (f"\n\nStall: when the schedule ended, up to {stuck} database connections sat "
+                  "idle in a transaction while the server used almost no CPU and requests went "
+                  "unanswered. Likely cause (see the report): each request's session comes from "
+                  "a sync `yield` dependency whose cleanup needs a free worker thread, while all "
+                  "worker threads wait for a pooled connection held by those sessions, so the "
+                  "server waits for SQLAlchemy's 30 s pool timeout again and again.")
     if data.get("server_tracebacks"):
         table += (f"\n\nThe server logged {data['server_tracebacks']} tracebacks; the first "
                   f"error: `{data['first_server_error'][:200]}`.")

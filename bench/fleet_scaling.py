@@ -78,7 +78,7 @@ def targets(data: dict[str, Any]) -> list[tuple[str, bool | None, str]]:
     """busy >= 90% at 64 workers; efficiency >= 0.9 for every N <= 16."""
     by_n = {r["workers"]: r for r in data["rows"]}
     busy = by_n.get(64)
-    small = [r for r in data["rows"] if r["workers"] <= 16]
+    small = [r for r in data["rows"] if 1 < r["workers"] <= 16]
     low = min(small, key=lambda r: r["efficiency"]) if small else None
     return [
         ("busy >= 90% at 64 workers", None if busy is None else busy["busy_fraction"] >= 0.9,

@@ -95,6 +95,13 @@ def main(argv: list[str] | None = None) -> None:
     fleet = timed("fleet scaling", lambda: fleet_scaling.main(quick))
     rerun = not (args.skip_evaluator or args.quick)
     evaluator = timed("evaluator overhead", lambda: run_evaluator_overhead(rerun) or {})
+    command = "python -m bench.run_all " + " ".join(argv if argv is not None else sys.argv[1:])
+    render(api, sched, fleet, evaluator, rerun, command.strip(), start)
+
+
+def render(api: dict[str, Any], sched: dict[str, Any], fleet: dict[str, Any],
+           evaluator: dict[str, Any], rerun: bool, command: str, start: float) -> None:
+    """Plots, one section per benchmark, and the summary on top."""
     for module, data in ((api_load, api), (scheduler_throughput, sched), (fleet_scaling, fleet)):
         module.plot(data)
     write_section("api-load", api_load.section(api))
@@ -105,8 +112,7 @@ def main(argv: list[str] | None = None) -> None:
     targets = [("api load", "p99 <= 50 ms at 500 req/s", met, why)]
     targets += [("scheduler", n, m, w) for n, m, w in scheduler_throughput.targets(sched)]
     targets += [("fleet (simulated)", n, m, w) for n, m, w in fleet_scaling.targets(fleet)]
-    command = "python -m bench.run_all " + " ".join(argv if argv is not None else sys.argv[1:])
-    write_section("bench-run", summary(targets, command.strip(), time.perf_counter() - start),
+    write_section("bench-run", summary(targets, command, time.perf_counter() - start),
                   at_top=True)
     print(f"bench/RESULTS.md updated in {time.perf_counter() - start:.0f} s")
 

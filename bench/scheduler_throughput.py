@@ -207,7 +207,7 @@ def run_config(factory: sessionmaker[Session], jobs: int, frontier: int,
 
 
 def profile_config(factory: sessionmaker[Session], jobs: int, frontier: int,
-                   steps: int, top: int = 12) -> str:
+                   steps: int, top: int = 12) -> tuple[str, dict[str, float]]:
     """cProfile of `steps` scheduler passes: the functions where cumulative time goes."""
     ctx = make_context(factory)
     seed_jobs(ctx, jobs, frontier)
@@ -218,9 +218,25 @@ def profile_config(factory: sessionmaker[Session], jobs: int, frontier: int,
         timed_step(ctx, t)
     profiler.disable()
     out = io.StringIO()
-    pstats.Stats(profiler, stream=out).sort_stats("cumulative").print_stats(
-        r"kernelband|sqlalchemy/orm/session|sklearn|json", top)
-    return out.getvalue()
+    stats = pstats.Stats(profiler, stream=out)
+    stats.sort_stats("cumulative").print_stats(r"kernelband|sqlalchemy/orm/session|sklearn|json", top)
+    return out.getvalue(), hotspots(stats)
+
+
+HOTSPOTS = {"typecast_json": "decoding JSON columns read from Postgres (policy_state and others)",
+            "save_state": "saving policy state and rewriting the arm/cluster view",
+            "select_for_track": "policy.select for the pulls themselves",
+            "finish_tracks_and_jobs": "the per-pass budget/acceptance check over every job"}
+
+
+def hotspots(stats: pstats.Stats) -> dict[str, float]:
+    """Share of profiled time (cumulative) in each function named in HOTSPOTS."""
+    total = stats.total_tt  # type: ignore[attr-defined]
+    shares = dict.fromkeys(HOTSPOTS, 0.0)
+    for (_, _, name), (_, _, _, cumulative, _) in stats.stats.items():  # type: ignore[attr-defined]
+        if name in shares:
+            shares[name] += cumulative / total if total else 0.0
+    return shares
 
 
 def run_grid(job_counts: tuple[int, ...], frontiers: tuple[int, ...], seconds: float,
@@ -234,14 +250,15 @@ def run_grid(job_counts: tuple[int, ...], frontiers: tuple[int, ...], seconds: f
                 rows.append(run_config(make_session_factory(engine), jobs, frontier, seconds))
                 engine.dispose()
             print(json.dumps(rows[-1]), flush=True)
-    profile = ""
+    profile, shares = "", dict[str, float]()
     if profile_steps:
         with fresh_postgres("kb_bench_prof") as url:
             engine = make_engine(url)
-            profile = profile_config(make_session_factory(engine), max(job_counts),
+            profile, shares = profile_config(make_session_factory(engine), max(job_counts),
                                      max(frontiers), profile_steps)
             engine.dispose()
-    return {"label": SIMULATED, "seconds_per_config": seconds, "rows": rows, "profile": profile}
+    return {"label": SIMULATED, "seconds_per_config": seconds, "rows": rows, "profile": profile,
+            "hotspots": shares}
 
 
 TARGET_CPS, TARGET_P99_MS = 200.0, 20.0
@@ -272,7 +289,13 @@ def section(data: dict[str, Any]) -> str:
                             "pulls/s overall"), rows)
     lines = [f"- {name}: **{'not evaluated' if met is None else verdict(met)}** ({why})"
              for name, met, why in targets(data)]
-    profile = (f"\n\ncProfile of scheduler passes at the largest configuration (cumulative "
+    shares = data.get("hotspots") or {}
+    where = "; ".join(f"{100 * share:.0f}% {HOTSPOTS[name]} (`{name}`)"
+                      for name, share in sorted(shares.items(), key=lambda kv: -kv[1]))
+    profile = (f"\n\nWhere the time goes at the largest configuration (cProfile, cumulative "
+               f"share of profiled time; shares overlap because calls nest): {where}."
+               if where else "")
+    profile += (f"\n\ncProfile of scheduler passes at the largest configuration (cumulative "
                f"time, top entries):\n\n```\n{_trim(data['profile'])}\n```"
                if data.get("profile") else "")
     return ("## Scheduler throughput\n\n"
