@@ -64,11 +64,15 @@ def _access_bits(sass: dict[str, int]) -> float:
     return sum(int(k.split(".")[1]) * n for k, n in widths.items()) / count
 
 
-def _load_bytes_per_thread(sass: dict[str, int], num_stages: int) -> float:
+def _load_bytes_per_thread(sass: dict[str, int], num_stages: int, one_pass: bool = False) -> float:
+    """Bytes one thread loads from global memory in the static SASS (or in one loop pass).
+
+    Software pipelining emits the asynchronous copies (cp.async / TMA) of every stage, so the
+    static count is already what is in flight; one pass of the loop is a `num_stages`-th of it.
+    """
     direct = sum(int(k.split(".")[1]) // 8 * n for k, n in sass.items() if k.startswith("LDG."))
-    asynchronous = 16 * (sass.get("LDGSTS", 0) + 8 * sass.get("TMA", 0))
-    # Software pipelining keeps (stages - 1) asynchronous tiles in flight at once.
-    return direct + asynchronous * max(1, num_stages - 1)
+    asynchronous = 16.0 * (sass.get("LDGSTS", 0) + 8 * sass.get("TMA", 0))
+    return direct + (asynchronous / max(1, num_stages) if one_pass else asynchronous)
 
 
 def dot_flops(record: LaunchRecord) -> float:
@@ -133,7 +137,8 @@ def _compute(record: LaunchRecord, geo: _Geometry, profile: StaticProfile, gpu: 
     compute_ms = flops / (gpu.fp32_tflops * 1e12) * 1e3 + tensor / (gpu.tensor_fp16_tflops * 1e12) * 1e3
     compute_ms *= gpu.sms / geo.busy_sms  # a grid smaller than the GPU leaves SMs idle
     issue_rate = geo.busy_sms * SCHEDULERS_PER_SM * gpu.boost_clock_ghz * 1e9
-    tile_bytes = trips * geo.threads * _load_bytes_per_thread(sass, 1)  # every pass re-reads its tiles
+    # every pass re-reads its tiles
+    tile_bytes = trips * geo.threads * _load_bytes_per_thread(sass, profile.num_stages, one_pass=True)
     return {
         "flops": flops + tensor, "trips": trips, "tile_bytes": tile_bytes, "compute": compute_ms,
         "issue": sass.get("total", 0) * geo.warps * trips / issue_rate * 1e3,

@@ -33,7 +33,7 @@ from kernelband.profile.specialize import (
 )
 
 _PASSED_OPTIONS = ("num_ctas", "maxnreg", "enable_fp_fusion")
-PROFILER_VERSION = "2"  # bump when what a profile contains changes: old cache entries are ignored
+PROFILER_VERSION = "3"  # bump when what a profile contains changes: old cache entries are ignored
 _CUOBJDUMP_TIMEOUT_S = 60.0
 
 
@@ -199,10 +199,13 @@ def _profile_uncached(record: LaunchRecord, cc: int) -> StaticProfile:
     usage = parse_resource_usage(text, name) or parse_resource_usage(text)
     if usage is None:
         raise StaticProfileError(f"cuobjdump printed no resource usage for {name}; check the Triton install")
-    # Triton's `shared` is the dynamic shared memory passed at launch; the cubin may also
-    # declare static shared memory (1 KiB on sm_90 for reductions and barriers). A block needs both.
+    # Triton's `shared` is the dynamic shared memory passed at launch; the cubin may declare
+    # static shared memory too. On sm_90 cuobjdump's figure includes the 1 KiB the system
+    # reserves per block, which the occupancy rules add themselves (checked against
+    # CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES and cuOccupancyMaxActiveBlocksPerMultiprocessor).
     meta_smem = int(_metadata_value(compiled.metadata, "shared", "shared_mem") or 0)
-    smem = meta_smem + usage.shared_bytes
+    reserved = ARCH_LIMITS[cc].reserved_smem_per_block if cc >= 90 else 0
+    smem = meta_smem + max(0, usage.shared_bytes - reserved)
     num_warps = int(_metadata_value(compiled.metadata, "num_warps") or record.num_warps)
     sass = instruction_histogram(text)
     return StaticProfile(
