@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+import anyio.to_thread
 import httpx
 from sqlalchemy import func, select, text
 from sqlalchemy.engine import make_url
@@ -45,6 +46,7 @@ from kernelband.db import repository
 from kernelband.db.models import Event, Team
 from kernelband.db.session import make_engine, make_session_factory, session_scope
 from kernelband.engine import step
+from services.api.app import create_app
 from services.api.teams import create_token
 
 
@@ -72,10 +74,15 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def start_server(url: str, port: int, log: IO[bytes]) -> subprocess.Popen[bytes]:
-    """uvicorn serving the API on `url`'s database (output to `log`); waits for /healthz."""
-    env = {**os.environ, "KERNELBAND_DATABASE_URL": url, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
-    cmd = [sys.executable, "-m", "uvicorn", "services.api.app:create_app", "--factory",
+def start_server(url: str, port: int, log: IO[bytes],
+                 threads: int | None = None) -> subprocess.Popen[bytes]:
+    """uvicorn serving the API on `url`'s database (output to `log`); waits for /healthz.
+
+    `threads` caps the server's worker threads (experiment); None keeps AnyIO's default 40."""
+    env = {**os.environ, "KERNELBAND_DATABASE_URL": url, "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+           "KB_BENCH_THREADS": str(threads or 0)}
+    factory = "bench.api_load:app_with_thread_limit" if threads else "services.api.app:create_app"
+    cmd = [sys.executable, "-m", "uvicorn", factory, "--factory",
            "--host", "127.0.0.1", "--port", str(port), "--log-level", "warning",
            "--no-access-log"]
     proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
@@ -103,7 +110,10 @@ def stop_server(proc: subprocess.Popen[bytes]) -> None:
         proc.wait(timeout=10)
 
 
+TARGET_RPS, TARGET_P99_MS = 500.0, 50.0
+nan = float("nan")
 CONNECTIONS = 128  # client connections; more requests in flight wait in the client
+POOL_CONNECTIONS = 15  # SQLAlchemy's default pool: 5 + 10 overflow (the API keeps the default)
 GRACE_S = 15.0  # after the schedule ends, wait this long for answers, then give up
 
 
@@ -203,33 +213,57 @@ def server_errors(log: IO[bytes]) -> dict[str, Any]:
             "first_server_error": finals[0] if finals else ""}
 
 
-def run_load(rates: tuple[float, ...], seconds: float) -> dict[str, Any]:
-    """Seed a fresh database, start uvicorn, and offer each rate in turn."""
-    with fresh_postgres("kb_bench_api") as url, tempfile.TemporaryFile() as log:
-        job_id, token, last = seed_api_job(url)
+def serve_rates(url: str, job: tuple[int, str, int], rates: tuple[float, ...], seconds: float,
+                threads: int | None = None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Start a server, offer each rate in turn, stop it; rows and the server's errors."""
+    with tempfile.TemporaryFile() as log:
         port = free_port()
-        server = start_server(url, port, log)
+        server = start_server(url, port, log, threads)
+        rows: list[dict[str, Any]] = []
         try:
-            target = Target(f"http://127.0.0.1:{port}", job_id, token, last)
+            target = Target(f"http://127.0.0.1:{port}", *job)
             asyncio.run(run_rate(target, 20, 1.0))  # warm-up: connections, caches
-            rows = []
             for rate in rates:
                 cpu = process_cpu_s(server.pid)
-                rows.append(asyncio.run(run_rate(target, rate, seconds,
-                                                 idle_in_transaction(url))))
+                rows.append(asyncio.run(run_rate(target, rate, seconds, idle_in_transaction(url))))
                 served = rows[-1]["requests"] - rows[-1]["errors"]
                 rows[-1]["server_cpu_ms_per_request"] = (
                     1000 * (process_cpu_s(server.pid) - cpu) / served if served else float("nan"))
-                print(json.dumps(rows[-1]), flush=True)
+                print(json.dumps({"threads": threads, **rows[-1]}), flush=True)
         finally:
             stop_server(server)
-        errors = server_errors(log)
-    return {"seconds_per_rate": seconds, "events_in_job": last, "rows": rows, **errors,
-            "server": "uvicorn, 1 process, Postgres", "client": f"asyncio httpx, open loop, {CONNECTIONS} connections"}
+        return rows, server_errors(log)
 
 
-TARGET_RPS, TARGET_P99_MS = 500.0, 50.0
-nan = float("nan")
+def run_load(rates: tuple[float, ...], seconds: float,
+             experiment_threads: int | None = None,
+             capped_rate: float = TARGET_RPS) -> dict[str, Any]:
+    """Seed a fresh database and offer each rate; optionally re-run the target rate on a
+    server whose worker threads are capped (`experiment_threads`, to test the stall cause)."""
+    with fresh_postgres("kb_bench_api") as url:
+        job = seed_api_job(url)
+        rows, errors = serve_rates(url, job, rates, seconds)
+        capped = (serve_rates(url, job, (capped_rate,), seconds, experiment_threads)[0]
+                  if experiment_threads else [])
+    return {"seconds_per_rate": seconds, "events_in_job": job[2], "rows": rows, **errors,
+            "capped_threads": experiment_threads, "capped_rows": capped,
+            "server": "uvicorn, 1 process, Postgres",
+            "client": f"asyncio httpx, open loop, {CONNECTIONS} connections"}
+
+
+def app_with_thread_limit() -> Any:
+    """The API app with AnyIO's worker-thread limit set from KB_BENCH_THREADS (experiment)."""
+    app = create_app()
+    tokens = int(os.environ["KB_BENCH_THREADS"])
+
+    async def wrapper(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "lifespan":  # runs on the server's event loop, before requests
+            anyio.to_thread.current_default_thread_limiter().total_tokens = tokens
+        await app(scope, receive, send)
+
+    return wrapper
+
+
 
 
 def target_met(data: dict[str, Any]) -> tuple[bool | None, str]:
@@ -266,13 +300,22 @@ def section(data: dict[str, Any]) -> str:
     if stuck:
         table += (f"\n\nStall: when the schedule ended, up to {stuck} database connections sat "
                   "idle in a transaction while the server used almost no CPU and requests went "
-                  "unanswered. Likely cause (see the report): each request's session comes from "
-                  "a sync `yield` dependency whose cleanup needs a free worker thread, while all "
-                  "worker threads wait for a pooled connection held by those sessions, so the "
-                  "server waits for SQLAlchemy's 30 s pool timeout again and again.")
+                  "unanswered. Likely cause: a request checks a connection out in the auth "
+                  "dependency (one worker thread) and gives it back only after the endpoint "
+                  "ran (another worker thread); when all 40 worker threads block waiting for "
+                  "one of the 15 pooled connections, the requests that hold those connections "
+                  "get no thread to finish, until SQLAlchemy's 30 s pool timeout fails waiters.")
     if data.get("server_tracebacks"):
         table += (f"\n\nThe server logged {data['server_tracebacks']} tracebacks; the first "
                   f"error: `{data['first_server_error'][:200]}`.")
+    if data.get("capped_rows"):
+        r = data["capped_rows"][0]
+        table += (f"\n\nExperiment (not the shipped configuration): the same server with its "
+                  f"worker threads capped at {data['capped_threads']} (= the database pool) at "
+                  f"{fmt(r['offered_rps'], 0)} req/s: {fmt(r['throughput_rps'])} req/s achieved, "
+                  f"{r['errors']} errors, p50 {fmt(r['p50_ms'])} ms, p99 {fmt(r['p99_ms'])} ms, "
+                  f"{r.get('db_idle_in_transaction_at_end')} connections idle in transaction at "
+                  "the end.")
     met, why = target_met(data)
     word = "not evaluated" if met is None else verdict(met)
     return (f"## API load\n\nCommand: `python -m bench.api_load`. {data['server']}; load "
@@ -307,7 +350,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--seconds", type=float, default=None, help="duration per rate")
     args = parser.parse_args(argv)
     rates, seconds = ((50.0, 100.0), 2.0) if args.quick else ((100.0, 250.0, 500.0, 1000.0), 5.0)
-    data = run_load(rates, args.seconds or seconds)
+    data = run_load(rates, args.seconds or seconds, None if args.quick else POOL_CONNECTIONS)
     RESULTS_DIR.mkdir(parents=True, exist_ok=True)
     (RESULTS_DIR / "api_load.json").write_text(json.dumps(data, indent=2))
     return data
