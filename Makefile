@@ -65,3 +65,10 @@ screenshot: install browser-deps
 # adversarial kernels in a running job, API fuzzing and auth; see docs/reliability.md.
 reliability: install
 	$(PY) -m pytest -q -p no:cacheprovider -s tests/reliability
+
+# On a GPU machine: correctness, timing vs do_bench, static vs driver, ncu, embedded optimize
+# (3 policies, T=20), then bench/gpu/RESULTS.md and bench/gpu/replay/measured.json (CPU step).
+GPU_OUT ?= /tmp/kernelband-gpu-validate/out
+gpu-validate: install
+	$(PY) -m bench.gpu.validate --all --out $(GPU_OUT)
+	TRITON_INTERPRET=1 $(PY) -m bench.gpu.validate --report --from $(GPU_OUT)

@@ -48,8 +48,9 @@ def compile(payload: dict[str, Any]) -> dict[str, Any]:  # noqa: A001 - the cont
                     "static_profile": None}
         return {"ok": True, "reason": "", "message": "static checks passed; interpreter "
                 "check runs in the profile step", "static_profile": None}
+    # device=None: the node's device; on a GPU node triton 3.6's interpreter breaks (numpy 2.5).
     verdict = evaluate_candidate(_problem(payload), payload["editable"], held_out=False,
-                                 seeds=PRESCREEN_SEEDS, device="cpu")
+                                 seeds=PRESCREEN_SEEDS, device=None)
     return {"ok": verdict.correct, "reason": "" if verdict.correct else verdict.reason,
             "message": verdict.message, "verdict": verdict.to_dict(),
             "static_profile": _static_profile(payload) if verdict.correct else None}

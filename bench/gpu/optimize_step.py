@@ -72,12 +72,13 @@ def job_records(url: str, job_id: int) -> dict[str, Any]:
 
 
 def run_optimize_step(examples: list[Path], target: str, budget: int, work: Path,
-                      deadline_s: float, job_wall_s: float | None) -> list[dict[str, Any]]:
+                      deadline_s: float, job_wall_s: float | None,
+                      policies: tuple[str, ...] = POLICIES) -> list[dict[str, Any]]:
     """Examples x policies in order until `deadline_s` (seconds from now) would be passed."""
     started = time.monotonic()
     rows: list[dict[str, Any]] = []
     for example in examples:
-        for policy in POLICIES:
+        for policy in policies:
             elapsed = time.monotonic() - started
             if job_wall_s is not None and elapsed + job_wall_s > deadline_s:
                 rows.append({"example": example.stem, "policy": policy, "status": "not run",

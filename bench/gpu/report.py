@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import statistics
+from pathlib import Path
 from typing import Any
 
 NOT_RUN = "not run"
@@ -115,10 +116,11 @@ def optimize_rows(jobs: list[dict[str, Any]]) -> list[list[Any]]:
     for j in jobs:
         if j.get("status") in (NOT_RUN, "error"):
             rows.append([j["example"], j["policy"], j["status"], str(j.get("reason"))[:100],
-                         *["-"] * 6])
+                         *["-"] * 7])
             continue
         rows.append([j["example"], j["policy"], j["status"], j.get("iterations_done"),
                      j.get("original_ms", 0) and j["original_ms"] * 1e3,
                      j.get("best_ms") and j["best_ms"] * 1e3, j.get("best_speedup"), j.get("label"),
-                     j.get("held_out"), " > ".join(j.get("lineage") or []) or "original"])
+                     j.get("held_out"), " > ".join(j.get("lineage") or []) or "original",
+                     Path(str(j.get("run", "-"))).name])
     return rows

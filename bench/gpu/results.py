@@ -32,10 +32,26 @@ def load_steps(folders: list[Path]) -> dict[str, Any]:
     for folder in folders:
         for name in ("env", "examples", "ncu", "optimize"):
             path = folder / f"{name}.json"
-            if path.exists():
-                steps[name] = json.loads(path.read_text())
-                steps[f"{name}_from"] = str(folder)
+            if not path.exists():
+                continue
+            data = json.loads(path.read_text())
+            if name == "optimize":  # per (example, policy): a later run's job replaces an earlier
+                data = merge_jobs(steps.get(name) or [], data, str(folder))
+            steps[name] = data
+            steps[f"{name}_from"] = str(folder)
     return steps
+
+
+def merge_jobs(earlier: list[dict[str, Any]], later: list[dict[str, Any]],
+               folder: str) -> list[dict[str, Any]]:
+    """Jobs of both runs, keyed by (example, policy); jobs of `later` that ran win."""
+    merged = {(j["example"], j["policy"]): j for j in earlier}
+    for job in later:
+        key = (job["example"], job["policy"])
+        if job.get("status") == "not run" and key in merged:
+            continue
+        merged[key] = dict(job, run=job.get("run", folder))
+    return list(merged.values())
 
 
 def measured_candidates(jobs: list[dict[str, Any]], example: str) -> list[tuple[str | None, float]]:
@@ -123,7 +139,7 @@ def render(steps: dict[str, Any], ranks: list[dict[str, Any]] | None, replay: di
         "Speedup = original / best measured time (sum over public cases) on the GPU. Jobs marked "
         "`not run` did not fit the device time box.",
         table(["example", "policy", "status", "iterations", "original µs", "best µs", "speedup",
-               "label", "held-out", "lineage"], optimize_rows(jobs)) if jobs else None)
+               "label", "held-out", "lineage", "run"], optimize_rows(jobs)) if jobs else None)
     rank_body = None
     if ranks:
         rank_body = table(["example", "Spearman rho (estimate vs measured)", "candidates",
@@ -140,6 +156,9 @@ def render(steps: dict[str, Any], ranks: list[dict[str, Any]] | None, replay: di
                   f"({replay['skipped_generations']} generations skipped: free-choice or "
                   "unfinished). Run the policy benchmark on it with "
                   f"`kernelband bench-policies --replay {replay_path}`.", ""]
+    notes = Path(__file__).with_name("notes.md")
+    if notes.exists():  # hand-written findings about the recorded runs
+        lines += [notes.read_text().rstrip(), ""]
     return "\n".join(lines).rstrip() + "\n"
 
 

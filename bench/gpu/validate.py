@@ -31,6 +31,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--from", dest="source", type=Path, action="append", default=[],
                    help="step JSON folder(s) for --report (repeatable; later ones win per step)")
     p.add_argument("--only", default="", help="comma-separated example names (default: all)")
+    p.add_argument("--policies", default="kernelband,random,ucb1", help="optimize policies")
     p.add_argument("--target", default="", help="KernelBand target (default: from the device)")
     p.add_argument("--budget", type=int, default=20, help="optimize iterations per job (T)")
     p.add_argument("--deadline-s", type=float, default=480.0, help="optimize step time box")
@@ -101,8 +102,9 @@ def run_gpu_steps(args: argparse.Namespace, started: float) -> None:
         deadline = args.deadline_s
         if args.time_box_s > 0:  # leave 20 s to write the JSON before the outer timeout
             deadline = min(deadline, args.time_box_s - (time.monotonic() - started) - 20)
+        policies = tuple(p.strip() for p in args.policies.split(",") if p.strip())
         jobs = run_optimize_step(ordered, target, args.budget, args.work / "jobs",
-                                 deadline, args.job_wall_s)
+                                 deadline, args.job_wall_s, policies)
         _write(args.out, "optimize", jobs)
 
 

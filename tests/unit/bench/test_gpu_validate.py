@@ -144,3 +144,25 @@ def test_cli_requires_a_step_and_filters_examples() -> None:
     assert names == ["softmax", "matmul"]
     with pytest.raises(SystemExit, match="unknown example"):
         validate.selected_examples("nope")
+
+
+def test_later_runs_replace_jobs_per_example_and_policy() -> None:
+    first = [{"example": "softmax", "policy": "ucb1", "status": "completed", "best_speedup": 1.0},
+             {"example": "matmul", "policy": "ucb1", "status": "completed", "best_speedup": 1.2}]
+    second = [{"example": "softmax", "policy": "ucb1", "status": "completed", "best_speedup": 1.3},
+              {"example": "matmul", "policy": "ucb1", "status": "not run"}]
+    merged = {(j["example"], j["policy"]): j for j in results.merge_jobs(first, second, "run2")}
+    assert merged[("softmax", "ucb1")]["best_speedup"] == 1.3
+    assert merged[("softmax", "ucb1")]["run"] == "run2"
+    assert merged[("matmul", "ucb1")]["best_speedup"] == 1.2  # a `not run` never hides a result
+
+
+def test_scaled_case_grows_known_shapes_only() -> None:
+    from bench.gpu.examples_check import scaled_case
+    from kernelband.problem.model import Case
+
+    grown = scaled_case(Case("r16_c128", {"rows": 16, "cols": 128}))
+    assert grown is not None and grown.params == {"rows": 4096, "cols": 4096}
+    assert grown.name == "r16_c128@scaled"
+    assert scaled_case(Case("n1000", {"n": 1000})).params["n"] == 1 << 25  # type: ignore[union-attr]
+    assert scaled_case(Case("odd", {"width": 3})) is None
