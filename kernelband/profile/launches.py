@@ -32,6 +32,7 @@ class LaunchRecord:
     num_stages: int
     options: dict[str, Any] = field(default_factory=dict)  # other launch options (num_ctas, ...)
     interpreted: bool = False
+    autotune_benchmark: bool = False  # launched by an @triton.autotune while timing its configs
     compiled: Any = None  # what the launch returned (a CompiledKernel on a GPU), once it ran
 
     @property
@@ -70,8 +71,9 @@ def tensor_nbytes(value: Any) -> int:
 
 
 _lock = threading.Lock()
+_benchmarking = threading.local()  # depth of Autotuner._bench calls on this thread
 _sinks: list[tuple[list[LaunchRecord], bool]] = []  # (records, execute) per active capture
-_originals: dict[type, Callable[..., Any]] = {}
+_originals: dict[tuple[type, str], Callable[..., Any]] = {}  # (class, method) -> original
 
 
 def _python_function(jit_fn: Any) -> Callable[..., Any]:
@@ -107,6 +109,7 @@ def _record(jit_fn: Any, args: tuple[Any, ...], grid: Any, kwargs: dict[str, Any
         num_stages=int(options.pop("num_stages", None) or DEFAULT_NUM_STAGES),
         options={k: v for k, v in options.items() if v is not None and k != "debug"},
         interpreted=isinstance(jit_fn, InterpretedFunction),
+        autotune_benchmark=getattr(_benchmarking, "depth", 0) > 0,
     )
 
 
@@ -132,6 +135,26 @@ def _make_wrapper(original: Callable[..., Any]) -> Callable[..., Any]:
     return run
 
 
+def _make_bench_wrapper(original: Callable[..., Any]) -> Callable[..., Any]:
+    def _bench(self: Any, *args: Any, **kwargs: Any) -> Any:
+        _benchmarking.depth = getattr(_benchmarking, "depth", 0) + 1
+        try:
+            return original(self, *args, **kwargs)
+        finally:
+            _benchmarking.depth -= 1
+
+    _bench.__wrapped__ = original  # type: ignore[attr-defined]
+    return _bench
+
+
+def _bench_class() -> type | None:
+    """Triton's Autotuner when it times configs through `_bench` (3.6 and 3.9 do)."""
+    from triton.runtime import autotuner
+
+    cls = getattr(autotuner, "Autotuner", None)
+    return cls if cls is not None and "_bench" in cls.__dict__ else None
+
+
 def _launch_classes() -> list[type]:
     from triton.runtime.interpreter import InterpretedFunction
     from triton.runtime.jit import JITFunction
@@ -139,17 +162,24 @@ def _launch_classes() -> list[type]:
     return [JITFunction, InterpretedFunction]
 
 
+def _patch(cls: type, name: str, make: Callable[[Callable[..., Any]], Callable[..., Any]]) -> None:
+    if (cls, name) not in _originals:
+        _originals[(cls, name)] = cls.__dict__[name]
+        setattr(cls, name, make(_originals[(cls, name)]))
+
+
 def _install() -> None:
     for cls in _launch_classes():
-        if cls not in _originals:
-            _originals[cls] = cls.__dict__["run"]
-            cls.run = _make_wrapper(_originals[cls])  # type: ignore[attr-defined]
+        _patch(cls, "run", _make_wrapper)
+    bench = _bench_class()
+    if bench is not None:
+        _patch(bench, "_bench", _make_bench_wrapper)
 
 
 def _uninstall() -> None:
-    for cls, original in list(_originals.items()):
-        cls.run = original  # type: ignore[attr-defined]
-        del _originals[cls]
+    for (cls, name), original in list(_originals.items()):
+        setattr(cls, name, original)
+        del _originals[(cls, name)]
 
 
 @contextmanager

@@ -56,3 +56,18 @@ def test_nested_captures_see_the_same_launches_and_patches_are_removed(kernels: 
     with capture_launches() as none:
         pass
     assert none == []
+
+
+def test_autotuner_config_timing_is_marked(kernels: ModuleType) -> None:
+    from triton.runtime.autotuner import Autotuner
+
+    before = Autotuner._bench
+    x = torch.randn(1000)
+    with capture_launches() as records:
+        out = kernels.tuned_copy(x)
+    assert torch.equal(out, x)
+    timed = [r for r in records if r.autotune_benchmark]
+    final = [r for r in records if not r.autotune_benchmark]
+    assert {r.args["BLOCK"] for r in timed} == {128, 256}
+    assert len(final) == 1 and final[0].args["BLOCK"] in (128, 256)
+    assert Autotuner._bench is before
