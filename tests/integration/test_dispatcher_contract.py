@@ -35,13 +35,15 @@ def dispatcher(request: pytest.FixtureRequest, dispatcher_settings: Settings,
 
 
 def collect(dispatcher: Dispatcher, count: int, timeout_s: float = 60.0) -> list[TaskResult]:
+    """Final results only: lease heartbeats ({"heartbeat": True}) may come first from a worker."""
     results: list[TaskResult] = []
     deadline = time.monotonic() + timeout_s
     while len(results) < count and time.monotonic() < deadline:
-        results += dispatcher.drain(timeout_s=0.5)
-    ack = getattr(dispatcher, "ack", None)
-    if ack is not None:
-        ack(results)
+        drained = dispatcher.drain(timeout_s=0.5)
+        ack = getattr(dispatcher, "ack", None)
+        if ack is not None:
+            ack(drained)
+        results += [r for r in drained if not r.result.get("heartbeat")]
     return results
 
 
