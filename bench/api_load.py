@@ -300,11 +300,12 @@ def section(data: dict[str, Any]) -> str:
     if stuck:
         table += (f"\n\nStall: when the schedule ended, up to {stuck} database connections sat "
                   "idle in a transaction while the server used almost no CPU and requests went "
-                  "unanswered. Likely cause: a request checks a connection out in the auth "
-                  "dependency (one worker thread) and gives it back only after the endpoint "
-                  "ran (another worker thread); when all 40 worker threads block waiting for "
-                  "one of the 15 pooled connections, the requests that hold those connections "
-                  "get no thread to finish, until SQLAlchemy's 30 s pool timeout fails waiters.")
+                  "unanswered, and the server log shows SQLAlchemy pool timeouts (all 15 pooled "
+                  "connections checked out). Each sync request makes several worker-thread hops "
+                  "(auth dependency, endpoint, session cleanup) and holds its connection between "
+                  "them; the likely deadlock is that connection holders wait for a worker "
+                  "thread while every worker thread waits for a connection, broken only by the "
+                  "30 s pool timeout. The capped-thread experiment below tests part of that.")
     if data.get("server_tracebacks"):
         table += (f"\n\nThe server logged {data['server_tracebacks']} tracebacks; the first "
                   f"error: `{data['first_server_error'][:200]}`.")
@@ -315,7 +316,11 @@ def section(data: dict[str, Any]) -> str:
                   f"{fmt(r['offered_rps'], 0)} req/s: {fmt(r['throughput_rps'])} req/s achieved, "
                   f"{r['errors']} errors, p50 {fmt(r['p50_ms'])} ms, p99 {fmt(r['p99_ms'])} ms, "
                   f"{r.get('db_idle_in_transaction_at_end')} connections idle in transaction at "
-                  "the end.")
+                  "the end. " + ("Capping threads at the pool size does not remove the "
+                  "stall, so the fix must keep connections from being held across thread hops "
+                  "(auth and endpoint in one sync call, async routes, or fewer requests admitted "
+                  "than pooled connections)." if r["unanswered"] else "Capping threads at the "
+                  "pool size removes the stall at this rate."))
     met, why = target_met(data)
     word = "not evaluated" if met is None else verdict(met)
     return (f"## API load\n\nCommand: `python -m bench.api_load`. {data['server']}; load "
