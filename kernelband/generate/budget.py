@@ -4,10 +4,15 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from types import ModuleType
 
-os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-import litellm  # noqa: E402  (the cost map setting must precede the import)
+def load_litellm() -> ModuleType:
+    """litellm, imported on first use: the rules generator and GPU nodes never need it."""
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # must precede the import
+    import litellm
+
+    return litellm
 
 
 @dataclass(frozen=True)
@@ -52,7 +57,7 @@ class BudgetGuard:
 def count_prompt_tokens(model: str, messages: list[dict[str, str]]) -> int:
     """Prompt tokens by litellm's tokenizer for `model` (chars/4 if it has none)."""
     try:
-        return int(litellm.token_counter(model=model, messages=messages))
+        return int(load_litellm().token_counter(model=model, messages=messages))
     except Exception:  # tokenizer unavailable offline: a rough, documented fallback
         return sum(len(m["content"]) for m in messages) // 4 + 4 * len(messages)
 
@@ -60,7 +65,7 @@ def count_prompt_tokens(model: str, messages: list[dict[str, str]]) -> int:
 def price_tokens(model: str, prompt_tokens: int, completion_tokens: int) -> tuple[float, bool]:
     """(USD, known) for the given token counts at litellm's list price for `model`."""
     try:
-        prompt_usd, completion_usd = litellm.cost_per_token(
+        prompt_usd, completion_usd = load_litellm().cost_per_token(
             model=model, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens
         )
     except Exception:  # litellm raises for models it has no price for

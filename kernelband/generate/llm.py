@@ -11,12 +11,13 @@ from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_expo
 
 from kernelband.config import Settings
 from kernelband.generate.base import Generator
-from kernelband.generate.budget import BudgetGuard, estimate_cost, litellm, price_tokens
+from kernelband.generate.budget import BudgetGuard, estimate_cost, load_litellm, price_tokens
 from kernelband.generate.extract import extract_code
 from kernelband.generate.messages import GenerationRequest, GenerationResult
 from kernelband.generate.prompts import render_prompt
 
 log = logging.getLogger(__name__)
+litellm: Any = load_litellm()
 litellm.suppress_debug_info = True  # its debug banners can echo request parameters
 
 TRANSIENT_STATUS = frozenset({408, 409, 425, 429})

@@ -104,7 +104,8 @@ def run_ncu(command: list[str], timeout_s: float = 120.0, kernel_regex: str | No
     ncu = find_ncu()
     if ncu is None:
         return NcuOutcome(False, reason="missing", message="ncu not found on PATH: install Nsight Compute")
-    argv = [ncu, "--csv", "--page", "raw", "--target-processes", "all",
+    # --clock-control none: measure the card as it is; never lock or change its clocks.
+    argv = [ncu, "--csv", "--page", "raw", "--target-processes", "all", "--clock-control", "none",
             "--metrics", ",".join(METRICS)]
     if kernel_regex:
         argv += ["--kernel-name", f"regex:{kernel_regex}"]

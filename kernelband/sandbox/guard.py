@@ -20,8 +20,8 @@ VIOLATIONS: list[str] = []
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC
 # Executables Triton launches while compiling for a GPU (ptxas and friends, the C launcher stub).
 # `file`: platform.architecture() runs `file -b python` while triton 3.6 builds its launcher.
-_ALLOWED_TOOLS = {"gcc", "cc", "clang", "g++", "c++", "ldconfig", "ptxas", "cuobjdump", "nvdisasm",
-                  "file"}
+_ALLOWED_TOOLS = {"gcc", "cc", "clang", "g++", "c++", "ldconfig", "ptxas", "ptxas-blackwell",
+                  "cuobjdump", "nvdisasm", "file", "ncu"}
 _FORBIDDEN_EVENTS = {
     "os.system": "os.system",
     "os.fork": "os.fork",
