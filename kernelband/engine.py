@@ -224,8 +224,9 @@ def extend_lease(session: Session, attempt_id: int, deadline: datetime,
 def finish_tracks_and_jobs(session: Session, now: datetime) -> list[int]:
     """Honour cancellation and budgets, start held-out acceptance, close finished jobs."""
     finished: list[int] = []
-    for job in session.scalars(select(Job).where(Job.status == "running").order_by(Job.id)):
-        tracks = list(session.scalars(select(Track).where(Track.job_id == job.id)))
+    for job in jobs_needing_finish(session, now):
+        tracks = list(session.scalars(select(Track).where(Track.job_id == job.id)
+                                      .order_by(Track.id)))
         if job.cancel_requested:
             cancel_job(session, job, tracks)
             finished.append(job.id)
@@ -243,6 +244,30 @@ def finish_tracks_and_jobs(session: Session, now: datetime) -> list[int]:
             close_job(session, job, tracks)
             finished.append(job.id)
     return finished
+
+
+def jobs_needing_finish(session: Session, now: datetime) -> list[Job]:
+    """Running jobs where `finish_tracks_and_jobs` can act; the rest are not examined.
+
+    Stateless (read from the database every pass), so a restarted scheduler misses nothing:
+    a cancel request, a spent budget, a running track whose iterations are all dispatched and
+    answered, or no unfinished track left.
+    """
+    running = session.scalars(select(Job).where(Job.status == "running").order_by(Job.id)).all()
+    if not running:
+        return []
+    open_pull = (select(Attempt.id).where(Attempt.track_id == Track.id,
+                                          Attempt.decision_id.is_not(None),
+                                          Attempt.state.in_(ACTIVE_ATTEMPT_STATES)).exists())
+    done_searching = (select(Track.job_id).join(Job, Job.id == Track.job_id)
+                      .where(Job.status == "running", Track.status == "running",
+                             Track.iterations_dispatched >= Job.budget_iterations, ~open_pull))
+    unfinished = (select(Track.id).where(Track.job_id == Job.id,
+                                         Track.status.not_in(FINISHED_TRACK)).exists())
+    all_finished = select(Job.id).where(Job.status == "running", ~unfinished)
+    ready = set(session.scalars(done_searching)) | set(session.scalars(all_finished))
+    return [job for job in running
+            if job.cancel_requested or job.id in ready or budget_reason(job, now)]
 
 
 def cancel_job(session: Session, job: Job, tracks: list[Track]) -> None:
@@ -286,10 +311,12 @@ def select_pulls(session: Session, now: datetime, cap: int | None = None) -> int
              .where(Track.status == "running", Job.status == "running",
                     Job.cancel_requested.is_(False)).order_by(Track.id))
     slots: list[tuple[Track, Job]] = []
-    for track, job in session.execute(query).all():
+    rows = session.execute(query).all()
+    in_flight_pulls = pulls_in_flight_by_track(session, [track.id for track, _ in rows])
+    for track, job in rows:
         if budget_reason(job, now):
             continue
-        free = job.parallelism - pulls_in_flight(session, track.id)
+        free = job.parallelism - in_flight_pulls.get(track.id, 0)
         free = min(free, job.budget_iterations - track.iterations_dispatched)
         slots.extend([(track, job)] * max(free, 0))
     in_flight = in_flight_by_team(session)
@@ -303,9 +330,20 @@ def select_pulls(session: Session, now: datetime, cap: int | None = None) -> int
                for track, job, count in per_track.values())
 
 
+def pulls_in_flight_by_track(session: Session, track_ids: list[int]) -> dict[int, int]:
+    """Open pulls per track in one grouped query (`pulls_in_flight` for many tracks)."""
+    if not track_ids:
+        return {}
+    query = (select(Attempt.track_id, func.count(Attempt.id))
+             .where(Attempt.track_id.in_(track_ids), Attempt.decision_id.is_not(None),
+                    Attempt.state.in_(ACTIVE_ATTEMPT_STATES)).group_by(Attempt.track_id))
+    return {int(track): int(count) for track, count in session.execute(query).all()}
+
+
 def select_for_track(session: Session, job: Job, track: Track, count: int) -> int:
     """`count` decisions from the policy, each recorded as a pending generate attempt."""
-    policy, state = policy_for(job), load_state(track)
+    policy = policy_for(job)
+    state = before = load_state(track)
     for _ in range(count):
         decision, state = policy.select(state)
         seed = job.seed * 100_003 + track.iterations_dispatched  # reproducible per pull
@@ -315,7 +353,7 @@ def select_for_track(session: Session, job: Job, track: Track, count: int) -> in
         track.iterations_dispatched += 1
         append_event(session, job.id, "pull_selected",
                      {"target": track.target, **decision.to_dict()})
-    save_state(session, track, state)
+    save_state(session, track, state, before)
     return count
 
 
@@ -362,6 +400,8 @@ __all__ = [
     "requeue_orphans",
     "retry_or_fail",
     "job_is_finished",
+    "jobs_needing_finish",
+    "pulls_in_flight_by_track",
     "select_and_dispatch",
     "select_for_track",
     "select_pulls",

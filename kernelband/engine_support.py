@@ -86,10 +86,19 @@ def load_state(track: Track) -> PolicyState:
     return PolicyState.from_dict(track.policy_state)
 
 
-def save_state(session: Session, track: Track, state: PolicyState) -> None:
-    """Store the state and rewrite the derived arm statistics and clusters view."""
+def save_state(session: Session, track: Track, state: PolicyState,
+               previous: PolicyState | None = None) -> None:
+    """Store the state and refresh the derived arm/cluster view unless `previous` shows it same."""
     track.policy_state = state.to_dict()
-    write_arm_view(session, track, state)
+    if previous is None or view_key(previous) != view_key(state):
+        write_arm_view(session, track, state)
+
+
+def view_key(state: PolicyState) -> tuple[Any, ...]:
+    """Everything the arm/cluster view is derived from (selecting a pull changes none of it)."""
+    # Frontier entries are only ever appended, so its length stands for its content.
+    return (state.t, state.arm_n, state.arm_mu, state.labels, state.n_clusters,
+            state.centroids, len(state.frontier))
 
 
 def write_arm_view(session: Session, track: Track, state: PolicyState) -> None:
@@ -102,16 +111,21 @@ def write_arm_view(session: Session, track: Track, state: PolicyState) -> None:
     open_mask = _open_mask(state, theta) if theta is not None else None
     existing = {(a.cluster, a.strategy): a for a in
                 session.scalars(select(ArmStat).where(ArmStat.track_id == track.id))}
+    now = utcnow()
     for cluster, row in enumerate(state.arm_n):
         for index, pulls in enumerate(row):
             strategy = STRATEGY_NAMES[index] if index < len(STRATEGY_NAMES) else f"arm{index}"
-            arm = existing.get((cluster, strategy)) or ArmStat(
-                track_id=track.id, cluster=cluster, strategy=strategy)
-            arm.pulls, arm.mean_reward = float(pulls), float(state.arm_mu[cluster][index])
-            arm.ucb_score = None if ucb is None else ucb[cluster][index]
-            arm.masked = open_mask is not None and not open_mask[cluster][index]
-            arm.updated_at = utcnow()
-            session.add(arm)
+            values = (float(pulls), float(state.arm_mu[cluster][index]),
+                      None if ucb is None else ucb[cluster][index],
+                      open_mask is not None and not open_mask[cluster][index])
+            arm = existing.get((cluster, strategy))
+            if arm is None:
+                arm = ArmStat(track_id=track.id, cluster=cluster, strategy=strategy)
+                session.add(arm)
+            elif (arm.pulls, arm.mean_reward, arm.ucb_score, arm.masked) == values:
+                continue  # unchanged: no UPDATE, and updated_at keeps meaning "last changed"
+            arm.pulls, arm.mean_reward, arm.ucb_score, arm.masked = values
+            arm.updated_at = now
     _write_clusters(session, track, state)
 
 
@@ -137,20 +151,30 @@ def _open_mask(state: PolicyState, theta: Any) -> list[list[bool]]:
 
 
 def _write_clusters(session: Session, track: Track, state: PolicyState) -> None:
+    """One row per cluster, rewritten only where members, representative or centroid changed."""
     existing = {c.cluster: c for c in
                 session.scalars(select(Cluster).where(Cluster.track_id == track.id))}
     labels = state.labels or [0] * len(state.frontier)
+    members: dict[int, list[str]] = {}
+    fastest: dict[int, FrontierEntry] = {}
+    for entry, label in zip(state.frontier, labels, strict=False):  # one pass, not one per cluster
+        members.setdefault(label, []).append(entry.kernel_id)
+        if label not in fastest or entry.time_ms < fastest[label].time_ms:
+            fastest[label] = entry
+    now = utcnow()
     for cluster in range(max(state.n_clusters, 1)):
-        members = [e.kernel_id for e, label in zip(state.frontier, labels, strict=False)
-                   if label == cluster]
-        row = existing.get(cluster) or Cluster(track_id=track.id, cluster=cluster)
-        row.members, row.size = members, len(members)
-        fastest = min((e for e in state.frontier if e.kernel_id in members),
-                      key=lambda e: e.time_ms, default=None)
-        row.representative_id = int(fastest.kernel_id) if fastest else None
-        row.centroid = state.centroids[cluster] if cluster < len(state.centroids) else []
-        row.updated_at = utcnow()
-        session.add(row)
+        best = fastest.get(cluster)
+        ids = members.get(cluster, [])
+        values = (ids, len(ids), int(best.kernel_id) if best else None,
+                  state.centroids[cluster] if cluster < len(state.centroids) else [])
+        row = existing.get(cluster)
+        if row is None:
+            row = Cluster(track_id=track.id, cluster=cluster)
+            session.add(row)
+        elif (row.members, row.size, row.representative_id, row.centroid) == values:
+            continue
+        row.members, row.size, row.representative_id, row.centroid = values
+        row.updated_at = now
 
 
 def budget_reason(job: Job, now: datetime) -> str | None:

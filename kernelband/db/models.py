@@ -147,7 +147,8 @@ class Track(Base):
     job_id: Mapped[int] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"), index=True)
     target: Mapped[str] = mapped_column(String(16))
     status: Mapped[str] = mapped_column(String(16), default="pending", index=True)
-    policy_state: Mapped[dict[str, Any] | None] = mapped_column(default=None)
+    # Deferred: with a large frontier it is the biggest column; only select/update read it.
+    policy_state: Mapped[dict[str, Any] | None] = mapped_column(default=None, deferred=True)
     iterations_dispatched: Mapped[int] = mapped_column(Integer, default=0)
     iterations_done: Mapped[int] = mapped_column(Integer, default=0)
     original_candidate_id: Mapped[int | None] = mapped_column(
