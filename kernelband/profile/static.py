@@ -3,6 +3,7 @@ read registers, shared/local memory, occupancy and the SASS instruction mix."""
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -257,10 +258,54 @@ def cache_key(record: LaunchRecord, cc: int) -> str:
         source_key = jit.cache_key
     options = sorted((k, repr(v)) for k, v in record.options.items() if k in _PASSED_OPTIONS)
     text = "|".join(
-        [PROFILER_VERSION, source_key, triton.__version__, f"sm_{cc}", spec.key(),
-         f"w{record.num_warps}s{record.num_stages}", repr(options), str(_ptxas_override(cc))]
+        [PROFILER_VERSION, _profiler_digest(), source_key, triton.__version__, f"sm_{cc}", spec.key(),
+         f"w{record.num_warps}s{record.num_stages}", repr(options), str(_ptxas_override(cc)),
+         _compiler_key(record, cc)]
     )
     return hashlib.sha256(text.encode()).hexdigest()
+
+
+_PROFILER_MODULES = ("static.py", "sass.py", "occupancy.py", "archs.py", "specialize.py")
+
+
+@functools.lru_cache(maxsize=1)
+def _profiler_digest() -> str:
+    """A digest of the code that decides what a profile holds, so an edit that forgets to bump
+    PROFILER_VERSION still retires the entries the old code wrote."""
+    here = Path(__file__).parent
+    digest = hashlib.sha256()
+    for name in _PROFILER_MODULES:
+        digest.update((here / name).read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def _compiler_key(record: LaunchRecord, cc: int) -> str:
+    """What Triton itself keys a compile on besides the source: the resolved options (including
+    environment knobs such as TRITON_DEFAULT_FP_FUSION), the ptxas version and the
+    cache-invalidating TRITON_* variables. Without it, a profile compiled under one setting was
+    served under another."""
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler.compiler import make_backend
+
+    options = {"num_warps": record.num_warps, "num_stages": record.num_stages}
+    options.update({k: v for k, v in record.options.items() if k in _PASSED_OPTIONS})
+    try:
+        with _fork_exec_subprocesses(), _sandbox_safe_ptxas(cc):
+            backend = make_backend(GPUTarget("cuda", cc, 32))
+            parts = [backend.hash(), backend.parse_options(dict(options)).hash()]
+    except Exception as exc:  # noqa: BLE001 - key what we can; the compile reports real errors
+        parts = [f"backend unavailable: {type(exc).__name__}"]
+    return "|".join([*parts, repr(sorted(_invalidating_env().items()))])
+
+
+def _invalidating_env() -> dict[str, str]:
+    """The TRITON_* variables Triton's own compile cache is keyed on (those that are set)."""
+    try:
+        from triton._C.libtriton import get_cache_invalidating_env_vars
+    except ImportError:  # older layouts: fall back to every TRITON_ variable except paths
+        return {k: v for k, v in os.environ.items()
+                if k.startswith("TRITON_") and not k.endswith(("_DIR", "_PATH")) and k != "TRITON_INTERPRET"}
+    return {str(k): str(v) for k, v in get_cache_invalidating_env_vars().items()}
 
 
 def static_profile(record: LaunchRecord, cc: int, cache_dir: Path | None = None) -> StaticProfile:
