@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
-import hashlib
-import secrets
 from collections.abc import Sequence
 from typing import Any
 
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+# The one token format lives in auth_tokens; TOKEN_PREFIX and hash_token are re-exported here.
+from kernelband.auth_tokens import TOKEN_PREFIX as TOKEN_PREFIX
+from kernelband.auth_tokens import hash_token as hash_token
+from kernelband.auth_tokens import mint_token
 from kernelband.db.models import (
     FINISHED_JOB_STATUSES,
     ApiToken,
@@ -21,17 +23,11 @@ from kernelband.db.models import (
     utcnow,
 )
 
-TOKEN_PREFIX = "kb_"
 KNOWN_TARGETS = ("rtx4090", "a100", "h100", "h200", "cpu")
 
 
 class NotFoundError(LookupError):
     """A row does not exist (or belongs to another team)."""
-
-
-def hash_token(plaintext: str) -> str:
-    """sha256 hex digest of a token; only this is stored."""
-    return hashlib.sha256(plaintext.encode()).hexdigest()
 
 
 def create_team(session: Session, name: str) -> Team:
@@ -50,13 +46,13 @@ def get_or_create_team(session: Session, name: str) -> Team:
 
 def create_api_token(session: Session, team_id: int, name: str = "",
                      is_admin: bool = False) -> tuple[ApiToken, str]:
-    """A new token row and its plaintext (shown once, never stored)."""
-    plaintext = TOKEN_PREFIX + secrets.token_urlsafe(32)
-    token = ApiToken(team_id=team_id, name=name, prefix=plaintext[:10],
-                     token_hash=hash_token(plaintext), is_admin=is_admin)
+    """A new token row and its plaintext (shown once, never stored), in the API's format."""
+    new = mint_token()
+    token = ApiToken(team_id=team_id, name=name, prefix=new.prefix, token_hash=new.sha256,
+                     is_admin=is_admin)
     session.add(token)
     session.flush()
-    return token, plaintext
+    return token, new.secret
 
 
 def find_token(session: Session, plaintext: str) -> ApiToken | None:

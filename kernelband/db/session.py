@@ -14,6 +14,14 @@ from sqlalchemy.orm.exc import StaleDataError
 REPO_ROOT = Path(__file__).resolve().parents[2]
 MIGRATIONS_DIR = REPO_ROOT / "migrations"
 
+# Connection pool per engine (Postgres). Holders release connections within one call, so the
+# pool only needs to match the API's worker threads (deps.API_WORKER_THREADS = size + overflow -
+# reserve). A short timeout turns exhaustion into a quick 503 instead of a 30 s hang.
+POOL_SIZE = 10
+POOL_MAX_OVERFLOW = 15
+POOL_RESERVE = 5  # connections beyond the API's threads: embedded scheduler, metrics scrapes
+POOL_TIMEOUT_S = 5.0
+
 
 class DatabaseError(RuntimeError):
     """Base of the database errors the service shows to people."""
@@ -51,7 +59,11 @@ def make_engine(url: str, **kwargs: object) -> Engine:
         )
         event.listen(engine, "connect", _sqlite_pragmas)
         return engine
-    return create_engine(url, pool_pre_ping=True, **kwargs)
+    pool: dict[str, object] = {"pool_pre_ping": True}
+    if "poolclass" not in kwargs:  # sizes apply to the default QueuePool only
+        pool |= {"pool_size": POOL_SIZE, "max_overflow": POOL_MAX_OVERFLOW,
+                 "pool_timeout": POOL_TIMEOUT_S}
+    return create_engine(url, **{**pool, **kwargs})
 
 
 def _sqlite_pragmas(dbapi_connection: object, _record: object) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 
+import anyio.to_thread
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 from sqlalchemy.orm import Session, sessionmaker
@@ -13,6 +14,7 @@ from starlette.responses import Response
 from kernelband.config import Settings, get_settings
 from kernelband.db import open_database
 from services.api.dashboard import router as dashboard_router
+from services.api.deps import API_WORKER_THREADS
 from services.api.errors import ErrorBody, install_error_handlers
 from services.api.logs import install_log_redaction
 from services.api.metrics import ApiMetrics
@@ -53,6 +55,9 @@ def create_app(
             url = settings.effective_database_url
             _, app.state.session_factory = open_database(url, migrate=url.startswith("sqlite"))
         install_log_redaction()  # again: uvicorn configures its loggers after create_app
+        # No more threads than pooled connections (each holds at most one): a request then
+        # never waits for a connection inside a thread; excess requests queue on the loop.
+        anyio.to_thread.current_default_thread_limiter().total_tokens = API_WORKER_THREADS
         yield
 
     app = FastAPI(

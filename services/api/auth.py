@@ -2,19 +2,28 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import timedelta
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from kernelband.auth_tokens import hashes_match, token_prefix
 from kernelband.db.models import ApiToken, Team, utcnow
 from services.api.errors import ApiError
-from services.api.tokens import hashes_match, token_prefix
 
 _HOW_TO_GET = "create one with `kernelband tokens create --team NAME`"
 _CHALLENGE = {"WWW-Authenticate": "Bearer"}
 # Recording use on every request would turn each read into a write; once a minute is enough.
 _LAST_USED_RESOLUTION = timedelta(minutes=1)
+
+
+@dataclass(frozen=True)
+class TeamRef:
+    """The authenticated team as plain values: no ORM object outlives the auth session."""
+
+    id: int
+    name: str
 
 
 def _unauthorized(code: str, message: str) -> ApiError:
@@ -28,7 +37,7 @@ def missing_token() -> ApiError:
     )
 
 
-def authenticate(session: Session, token: str) -> Team:
+def authenticate(session: Session, token: str) -> TeamRef:
     """The team of a valid, unrevoked token, else a 401 ApiError."""
     prefix = token_prefix(token)
     if prefix is not None:
@@ -43,7 +52,7 @@ def authenticate(session: Session, token: str) -> Team:
             _touch(session, row)
             team = session.get(Team, row.team_id)
             if team is not None:
-                return team
+                return TeamRef(id=team.id, name=team.name)
     raise _unauthorized("invalid_token", f"The bearer token is not valid; {_HOW_TO_GET}.")
 
 

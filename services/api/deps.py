@@ -1,8 +1,13 @@
-"""FastAPI dependencies as `Annotated` aliases, so route signatures read like sentences."""
+"""FastAPI dependencies as `Annotated` aliases, so route signatures read like sentences.
+
+No dependency holds a database connection past its own call: authentication runs in a short
+session of its own and returns plain values, and each endpoint opens its own short session with
+`session_scope(db)`. A connection held while its request waits for another worker-thread hop
+deadlocks the server under load (threads wait for connections, connection holders for threads).
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Annotated
 
 from fastapi import Depends, Path, Request
@@ -11,27 +16,32 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from kernelband.config import Settings
 from kernelband.db import session_scope
-from kernelband.db.models import Team
-from services.api.auth import authenticate, missing_token
+from kernelband.db.session import POOL_MAX_OVERFLOW, POOL_RESERVE, POOL_SIZE
+from services.api.auth import TeamRef, authenticate, missing_token
 from services.api.problems import ProblemLoader
 
 _bearer = HTTPBearer(auto_error=False, description="A team token from `kernelband tokens create`.")
 
+# Worker threads for sync routes and dependencies: at most one connection each, so with this
+# many threads a request never waits for a pooled connection (the reserve serves the embedded
+# scheduler and metrics scrapes).
+API_WORKER_THREADS = POOL_SIZE + POOL_MAX_OVERFLOW - POOL_RESERVE
 
-def get_settings(request: Request) -> Settings:
+
+# The plain getters are async on purpose: a sync dependency costs a worker-thread hop.
+async def get_settings(request: Request) -> Settings:
     """The Settings the app was created with."""
     settings: Settings = request.app.state.settings
     return settings
 
 
-def get_session(request: Request) -> Iterator[Session]:
-    """One session per request; routes that write commit explicitly before responding."""
+async def get_session_factory(request: Request) -> sessionmaker[Session]:
+    """The app's session factory; endpoints open `with session_scope(db) as session:`."""
     factory: sessionmaker[Session] = request.app.state.session_factory
-    with session_scope(factory) as session:
-        yield session
+    return factory
 
 
-def get_problem_loader(request: Request) -> ProblemLoader:
+async def get_problem_loader(request: Request) -> ProblemLoader:
     """The loader that validates submitted problems (the sandboxed one unless a test swaps it)."""
     loader: ProblemLoader = request.app.state.problem_loader
     return loader
@@ -42,18 +52,20 @@ MAX_ID = 2**31 - 1
 JobId = Annotated[int, Path(ge=1, le=MAX_ID, description="The job id from POST /v1/jobs.")]
 
 SettingsDep = Annotated[Settings, Depends(get_settings)]
-SessionDep = Annotated[Session, Depends(get_session)]
+DbDep = Annotated[sessionmaker[Session], Depends(get_session_factory)]
 ProblemLoaderDep = Annotated[ProblemLoader, Depends(get_problem_loader)]
 
 
 def get_current_team(
-    session: SessionDep,
+    db: DbDep,
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
-) -> Team:
-    """The team whose bearer token came with the request."""
+) -> TeamRef:
+    """The team whose bearer token came with the request, looked up in a session of its own
+    that is closed (its connection back in the pool) before the endpoint runs."""
     if credentials is None:
         raise missing_token()
-    return authenticate(session, credentials.credentials)
+    with session_scope(db) as session:
+        return authenticate(session, credentials.credentials)
 
 
-CurrentTeam = Annotated[Team, Depends(get_current_team)]
+CurrentTeam = Annotated[TeamRef, Depends(get_current_team)]

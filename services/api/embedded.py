@@ -8,14 +8,13 @@ import time
 
 from sqlalchemy.orm import Session, sessionmaker
 
+from kernelband.auth_tokens import hash_token, token_prefix
 from kernelband.config import Settings
-from kernelband.db import session_scope
+from kernelband.db import repository, session_scope
 from kernelband.db.models import ApiToken
 from kernelband.dispatch import EmbeddedDispatcher
 from kernelband.engine import EngineContext, step
 from services.api.schemas import WorkerOut
-from services.api.teams import get_or_create_team
-from services.api.tokens import hash_token, token_prefix
 
 log = logging.getLogger(__name__)
 
@@ -74,6 +73,6 @@ def register_bootstrap_token(factory: sessionmaker[Session], token: str, team: s
     with session_scope(factory) as session:
         if session.query(ApiToken).filter_by(token_hash=digest).first() is not None:
             return False
-        owner = get_or_create_team(session, team)
+        owner = repository.get_or_create_team(session, team)
         session.add(ApiToken(team_id=owner.id, name="bootstrap", prefix=prefix, token_hash=digest))
     return True

@@ -9,6 +9,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel
+from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from kernelband.db import ConflictError, DatabaseError
@@ -120,10 +121,19 @@ def _database_error(_: Request, exc: Exception) -> JSONResponse:
     return JSONResponse(body.model_dump(exclude_none=True), 503)
 
 
+def _pool_exhausted(_: Request, exc: Exception) -> JSONResponse:
+    # Every pooled database connection stayed busy for the whole pool timeout: overload, so
+    # answer at once with a hint instead of letting requests pile up behind the pool.
+    body = ErrorBody(error="database_busy", message="The server's database connections are all "
+                     "busy (overloaded); retry in a few seconds, with backoff.")
+    return JSONResponse(body.model_dump(exclude_none=True), 503, headers={"Retry-After": "2"})
+
+
 def install_error_handlers(app: FastAPI) -> None:
     """Route every error through the one body shape."""
     app.add_exception_handler(ApiError, _api_error)
     app.add_exception_handler(DatabaseError, _database_error)
+    app.add_exception_handler(PoolTimeoutError, _pool_exhausted)
     app.add_exception_handler(StarletteHTTPException, _http_error)
     app.add_exception_handler(RequestValidationError, _validation_error)
 

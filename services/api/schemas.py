@@ -46,6 +46,16 @@ class BudgetIn(_Strict):
     wall_s: int = Field(default=3600, ge=10, le=7 * 24 * 3600, description="Wall-clock seconds.")
 
 
+class BudgetOut(BaseModel):
+    """A job's budget as stored. Unbounded on purpose: only requests are bounded (BudgetIn), and
+    jobs made by the CLI, suites or the repository may carry larger budgets."""
+
+    iterations: int = Field(description="Generations per track.")
+    tokens: int | None = Field(default=None, description="LLM tokens, all tracks.")
+    usd: float | None = Field(default=None, description="LLM cost in USD, all tracks.")
+    wall_s: int = Field(description="Wall-clock seconds.")
+
+
 class GeneratorIn(_Strict):
     """Which generator writes rewrites; an empty model means the offline rules generator."""
 
@@ -141,7 +151,7 @@ class JobOut(BaseModel):
     generator: str
     model: str
     seed: int
-    budget: BudgetIn
+    budget: BudgetOut
     parallelism: int
     suite: str | None
     created_at: datetime | None

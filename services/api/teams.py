@@ -8,8 +8,8 @@ from datetime import datetime
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from kernelband.db import repository
 from kernelband.db.models import ApiToken, Team, utcnow
-from services.api.tokens import mint_token
 
 
 @dataclass(frozen=True)
@@ -24,24 +24,10 @@ class TokenInfo:
     revoked_at: datetime | None
 
 
-def get_or_create_team(session: Session, name: str) -> Team:
-    """The team with this name, created if new."""
-    team = session.scalars(select(Team).where(Team.name == name)).first()
-    if team is None:
-        team = Team(name=name)
-        session.add(team)
-        session.flush()
-    return team
-
-
 def create_token(session: Session, team_name: str, token_name: str = "") -> str:
     """Mint a token for the team (created if needed); returns the secret, shown once."""
-    team = get_or_create_team(session, team_name)
-    new = mint_token()
-    session.add(ApiToken(team_id=team.id, name=token_name, prefix=new.prefix,
-                         token_hash=new.sha256))
-    session.flush()
-    return new.secret
+    team = repository.get_or_create_team(session, team_name)
+    return repository.create_api_token(session, team.id, token_name)[1]
 
 
 def revoke_tokens(session: Session, prefix: str) -> int:

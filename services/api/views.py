@@ -9,6 +9,7 @@ from services.api import queries
 from services.api.schemas import (
     BestOut,
     BudgetIn,
+    BudgetOut,
     CandidateDetail,
     CandidateOut,
     JobOut,
@@ -27,9 +28,9 @@ def problem_out(problem: Problem) -> ProblemOut:
     )
 
 
-def budget_out(job: Job) -> BudgetIn:
-    """The job's budget in the shape it was submitted."""
-    return BudgetIn(
+def budget_out(job: Job) -> BudgetOut:
+    """The job's budget as stored (never re-validated against request bounds)."""
+    return BudgetOut(
         iterations=job.budget_iterations, tokens=job.budget_tokens, usd=job.budget_usd,
         wall_s=int(job.budget_wall_s or 0) or BudgetIn().wall_s,
     )

@@ -12,9 +12,10 @@ from fastapi.templating import Jinja2Templates
 from pydantic import BaseModel
 from sqlalchemy import case, func, select
 
+from kernelband.db import session_scope
 from kernelband.db.models import FINISHED_JOB_STATUSES, Candidate, Job, Problem, Suite, Track
 from services.api import queries
-from services.api.deps import MAX_ID, CurrentTeam, JobId, SessionDep
+from services.api.deps import MAX_ID, CurrentTeam, DbDep, JobId
 from services.api.errors import ERROR_RESPONSES, ApiError
 from services.api.schemas import JobOut
 from services.api.views import job_out
@@ -113,59 +114,62 @@ def static_file(name: str) -> FileResponse:
 
 @router.get("/ui/api/jobs", summary="Dashboard: the team's jobs with tracks and spend")
 def dashboard_jobs(
-    team: CurrentTeam, session: SessionDep,
+    team: CurrentTeam, db: DbDep,
     status: Annotated[str | None, Query(max_length=16)] = None,
     target: Annotated[str | None, Query(max_length=16)] = None,
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
 ) -> list[DashboardJob]:
     """Like GET /v1/jobs, but each job carries its tracks, best speedups, spend and owner."""
-    rows, _ = queries.list_jobs(session, team.id, status=status or None, target=target or None,
-                                suite=None, limit=limit, offset=0)
-    return [DashboardJob(**job_out(session, job, problem).model_dump(), owner=team.name)
-            for job, problem in rows]
+    with session_scope(db) as session:
+        rows, _ = queries.list_jobs(session, team.id, status=status or None, target=target or None,
+                                    suite=None, limit=limit, offset=0)
+        return [DashboardJob(**job_out(session, job, problem).model_dump(), owner=team.name)
+                for job, problem in rows]
 
 
 @router.get("/ui/api/suites", summary="Dashboard: the team's suites with their progress")
 def dashboard_suites(
-    team: CurrentTeam, session: SessionDep, limit: Annotated[int, Query(ge=1, le=200)] = 50,
+    team: CurrentTeam, db: DbDep, limit: Annotated[int, Query(ge=1, le=200)] = 50,
 ) -> list[DashboardSuite]:
     """Newest first: id, name, format, creation time, jobs and how many finished."""
-    suites = session.scalars(select(Suite).where(Suite.team_id == team.id)
-                             .order_by(Suite.created_at.desc(), Suite.id).limit(limit)).all()
-    counts = {suite_id: (int(total), int(done or 0)) for suite_id, total, done in session.execute(
-        select(Job.suite_id, func.count(Job.id),
-               func.sum(case((Job.status.in_(FINISHED_JOB_STATUSES), 1), else_=0)))
-        .where(Job.team_id == team.id, Job.suite_id.in_([s.id for s in suites]))
-        .group_by(Job.suite_id)).all()}
-    return [DashboardSuite(suite_id=s.id, name=s.name, format=s.format, created_at=s.created_at,
-                           jobs=counts.get(s.id, (0, 0))[0],
-                           jobs_finished=counts.get(s.id, (0, 0))[1],
-                           load_failures=len(s.load_failures or []))
-            for s in suites]
+    with session_scope(db) as session:
+        suites = session.scalars(select(Suite).where(Suite.team_id == team.id)
+                                 .order_by(Suite.created_at.desc(), Suite.id).limit(limit)).all()
+        counts = {suite_id: (int(total), int(done or 0)) for suite_id, total, done in session.execute(
+            select(Job.suite_id, func.count(Job.id),
+                   func.sum(case((Job.status.in_(FINISHED_JOB_STATUSES), 1), else_=0)))
+            .where(Job.team_id == team.id, Job.suite_id.in_([s.id for s in suites]))
+            .group_by(Job.suite_id)).all()}
+        return [DashboardSuite(suite_id=s.id, name=s.name, format=s.format, created_at=s.created_at,
+                               jobs=counts.get(s.id, (0, 0))[0],
+                               jobs_finished=counts.get(s.id, (0, 0))[1],
+                               load_failures=len(s.load_failures or []))
+                for s in suites]
 
 
 @router.get("/ui/api/jobs/{job_id}/candidates/{candidate_id}/source",
             summary="Dashboard: a candidate's kernel region and its track's original")
 def candidate_source(
     job_id: JobId, candidate_id: Annotated[int, Path(ge=1, le=MAX_ID)],
-    team: CurrentTeam, session: SessionDep,
+    team: CurrentTeam, db: DbDep,
 ) -> dict[str, object]:
     """The editable region of a candidate and of the original, for the diff view."""
-    job = queries.team_job(session, team.id, job_id)
-    row = session.execute(
-        select(Candidate, Track).join(Track, Track.id == Candidate.track_id)
-        .where(Candidate.id == candidate_id, Track.job_id == job.id)
-    ).first()
-    if row is None:
-        raise ApiError(404, "not_found", f"Job {job_id} has no candidate {candidate_id}; "
-                       "list them with GET /v1/jobs/{job_id}/candidates.")
-    candidate, track = row
-    original = session.get(Candidate, track.original_candidate_id) if track.original_candidate_id else None
-    problem = session.get(Problem, job.problem_id)
-    return {
-        "candidate_id": candidate.id, "target": track.target, "status": candidate.status,
-        "reason": candidate.reason, "strategy": candidate.strategy,
-        "editable": candidate.editable,
-        "original_editable": original.editable if original else None,
-        "problem_name": problem.name if problem else None,
-    }
+    with session_scope(db) as session:
+        job = queries.team_job(session, team.id, job_id)
+        row = session.execute(
+            select(Candidate, Track).join(Track, Track.id == Candidate.track_id)
+            .where(Candidate.id == candidate_id, Track.job_id == job.id)
+        ).first()
+        if row is None:
+            raise ApiError(404, "not_found", f"Job {job_id} has no candidate {candidate_id}; "
+                           "list them with GET /v1/jobs/{job_id}/candidates.")
+        candidate, track = row
+        original = session.get(Candidate, track.original_candidate_id) if track.original_candidate_id else None
+        problem = session.get(Problem, job.problem_id)
+        return {
+            "candidate_id": candidate.id, "target": track.target, "status": candidate.status,
+            "reason": candidate.reason, "strategy": candidate.strategy,
+            "editable": candidate.editable,
+            "original_editable": original.editable if original else None,
+            "problem_name": problem.name if problem else None,
+        }

@@ -6,9 +6,10 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, Response, status
 
+from kernelband.db import session_scope
 from kernelband.db.models import FINISHED_JOB_STATUSES, JOB_STATUSES, Problem
 from services.api import queries, submission
-from services.api.deps import MAX_ID, CurrentTeam, JobId, ProblemLoaderDep, SessionDep, SettingsDep
+from services.api.deps import MAX_ID, CurrentTeam, DbDep, JobId, ProblemLoaderDep, SettingsDep
 from services.api.errors import ERROR_RESPONSES, ApiError, ErrorBody
 from services.api.problems import check_size
 from services.api.schemas import JobCreate, JobList, JobOut, Target
@@ -33,21 +34,22 @@ JobStatus = Annotated[str | None, Query(description=f"One of {', '.join(JOB_STAT
     },
 )
 def create_job(
-    body: JobCreate, team: CurrentTeam, session: SessionDep, settings: SettingsDep,
+    body: JobCreate, team: CurrentTeam, db: DbDep, settings: SettingsDep,
     loader: ProblemLoaderDep, response: Response,
 ) -> JobOut:
     team_id = team.id
     check_size(body.problem.source, settings.max_source_bytes)
     submission.validate_policy(body.policy, body.policy_params)
-    submission.check_concurrency(session, team_id, settings)
-    problem = submission.stored_problem(session, team_id, body, loader)
-    # The load may have taken seconds: count again, under the team lock, right before inserting.
-    submission.check_concurrency(session, team_id, settings, lock=True)
-    job = submission.new_job(team_id, problem, body)
-    session.add(job)
-    session.commit()
-    response.headers["Location"] = f"/v1/jobs/{job.id}"
-    return job_out(session, job, problem)
+    with session_scope(db) as session:
+        submission.check_concurrency(session, team_id, settings)
+        problem = submission.stored_problem(session, team_id, body, loader)
+        # The load may have taken seconds: count again, under the team lock, before inserting.
+        submission.check_concurrency(session, team_id, settings, lock=True)
+        job = submission.new_job(team_id, problem, body)
+        session.add(job)
+        session.commit()
+        response.headers["Location"] = f"/v1/jobs/{job.id}"
+        return job_out(session, job, problem)
 
 
 @router.get(
@@ -56,7 +58,7 @@ def create_job(
     description="Newest first; filter by status, target or suite.",
 )
 def list_jobs(
-    team: CurrentTeam, session: SessionDep,
+    team: CurrentTeam, db: DbDep,
     status_: Annotated[str | None, Query(alias="status", description=f"One of {', '.join(JOB_STATUSES)}.")] = None,
     target: Annotated[Target | None, Query(description="Jobs that include this target.")] = None,
     suite: Annotated[str | None, Query(max_length=64, description="Suite label or suite id.")] = None,
@@ -68,11 +70,12 @@ def list_jobs(
             422, "invalid_request",
             f"'status' must be one of {', '.join(JOB_STATUSES)}; got '{status_}'.",
         )
-    rows, total = queries.list_jobs(
-        session, team.id, status=status_, target=target.value if target else None,
-        suite=suite, limit=limit, offset=offset,
-    )
-    return JobList(jobs=[job_summary(j, p) for j, p in rows], total=total)
+    with session_scope(db) as session:
+        rows, total = queries.list_jobs(
+            session, team.id, status=status_, target=target.value if target else None,
+            suite=suite, limit=limit, offset=offset,
+        )
+        return JobList(jobs=[job_summary(j, p) for j, p in rows], total=total)
 
 
 @router.get(
@@ -81,11 +84,12 @@ def list_jobs(
     description="Status per track, the best speedup per target with its label "
     "(measured | estimated), and what the job has spent.",
 )
-def get_job(job_id: JobId, team: CurrentTeam, session: SessionDep) -> JobOut:
-    job = queries.team_job(session, team.id, job_id)
-    problem = session.get(Problem, job.problem_id)
-    assert problem is not None  # foreign key
-    return job_out(session, job, problem)
+def get_job(job_id: JobId, team: CurrentTeam, db: DbDep) -> JobOut:
+    with session_scope(db) as session:
+        job = queries.team_job(session, team.id, job_id)
+        problem = session.get(Problem, job.problem_id)
+        assert problem is not None  # foreign key
+        return job_out(session, job, problem)
 
 
 @router.post(
@@ -95,15 +99,16 @@ def get_job(job_id: JobId, team: CurrentTeam, session: SessionDep) -> JobOut:
     "job as cancelled. Cancelling a finished job is refused with 409.",
     responses={409: {"model": ErrorBody, "description": "The job has already finished."}},
 )
-def cancel_job(job_id: JobId, team: CurrentTeam, session: SessionDep) -> JobOut:
-    job = queries.team_job(session, team.id, job_id)
-    if job.status in FINISHED_JOB_STATUSES:
-        raise ApiError(
-            409, "job_finished",
-            f"Job {job_id} is already {job.status}; there is nothing to cancel.",
-        )
-    job.cancel_requested = True
-    session.commit()
-    problem = session.get(Problem, job.problem_id)
-    assert problem is not None
-    return job_out(session, job, problem)
+def cancel_job(job_id: JobId, team: CurrentTeam, db: DbDep) -> JobOut:
+    with session_scope(db) as session:
+        job = queries.team_job(session, team.id, job_id)
+        if job.status in FINISHED_JOB_STATUSES:
+            raise ApiError(
+                409, "job_finished",
+                f"Job {job_id} is already {job.status}; there is nothing to cancel.",
+            )
+        job.cancel_requested = True
+        session.commit()
+        problem = session.get(Problem, job.problem_id)
+        assert problem is not None
+        return job_out(session, job, problem)

@@ -7,10 +7,11 @@ from typing import Annotated
 from fastapi import APIRouter, Path, Query
 from fastapi.responses import PlainTextResponse
 
+from kernelband.db import session_scope
 from kernelband.db.models import CANDIDATE_STATUSES, Problem
 from services.api import queries
 from services.api.best import best_kernel_file
-from services.api.deps import MAX_ID, CurrentTeam, JobId, SessionDep
+from services.api.deps import MAX_ID, CurrentTeam, DbDep, JobId
 from services.api.errors import ERROR_RESPONSES, ApiError
 from services.api.schemas import (
     ArmOut,
@@ -33,23 +34,24 @@ router = APIRouter(prefix="/v1/jobs/{job_id}", tags=["results"], responses=ERROR
     "measurement with its label.",
 )
 def list_candidates(
-    job_id: JobId, team: CurrentTeam, session: SessionDep,
+    job_id: JobId, team: CurrentTeam, db: DbDep,
     target: Annotated[Target | None, Query(description="Only this target's track.")] = None,
     status: Annotated[str | None, Query(description=f"One of {', '.join(CANDIDATE_STATUSES)}.")] = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 200,
     offset: Annotated[int, Query(ge=0, le=MAX_ID)] = 0,
 ) -> CandidateList:
-    job = queries.team_job(session, team.id, job_id)
-    if status is not None and status not in CANDIDATE_STATUSES:
-        raise ApiError(
-            422, "invalid_request",
-            f"'status' must be one of {', '.join(CANDIDATE_STATUSES)}; got '{status}'.",
+    with session_scope(db) as session:
+        job = queries.team_job(session, team.id, job_id)
+        if status is not None and status not in CANDIDATE_STATUSES:
+            raise ApiError(
+                422, "invalid_request",
+                f"'status' must be one of {', '.join(CANDIDATE_STATUSES)}; got '{status}'.",
+            )
+        rows = queries.job_candidates(
+            session, job.id, target.value if target else None, status, limit, offset
         )
-    rows = queries.job_candidates(
-        session, job.id, target.value if target else None, status, limit, offset
-    )
-    ms = queries.measurements_by_candidate(session, [c.id for c, _ in rows])
-    return CandidateList(candidates=[candidate_out(c, t, ms[c.id]) for c, t in rows])
+        ms = queries.measurements_by_candidate(session, [c.id for c, _ in rows])
+        return CandidateList(candidates=[candidate_out(c, t, ms[c.id]) for c, t in rows])
 
 
 @router.get(
@@ -59,12 +61,13 @@ def list_candidates(
 )
 def get_candidate(
     job_id: JobId, candidate_id: Annotated[int, Path(ge=1, le=MAX_ID)], team: CurrentTeam,
-    session: SessionDep,
+    db: DbDep,
 ) -> CandidateDetail:
-    job = queries.team_job(session, team.id, job_id)
-    candidate, track = queries.job_candidate(session, job.id, candidate_id)
-    ms = queries.measurements_by_candidate(session, [candidate.id])
-    return candidate_detail(candidate, track, ms[candidate.id])
+    with session_scope(db) as session:
+        job = queries.team_job(session, team.id, job_id)
+        candidate, track = queries.job_candidate(session, job.id, candidate_id)
+        ms = queries.measurements_by_candidate(session, [candidate.id])
+        return candidate_detail(candidate, track, ms[candidate.id])
 
 
 @router.get(
@@ -76,25 +79,26 @@ def get_candidate(
     responses={200: {"content": {"text/x-python": {}}, "description": "The kernel module."}},
 )
 def download_best(
-    job_id: JobId, team: CurrentTeam, session: SessionDep,
+    job_id: JobId, team: CurrentTeam, db: DbDep,
     target: Annotated[Target, Query(description="Which GPU type's best kernel.")],
 ) -> PlainTextResponse:
-    job = queries.team_job(session, team.id, job_id)
-    track = queries.job_track(session, job, target.value)
-    if track is None or track.best_candidate_id is None:
-        raise ApiError(
-            404, "no_best_kernel",
-            f"Job {job_id} has no measured kernel for '{target.value}' yet; poll "
-            f"GET /v1/jobs/{job_id} until its track shows a best result.",
+    with session_scope(db) as session:
+        job = queries.team_job(session, team.id, job_id)
+        track = queries.job_track(session, job, target.value)
+        if track is None or track.best_candidate_id is None:
+            raise ApiError(
+                404, "no_best_kernel",
+                f"Job {job_id} has no measured kernel for '{target.value}' yet; poll "
+                f"GET /v1/jobs/{job_id} until its track shows a best result.",
+            )
+        problem = session.get(Problem, job.problem_id)
+        assert problem is not None
+        text = best_kernel_file(session, job, problem, track)
+        filename = f"{problem.name}.{target.value}.job{job.id}.py"
+        return PlainTextResponse(
+            text, media_type="text/x-python",
+            headers={"Content-Disposition": f'attachment; filename="{filename}"'},
         )
-    problem = session.get(Problem, job.problem_id)
-    assert problem is not None
-    text = best_kernel_file(session, job, problem, track)
-    filename = f"{problem.name}.{target.value}.job{job.id}.py"
-    return PlainTextResponse(
-        text, media_type="text/x-python",
-        headers={"Content-Disposition": f'attachment; filename="{filename}"'},
-    )
 
 
 @router.get(
@@ -103,18 +107,19 @@ def download_best(
     description="One row per (cluster, strategy) arm: pulls, mean reward, whether the arm is "
     "masked (dimension saturated) and its UCB score at the last update.",
 )
-def bandit_arms(job_id: JobId, target: Target, team: CurrentTeam, session: SessionDep) -> BanditOut:
-    job = queries.team_job(session, team.id, job_id)
-    track = queries.job_track(session, job, target.value)
-    arms = queries.arm_stats(session, track.id) if track is not None else []
-    return BanditOut(
-        job_id=job.id, target=target.value, total_pulls=sum(a.pulls for a in arms),
-        arms=[
-            ArmOut(cluster=a.cluster, strategy=a.strategy, pulls=a.pulls,
-                   mean_reward=a.mean_reward, masked=a.masked, ucb_score=a.ucb_score)
-            for a in arms
-        ],
-    )
+def bandit_arms(job_id: JobId, target: Target, team: CurrentTeam, db: DbDep) -> BanditOut:
+    with session_scope(db) as session:
+        job = queries.team_job(session, team.id, job_id)
+        track = queries.job_track(session, job, target.value)
+        arms = queries.arm_stats(session, track.id) if track is not None else []
+        return BanditOut(
+            job_id=job.id, target=target.value, total_pulls=sum(a.pulls for a in arms),
+            arms=[
+                ArmOut(cluster=a.cluster, strategy=a.strategy, pulls=a.pulls,
+                       mean_reward=a.mean_reward, masked=a.masked, ucb_score=a.ucb_score)
+                for a in arms
+            ],
+        )
 
 
 @router.get(
@@ -124,15 +129,16 @@ def bandit_arms(job_id: JobId, target: Target, team: CurrentTeam, session: Sessi
     "has_more says a full page was returned and more are waiting.",
 )
 def list_events(
-    job_id: JobId, team: CurrentTeam, session: SessionDep,
+    job_id: JobId, team: CurrentTeam, db: DbDep,
     after: Annotated[int, Query(ge=0, le=MAX_ID, description="Return events with a larger seq.")] = 0,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
 ) -> EventPage:
-    job = queries.team_job(session, team.id, job_id)
-    events, more = queries.events_after(session, job.id, after, limit)
-    return EventPage(
-        events=[EventOut(seq=e.seq, kind=e.kind, payload=e.payload, created_at=e.created_at)
-                for e in events],
-        next_after=events[-1].seq if events else after,
-        has_more=more,
-    )
+    with session_scope(db) as session:
+        job = queries.team_job(session, team.id, job_id)
+        events, more = queries.events_after(session, job.id, after, limit)
+        return EventPage(
+            events=[EventOut(seq=e.seq, kind=e.kind, payload=e.payload, created_at=e.created_at)
+                    for e in events],
+            next_after=events[-1].seq if events else after,
+            has_more=more,
+        )

@@ -8,9 +8,14 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Path, Query, Request, Response, status
 from fastapi.concurrency import run_in_threadpool
 from pydantic import ValidationError
+from sqlalchemy.orm import Session, sessionmaker
 from starlette.datastructures import UploadFile
 
+from kernelband.config import Settings
+from kernelband.db import session_scope
+from kernelband.problem.model import KernelProblem
 from kernelband.suite import (
+    LoadFailure,
     SuiteNotFoundError,
     SuiteSettings,
     SuiteSource,
@@ -22,7 +27,8 @@ from kernelband.suite import (
     to_csv,
     to_json,
 )
-from services.api.deps import CurrentTeam, ProblemLoaderDep, SessionDep, SettingsDep
+from services.api.auth import TeamRef
+from services.api.deps import CurrentTeam, DbDep, ProblemLoaderDep, SettingsDep
 from services.api.errors import ERROR_RESPONSES, ApiError, not_found
 from services.api.problems import check_size
 from services.api.submission import check_suite_concurrency, validate_policy
@@ -53,7 +59,7 @@ _UPLOAD_DOC = {"requestBody": {"content": {
     ),
     openapi_extra=_UPLOAD_DOC,
 )
-async def submit_suite(request: Request, team: CurrentTeam, session: SessionDep,
+async def submit_suite(request: Request, team: CurrentTeam, db: DbDep,
                        settings: SettingsDep, loader: ProblemLoaderDep,
                        response: Response) -> dict[str, Any]:
     body, sources = await _parse_submission(request)
@@ -65,22 +71,38 @@ async def submit_suite(request: Request, team: CurrentTeam, session: SessionDep,
         targets=tuple(t.value for t in body.targets), policies=tuple(body.policies),
         model=body.generator.model, budget=body.budget, parallelism=body.parallelism,
         seed=body.seed)
-    team_id = team.id
-    check_suite_concurrency(session, team_id, settings)
-    session.rollback()  # sandboxed loads take seconds: hold no transaction meanwhile
+    # Database work runs in worker threads, each in a short session of its own: none blocks the
+    # event loop, and no connection is held during the sandboxed loads (seconds).
+    await run_in_threadpool(_check_quota, db, team.id, settings)
     problems, failures = await run_in_threadpool(load_sources, sources, body.format, loader)
-    check_suite_concurrency(session, team_id, settings)  # again, under the team lock
-    suite = create_suite(session, team_id, body.name, body.format, problems, failures,
-                         suite_settings)
-    session.commit()
-    response.headers["Location"] = f"/v1/suites/{suite.id}"
-    return suite_report(session, suite.id, team_id).to_dict()
+    report = await run_in_threadpool(_store_suite, db, team, settings, body, problems, failures,
+                                     suite_settings)
+    response.headers["Location"] = f"/v1/suites/{report['suite_id']}"
+    return report
+
+
+def _check_quota(db: sessionmaker[Session], team_id: int, settings: Settings) -> None:
+    with session_scope(db) as session:
+        check_suite_concurrency(session, team_id, settings)
+
+
+def _store_suite(db: sessionmaker[Session], team: TeamRef, settings: Settings,
+                 body: SuiteSettingsIn, problems: list[KernelProblem],
+                 failures: list[LoadFailure],
+                 suite_settings: SuiteSettings) -> dict[str, Any]:
+    with session_scope(db) as session:
+        check_suite_concurrency(session, team.id, settings)  # again, under the team lock
+        suite = create_suite(session, team.id, body.name, body.format, problems, failures,
+                             suite_settings)
+        session.commit()
+        return suite_report(session, suite.id, team.id).to_dict()
 
 
 @router.get("/{suite_id}", response_model=SuiteOut, summary="Suite metrics and per-problem table")
-def get_suite(suite_id: SuiteId, team: CurrentTeam, session: SessionDep) -> dict[str, Any]:
+def get_suite(suite_id: SuiteId, team: CurrentTeam, db: DbDep) -> dict[str, Any]:
     try:
-        return suite_report(session, suite_id, team.id).to_dict()
+        with session_scope(db) as session:
+            return suite_report(session, suite_id, team.id).to_dict()
     except SuiteNotFoundError as exc:
         raise not_found("suite", suite_id) from exc
 
@@ -90,11 +112,12 @@ def get_suite(suite_id: SuiteId, team: CurrentTeam, session: SessionDep) -> dict
     responses={200: {"content": {"text/csv": {}, "application/json": {}}}},
 )
 def export_suite(
-    suite_id: SuiteId, team: CurrentTeam, session: SessionDep,
+    suite_id: SuiteId, team: CurrentTeam, db: DbDep,
     format: Annotated[str, Query(pattern="^(csv|json)$", description="csv or json")] = "csv",
 ) -> Response:
     try:
-        report = suite_report(session, suite_id, team.id)
+        with session_scope(db) as session:
+            report = suite_report(session, suite_id, team.id)
     except SuiteNotFoundError as exc:
         raise not_found("suite", suite_id) from exc
     filename = f"{report.name}-{report.suite_id}.{format}"

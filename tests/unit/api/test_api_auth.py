@@ -10,10 +10,10 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy.orm import Session, sessionmaker
 
+from kernelband.auth_tokens import hash_token, hashes_match, mint_token, token_prefix
 from kernelband.db import session_scope
 from services.api.logs import redact
 from services.api.teams import list_tokens, revoke_tokens
-from services.api.tokens import hash_token, hashes_match, mint_token, token_prefix
 
 Body = Callable[..., dict[str, Any]]
 

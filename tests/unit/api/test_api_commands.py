@@ -12,12 +12,12 @@ from fastapi.testclient import TestClient
 from sqlalchemy.orm import Session, sessionmaker
 from typer.testing import CliRunner
 
+from kernelband.auth_tokens import mint_token
 from kernelband.commands import serve, tokens
 from kernelband.config import Settings, get_settings
 from services.api.app import create_app
 from services.api.embedded import EmbeddedScheduler, register_bootstrap_token
 from services.api.problems import sandboxed_loader
-from services.api.tokens import mint_token
 
 EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "vector_add.py"
 

@@ -1,4 +1,4 @@
-"""API token format, hashing and comparison; no database access here."""
+"""The one API token format (kb_<8 hex>_<secret>), hashing and comparison; no database access."""
 
 from __future__ import annotations
 
