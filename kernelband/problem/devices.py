@@ -24,11 +24,52 @@ def is_gpu_device(device: str) -> bool:
     return device.startswith("cuda")
 
 
+_INTERPRET = "TRITON_INTERPRET"
+_UNSET = object()
+# The value TRITON_INTERPRET had before `use_interpreter_for` first set it (None: absent), or
+# _UNSET while this module has not changed it; lets a later GPU request undo only our change.
+_saved_interpret: list[object] = [_UNSET]
+
+
 def use_interpreter_for(device: str) -> None:
-    """Make Triton kernels decorated from now on run in the interpreter on a CPU device."""
+    """Make Triton kernels decorated from now on run in the interpreter on a CPU device and be
+    compiled on a GPU device (undoing an earlier CPU request in this process)."""
     if not is_gpu_device(device):
+        if _saved_interpret[0] is _UNSET:
+            _saved_interpret[0] = os.environ.get(_INTERPRET)
         # triton reads TRITON_INTERPRET when a kernel is decorated, so set it before user imports.
-        os.environ["TRITON_INTERPRET"] = "1"
+        os.environ[_INTERPRET] = "1"
+    else:
+        restore_interpreter_env()
+
+
+def restore_interpreter_env() -> None:
+    """Put TRITON_INTERPRET back as it was before `use_interpreter_for` changed it (a value set
+    by the caller's environment, e.g. the sandbox's CPU children, is left alone)."""
+    previous = _saved_interpret[0]
+    if previous is _UNSET:
+        return
+    _saved_interpret[0] = _UNSET
+    if previous is None:
+        os.environ.pop(_INTERPRET, None)
+    else:
+        os.environ[_INTERPRET] = str(previous)
+
+
+@contextlib.contextmanager
+def interpreter_scope(device: str) -> Iterator[None]:
+    """`use_interpreter_for(device)` for the duration of the block: kernels decorated (imported)
+    inside it keep their mode, and TRITON_INTERPRET is as before once the block exits."""
+    previous_env, previous_saved = os.environ.get(_INTERPRET), _saved_interpret[0]
+    try:
+        use_interpreter_for(device)
+        yield
+    finally:
+        _saved_interpret[0] = previous_saved
+        if previous_env is None:
+            os.environ.pop(_INTERPRET, None)
+        else:
+            os.environ[_INTERPRET] = previous_env
 
 
 def _is_cuda_spec(value: Any) -> bool:

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 import torch
 
+from kernelband.problem import devices
 from kernelband.problem.devices import device_scope, is_gpu_device
 
 
@@ -45,3 +48,50 @@ def test_capability_checks_take_the_gpu_path() -> None:
     with device_scope("cpu"):
         assert torch.cuda.get_device_capability()[0] >= 8
         assert torch.cuda.device_count() == 1
+
+
+@pytest.fixture
+def interpret_unset(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A process that did not start under TRITON_INTERPRET (a GPU worker); restored afterwards."""
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    monkeypatch.setattr(devices, "_saved_interpret", [devices._UNSET])
+
+
+def _decorate() -> object:
+    import triton
+
+    def kernel(x_ptr):  # type: ignore[no-untyped-def]
+        pass
+
+    return triton.jit(kernel)
+
+
+def test_gpu_request_after_cpu_estimate_compiles_again(interpret_unset: None) -> None:
+    from triton.runtime.interpreter import InterpretedFunction
+
+    devices.use_interpreter_for("cpu")
+    assert os.environ["TRITON_INTERPRET"] == "1"
+    assert isinstance(_decorate(), InterpretedFunction)
+    devices.use_interpreter_for("cuda")  # estimate first, then measure on the GPU
+    assert "TRITON_INTERPRET" not in os.environ
+    assert not isinstance(_decorate(), InterpretedFunction)
+
+
+def test_interpreter_scope_restores_on_exit(interpret_unset: None) -> None:
+    with devices.interpreter_scope("cpu"):
+        assert os.environ["TRITON_INTERPRET"] == "1"
+    assert "TRITON_INTERPRET" not in os.environ
+    with pytest.raises(ZeroDivisionError), devices.interpreter_scope("cpu"):
+        _ = 1 / 0
+    assert "TRITON_INTERPRET" not in os.environ
+
+
+def test_value_from_the_environment_is_kept(monkeypatch: pytest.MonkeyPatch) -> None:
+    # the sandbox starts its CPU children with TRITON_INTERPRET=1: nothing here may remove it
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    monkeypatch.setattr(devices, "_saved_interpret", [devices._UNSET])
+    devices.use_interpreter_for("cpu")
+    devices.use_interpreter_for("cuda")
+    with devices.interpreter_scope("cuda"):
+        pass
+    assert os.environ["TRITON_INTERPRET"] == "1"
