@@ -6,6 +6,7 @@ import os
 
 import pytest
 import torch
+import triton  # imported under the conftest's TRITON_INTERPRET=1: its library stays interpretable
 
 from kernelband.problem import devices
 from kernelband.problem.devices import device_scope, is_gpu_device
@@ -58,8 +59,6 @@ def interpret_unset(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _decorate() -> object:
-    import triton
-
     def kernel(x_ptr):  # type: ignore[no-untyped-def]
         pass
 
