@@ -63,7 +63,7 @@ def test_tokens_problems_jobs_and_cancel(db_factory: sessionmaker[Session]) -> N
     with session_scope(db_factory) as session:
         team = repository.create_team(session, "gamma")
         token, plaintext = repository.create_api_token(session, team.id, "ci")
-        assert token.token_hash != plaintext and plaintext.startswith(token.prefix)
+        assert token.token_hash != plaintext and plaintext.startswith(f"kb_{token.prefix}_")
         assert repository.find_token(session, plaintext) is not None
         repository.revoke_token(session, token.id)
         assert repository.find_token(session, plaintext) is None
