@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from sqlalchemy import func, select, update
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, object_session
 
 from kernelband.bandit import FrontierEntry, PolicyState, make_policy
 from kernelband.bandit.policy import Policy
@@ -25,6 +25,7 @@ from kernelband.db.models import (
     utcnow,
 )
 from kernelband.dispatch import queue_for
+from kernelband.engine_state import cached_state, remember_state
 
 ACTIVE_ATTEMPT_STATES = ("pending", "dispatched", "expired")
 
@@ -80,7 +81,11 @@ def policy_for(job: Job) -> Policy:
 
 
 def load_state(track: Track) -> PolicyState:
-    """The track's policy state from its JSON column."""
+    """The track's policy state: the parsed committed copy when cached, else its JSON column."""
+    session = object_session(track)
+    cached = cached_state(session, track) if session is not None else None
+    if cached is not None:
+        return cached
     if track.policy_state is None:
         raise RuntimeError(f"track {track.id} has no policy state yet (baseline not measured)")
     return PolicyState.from_dict(track.policy_state)
@@ -89,7 +94,9 @@ def load_state(track: Track) -> PolicyState:
 def save_state(session: Session, track: Track, state: PolicyState,
                previous: PolicyState | None = None) -> None:
     """Store the state and refresh the derived arm/cluster view unless `previous` shows it same."""
-    track.policy_state = state.to_dict()
+    stored = state.to_dict()
+    track.policy_state = stored
+    remember_state(session, track, state, stored)
     if previous is None or view_key(previous) != view_key(state):
         write_arm_view(session, track, state)
 

@@ -1,0 +1,99 @@
+"""A per-process cache of parsed policy states, keyed by the committed row version.
+
+Parsing a track's policy state (JSON with every frontier entry) dominated scheduler passes on
+large frontiers. A state is cached only once the transaction that wrote it has committed, under
+the track row's `version` (SQLAlchemy bumps it on every ORM update of the row), so a hit is
+exactly the committed content: another writer, a failover or a rollback changes or keeps the
+version, never a stale entry. Writes that bypass the ORM version counter are not supported.
+"""
+
+from __future__ import annotations
+
+import weakref
+from typing import Any
+
+from sqlalchemy import event, inspect
+from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.orm import Session
+
+from kernelband.bandit import PolicyState
+from kernelband.db.models import Track
+
+CacheKey = tuple[int, int, Any, int]
+_CACHES: weakref.WeakKeyDictionary[Engine, dict[CacheKey, PolicyState]] = (
+    weakref.WeakKeyDictionary())
+MAX_ENTRIES = 4096  # whole states; a scheduler's running tracks fit many times over
+_PENDING = "kb_policy_states"
+_LISTENING = "kb_policy_listening"
+
+
+def cached_state(session: Session, track: Track) -> PolicyState | None:
+    """A copy of the committed state of `track` when this process parsed it before."""
+    info = inspect(track)
+    if info.attrs.policy_state.history.has_changes():
+        return None  # written in this transaction and not flushed yet: the row is not current
+    key, cache = _key(track), _cache(session)
+    state = cache.get(key) if key is not None and cache is not None else None
+    return None if state is None else copy_state(state)
+
+
+def remember_state(session: Session, track: Track, state: PolicyState,
+                   stored: dict[str, Any]) -> None:
+    """Cache `state` (stored as `stored`) under the track's version once this commits."""
+    # What a parse of `stored` would give, so cached and parsed runs decide identically:
+    # the small fields are parsed; frontier entries already hold plain floats (__post_init__).
+    canonical = PolicyState.from_dict({**stored, "frontier": []})
+    canonical.frontier = list(state.frontier)
+    if not session.info.get(_LISTENING):  # once per session; listeners cannot be removed mid-event
+        session.info[_LISTENING] = True
+        event.listen(session, "after_commit", _publish)
+        event.listen(session, "after_soft_rollback", _discard)
+    session.info.setdefault(_PENDING, {})[id(track)] = (track, canonical)
+
+
+def copy_state(state: PolicyState) -> PolicyState:
+    """A copy whose containers are its own, so callers may change it freely."""
+    return state.copy()
+
+
+def _publish(session: Session) -> None:
+    """after_commit: the states written in this transaction are now the committed ones."""
+    pending = session.info.pop(_PENDING, {})
+    cache = _cache(session)
+    if cache is None:
+        return
+    for track, state in pending.values():
+        key = _key(track)
+        if key is not None:
+            cache[key] = state
+    while len(cache) > MAX_ENTRIES:  # oldest first (dict order)
+        cache.pop(next(iter(cache)))
+
+
+def _discard(session: Session, _previous: Any) -> None:
+    """after_soft_rollback: nothing written in this transaction was committed."""
+    session.info.pop(_PENDING, None)
+
+
+def _key(track: Track) -> CacheKey | None:
+    """(id, job, start time, version), read without loading anything; None if not loaded."""
+    loaded = inspect(track).dict
+    if any(name not in loaded for name in ("id", "job_id", "version")):
+        return None
+    return (loaded["id"], loaded["job_id"], loaded.get("started_at"), loaded["version"])
+
+
+def _cache(session: Session) -> dict[CacheKey, PolicyState] | None:
+    bind = session.get_bind()
+    engine = bind.engine if isinstance(bind, Connection) else bind
+    if not isinstance(engine, Engine):
+        return None
+    return _CACHES.setdefault(engine, {})
+
+
+def clear_cache() -> None:
+    """Forget every cached state (tests; a process that rewrote rows outside the ORM)."""
+    _CACHES.clear()
+
+
+__all__ = ["cached_state", "clear_cache", "copy_state", "remember_state"]
