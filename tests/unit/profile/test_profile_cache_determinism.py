@@ -90,3 +90,20 @@ def test_warm_entry_matches_a_recompile(kernels: ModuleType, fresh_cache_dir: Pa
     assert warm.cached and not cold.cached
     volatile = {k: None for k in VOLATILE}
     assert {**cold.to_dict(), **volatile} == {**warm.to_dict(), **volatile}
+
+
+@pytest.mark.parametrize("cc", [80, 90])
+def test_matmul_shared_memory_is_what_the_launch_allocates(kernels: ModuleType, cc: int) -> None:
+    """The driver allocates Triton's dynamic `shared` (plus the cubin's own static shared memory);
+    on sm_90 ptxas also reports the 1 KiB reserved per block, which occupancy adds separately."""
+    from kernelband.profile.sass import parse_resource_usage
+    from kernelband.profile.static import _compile, _disassemble
+
+    a = torch.randn(64, 64, dtype=torch.float16)
+    with capture_launches(execute=False) as records:
+        kernels.matmul(a, a, 64, 64, 32, 4, 1)
+    compiled, _ = _compile(records[0], cc)
+    usage = parse_resource_usage(_disassemble(compiled.asm["cubin"]))
+    assert usage is not None
+    assert usage.shared_bytes == (1024 if cc >= 90 else 0)  # the reserved KiB, sm_90 only
+    assert static_profile(records[0], cc).shared_mem_bytes == int(compiled.metadata.shared) > 0
