@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import concurrent.futures
 import json
 import os
 import re
@@ -44,9 +45,17 @@ from bench.common import (
 from bench.scheduler_throughput import make_context, seed_jobs
 from kernelband.db import repository
 from kernelband.db.models import Event, Team
-from kernelband.db.session import make_engine, make_session_factory, session_scope
+from kernelband.db.session import (
+    POOL_MAX_OVERFLOW,
+    POOL_SIZE,
+    POOL_TIMEOUT_S,
+    make_engine,
+    make_session_factory,
+    session_scope,
+)
 from kernelband.engine import step
 from services.api.app import create_app
+from services.api.deps import API_WORKER_THREADS
 from services.api.teams import create_token
 
 
@@ -110,10 +119,16 @@ def stop_server(proc: subprocess.Popen[bytes]) -> None:
         proc.wait(timeout=10)
 
 
+def run_async(coro: Any) -> Any:
+    """asyncio.run in a thread of its own, so a caller's running event loop does not matter."""
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(asyncio.run, coro).result()
+
+
 TARGET_RPS, TARGET_P99_MS = 500.0, 50.0
 nan = float("nan")
 CONNECTIONS = 128  # client connections; more requests in flight wait in the client
-POOL_CONNECTIONS = 15  # SQLAlchemy's default pool: 5 + 10 overflow (the API keeps the default)
+POOL_CONNECTIONS = POOL_SIZE + POOL_MAX_OVERFLOW  # the API's Postgres pool (kernelband.db.session)
 GRACE_S = 15.0  # after the schedule ends, wait this long for answers, then give up
 
 
@@ -222,10 +237,10 @@ def serve_rates(url: str, job: tuple[int, str, int], rates: tuple[float, ...], s
         rows: list[dict[str, Any]] = []
         try:
             target = Target(f"http://127.0.0.1:{port}", *job)
-            asyncio.run(run_rate(target, 20, 1.0))  # warm-up: connections, caches
+            run_async(run_rate(target, 20, 1.0))  # warm-up: connections, caches
             for rate in rates:
                 cpu = process_cpu_s(server.pid)
-                rows.append(asyncio.run(run_rate(target, rate, seconds, idle_in_transaction(url))))
+                rows.append(run_async(run_rate(target, rate, seconds, idle_in_transaction(url))))
                 served = rows[-1]["requests"] - rows[-1]["errors"]
                 rows[-1]["server_cpu_ms_per_request"] = (
                     1000 * (process_cpu_s(server.pid) - cpu) / served if served else float("nan"))
@@ -292,16 +307,17 @@ def section(data: dict[str, Any]) -> str:
         table += (f"\n\nWhere the time goes: the server process spends at least {low:.2f} ms of "
                   f"CPU per request (auth token lookup, job or events query, JSON), so one "
                   f"uvicorn process tops out near {1000 / low:,.0f} req/s per fully free core "
-                  "(estimated from CPU time). Beyond that, requests queue for the 40-thread "
-                  "pool and the 15 database connections, latency grows with the backlog and "
-                  "requests that wait 30 s for a connection fail (open loop). The load generator "
-                  "needs CPU on the same cores.")
+                  f"(estimated from CPU time). Beyond that, requests queue for the "
+                  f"{API_WORKER_THREADS} worker threads and {POOL_CONNECTIONS} database "
+                  f"connections, latency grows with the backlog (open loop), and a request that "
+                  f"waits {POOL_TIMEOUT_S:.0f} s for a connection gets 503 database_busy. The "
+                  "load generator needs CPU on the same cores.")
     stuck = max((r.get("db_idle_in_transaction_at_end") or 0 for r in data["rows"]), default=0)
     if stuck:
         table += (f"\n\nStall: when the schedule ended, up to {stuck} database connections sat "
                   "idle in a transaction while the server used almost no CPU and requests went "
-                  "unanswered, and the server log shows SQLAlchemy pool timeouts (all 15 pooled "
-                  "connections checked out). Each sync request makes several worker-thread hops "
+                  "unanswered, and the server log shows SQLAlchemy pool timeouts (every pooled "
+                  "connection checked out). Each sync request makes several worker-thread hops "
                   "(auth dependency, endpoint, session cleanup) and holds its connection between "
                   "them; the likely deadlock is that connection holders wait for a worker "
                   "thread while every worker thread waits for a connection, broken only by the "
@@ -316,11 +332,7 @@ def section(data: dict[str, Any]) -> str:
                   f"{fmt(r['offered_rps'], 0)} req/s: {fmt(r['throughput_rps'])} req/s achieved, "
                   f"{r['errors']} errors, p50 {fmt(r['p50_ms'])} ms, p99 {fmt(r['p99_ms'])} ms, "
                   f"{r.get('db_idle_in_transaction_at_end')} connections idle in transaction at "
-                  "the end. " + ("Capping threads at the pool size does not remove the "
-                  "stall, so the fix must keep connections from being held across thread hops "
-                  "(auth and endpoint in one sync call, async routes, or fewer requests admitted "
-                  "than pooled connections)." if r["unanswered"] else "Capping threads at the "
-                  "pool size removes the stall at this rate."))
+                  "the end.")
     met, why = target_met(data)
     word = "not evaluated" if met is None else verdict(met)
     return (f"## API load\n\nCommand: `python -m bench.api_load`. {data['server']}; load "
