@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from kernelband.cli import _register_commands
 from kernelband.cli import app as cli_app
-from kernelband.config import Settings
+from kernelband.config import Settings, get_settings
 from kernelband.db import repository, session_scope
 from kernelband.db.models import ArmStat, Candidate, Measurement, Track
 from kernelband.report import (
@@ -105,9 +105,11 @@ def test_report_command_writes_files_and_explains_a_missing_job(
     assert files.html.exists()
     _register_commands()
     env = {"KERNELBAND_DATABASE_URL": sqlite_url}
+    get_settings.cache_clear()  # the command must read this environment, not an earlier test's
     result = CliRunner().invoke(cli_app, ["report", str(job_id), "--out", str(tmp_path / "cli")], env=env)
     assert result.exit_code == 0, result.output
     assert (tmp_path / "cli" / f"job{job_id}.html").exists()
     assert (tmp_path / "cli" / f"job{job_id}-speedup.png").exists()
     missing = CliRunner().invoke(cli_app, ["report", "999", "--out", str(tmp_path)], env=env)
     assert missing.exit_code == 2 and "not in this database" in missing.output
+    get_settings.cache_clear()
