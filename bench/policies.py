@@ -60,8 +60,12 @@ def render(results, budgets, batch, latency, seeds, budget, quick, plot_name, re
         "",
         "**All landscapes below are SIMULATED** (bench/policy_bench/roofline.py, landscapes.py; "
         "assumptions in docs/bandit.md, section Simulator), and the "
-        f"replay table `{replay.name}` is {'SIMULATED too' if replay_simulated else 'recorded'}. "
-        "No number here is a GPU measurement.",
+        + (f"replay table `{replay.name}` is SIMULATED too. No number here is a GPU measurement."
+           if replay_simulated else
+           f"replay table `{replay.name}` holds kernel times measured on a GPU: its runs replay "
+           "recorded (parent, strategy, child) outcomes and measured times, so only the "
+           "`replay:*` rows rest on GPU measurements (the policies' runs over them are "
+           "simulated); every other number here is simulated."),
         "",
         f"Command: `kernelband bench-policies{' --quick' if quick else ''}`; {seeds} seeds per "
         f"landscape, runs of {budget} pulls (T=20 is the first 20 pulls of the same runs: "

@@ -11,7 +11,7 @@ POLICIES = ("kernelband", "random", "ucb1")
 
 
 def run_job(example: Path, policy: str, target: str, budget: int, data_dir: Path,
-            wall_s: float | None) -> dict[str, Any]:
+            wall_s: float | None, seed: int = 0) -> dict[str, Any]:
     """One embedded job, exactly what `kernelband optimize FILE --target T --policy P` runs."""
     from kernelband.config import Settings
     from kernelband.engine_embedded import JobOptions, run_local_job
@@ -19,12 +19,12 @@ def run_job(example: Path, policy: str, target: str, budget: int, data_dir: Path
 
     problem = load_problem_sandboxed(example.read_text(), "native", example.stem)
     settings = Settings(data_dir=data_dir)
-    options = JobOptions(targets=(target,), policy=policy, budget=budget, parallel=2, seed=0,
+    options = JobOptions(targets=(target,), policy=policy, budget=budget, parallel=2, seed=seed,
                          budget_wall_s=wall_s)
     outcome = run_local_job(settings, problem, options)
     track = outcome.tracks[0]
     return {
-        "example": example.stem, "policy": policy, "target": target, "budget": budget,
+        "example": example.stem, "policy": policy, "target": target, "budget": budget, "seed": seed,
         "status": outcome.status, "reason": outcome.reason, "wall_s": round(outcome.wall_s, 1),
         "iterations_done": track.iterations_done, "original_ms": track.original_time_ms,
         "best_ms": track.best_time_ms, "best_speedup": track.best_speedup, "label": track.label,
@@ -73,25 +73,44 @@ def job_records(url: str, job_id: int) -> dict[str, Any]:
 
 def run_optimize_step(examples: list[Path], target: str, budget: int, work: Path,
                       deadline_s: float, job_wall_s: float | None,
-                      policies: tuple[str, ...] = POLICIES) -> list[dict[str, Any]]:
-    """Examples x policies in order until `deadline_s` (seconds from now) would be passed."""
+                      policies: tuple[str, ...] = POLICIES, seeds: tuple[int, ...] = (0,),
+                      scaled: bool = False) -> list[dict[str, Any]]:
+    """Seeds x examples x policies in order until `deadline_s` (seconds from now) would be passed.
+
+    `scaled`: each example is replaced by a scaled copy (bench/gpu/scaled.py) under `work`.
+    """
     started = time.monotonic()
+    cases: dict[str, dict[str, Any]] = {}
+    if scaled:
+        from bench.gpu.scaled import write_scaled_examples
+
+        copies = write_scaled_examples(examples, work / "scaled_examples")
+        examples = [path for path, _ in copies]
+        cases = {path.stem: info for path, info in copies}
     rows: list[dict[str, Any]] = []
-    for example in examples:
-        for policy in policies:
-            elapsed = time.monotonic() - started
-            if job_wall_s is not None and elapsed + job_wall_s > deadline_s:
-                rows.append({"example": example.stem, "policy": policy, "status": "not run",
-                             "reason": f"validation deadline ({deadline_s:.0f}s) reached"})
-                continue
-            data_dir = work / f"{example.stem}_{policy}"
-            try:
-                row = run_job(example, policy, target, budget, data_dir, job_wall_s)
-            except Exception as exc:  # one broken job must not hide the others
-                row = {"example": example.stem, "policy": policy, "status": "error",
-                       "reason": f"{type(exc).__name__}: {str(exc)[:400]}"}
-            print(f"[optimize] {example.stem}/{policy}: {row.get('status')} "
-                  f"speedup={row.get('best_speedup')} iters={row.get('iterations_done')} "
-                  f"({row.get('wall_s')} s) {str(row.get('reason') or '')[:160]}", flush=True)
-            rows.append(row)
+    for seed in seeds:
+        for example in examples:
+            for policy in policies:
+                row = _one_job(example, policy, seed, target, budget, work, job_wall_s,
+                               deadline_s - (time.monotonic() - started))
+                rows.append(row | ({"mode": "scaled", "cases": cases[example.stem]}
+                                   if scaled else {}))
     return rows
+
+
+def _one_job(example: Path, policy: str, seed: int, target: str, budget: int, work: Path,
+             job_wall_s: float | None, left_s: float) -> dict[str, Any]:
+    """One job, or a `not run` row when it would not fit the time left."""
+    if job_wall_s is not None and job_wall_s > left_s:
+        return {"example": example.stem, "policy": policy, "seed": seed, "status": "not run",
+                "reason": f"validation deadline reached ({left_s:.0f}s left)"}
+    data_dir = work / f"{example.stem}_{policy}_s{seed}"
+    try:
+        row = run_job(example, policy, target, budget, data_dir, job_wall_s, seed)
+    except Exception as exc:  # one broken job must not hide the others
+        row = {"example": example.stem, "policy": policy, "seed": seed, "status": "error",
+               "reason": f"{type(exc).__name__}: {str(exc)[:400]}"}
+    print(f"[optimize] {example.stem}/{policy}/s{seed}: {row.get('status')} "
+          f"speedup={row.get('best_speedup')} iters={row.get('iterations_done')} "
+          f"({row.get('wall_s')} s) {str(row.get('reason') or '')[:160]}", flush=True)
+    return row

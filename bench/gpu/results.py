@@ -135,9 +135,10 @@ def render(steps: dict[str, Any], ranks: list[dict[str, Any]] | None, replay: di
                             ncu_rows(ncu)) if ncu else None)
     jobs = steps.get("optimize")
     lines += _section(
-        "Embedded optimize (rules generator, T=budget per job, seed 0)",
+        "Embedded optimize — tiny-case run (the examples' own cases; rules generator, T=budget "
+        "per job, seed 0)",
         "Speedup = original / best measured time (sum over public cases) on the GPU. Jobs marked "
-        "`not run` did not fit the device time box.",
+        "`not run` did not fit the device time box. The scaled-case run is further down.",
         table(["example", "policy", "status", "iterations", "original µs", "best µs", "speedup",
                "label", "held-out", "lineage", "run"], optimize_rows(jobs)) if jobs else None)
     rank_body = None
@@ -151,7 +152,7 @@ def render(steps: dict[str, Any], ranks: list[dict[str, Any]] | None, replay: di
                       "from the recorded editables); measured: the job's GPU time.", rank_body)
     if replay:
         n_rows = sum(len(p["transitions"]) for p in replay["problems"])
-        lines += ["## Replay table", "",
+        lines += ["## Replay table (tiny-case run)", "",
                   f"`{replay_path}`: {len(replay['problems'])} problems, {n_rows} transitions "
                   f"({replay['skipped_generations']} generations skipped: free-choice or "
                   "unfinished). Run the policy benchmark on it with "
@@ -162,8 +163,9 @@ def render(steps: dict[str, Any], ranks: list[dict[str, Any]] | None, replay: di
     return "\n".join(lines).rstrip() + "\n"
 
 
-def write_report(folders: list[Path], results: Path, replay_path: Path) -> None:
-    """Read the steps, run the rank check, write the replay table and RESULTS.md."""
+def write_report(folders: list[Path], results: Path, replay_path: Path,
+                 scaled_folders: list[Path] | None = None, scaled_replay: Path | None = None) -> None:
+    """Read the steps, run the rank check, write the replay tables and RESULTS.md."""
     steps = load_steps(folders)
     jobs = steps.get("optimize") or []
     env = steps.get("env") or {}
@@ -178,5 +180,11 @@ def write_report(folders: list[Path], results: Path, replay_path: Path) -> None:
         replay_path.write_text(json.dumps(replay, indent=1) + "\n")
         target = next((j["target"] for j in jobs if j.get("target")), "h100")
         ranks = rank_check(jobs, target)
-    results.write_text(render(steps, ranks, replay, replay_path))
+    text = render(steps, ranks, replay, replay_path)
+    if scaled_folders and scaled_replay is not None:
+        from bench.gpu.scaled_report import scaled_report
+
+        bench = [p for p in (replay_path, scaled_replay) if p.exists() or p == scaled_replay]
+        text = text.rstrip() + "\n\n" + scaled_report(scaled_folders, scaled_replay, bench)
+    results.write_text(text.rstrip() + "\n")
     print(f"[report] wrote {results}" + (f" and {replay_path}" if replay else ""), flush=True)

@@ -34,6 +34,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--policies", default="kernelband,random,ucb1", help="optimize policies")
     p.add_argument("--target", default="", help="KernelBand target (default: from the device)")
     p.add_argument("--budget", type=int, default=20, help="optimize iterations per job (T)")
+    p.add_argument("--seeds", default="0", help="comma-separated optimize job seeds")
+    p.add_argument("--scaled", action="store_true",
+                   help="optimize scaled copies of the examples (bench/gpu/scaled.py)")
+    p.add_argument("--scaled-from", type=Path, action="append", default=[],
+                   help="scaled-run folder(s) for --report (a RESULTS.md section of their own)")
+    p.add_argument("--scaled-replay", type=Path, default=Path("bench/gpu/replay/scaled.json"))
     p.add_argument("--deadline-s", type=float, default=480.0, help="optimize step time box")
     p.add_argument("--time-box-s", type=float, default=0.0,
                    help="whole run's time box; the optimize step gets what is left (0: no box)")
@@ -103,8 +109,9 @@ def run_gpu_steps(args: argparse.Namespace, started: float) -> None:
         if args.time_box_s > 0:  # leave 20 s to write the JSON before the outer timeout
             deadline = min(deadline, args.time_box_s - (time.monotonic() - started) - 20)
         policies = tuple(p.strip() for p in args.policies.split(",") if p.strip())
+        seeds = tuple(int(x) for x in args.seeds.split(",") if x.strip())
         jobs = run_optimize_step(ordered, target, args.budget, args.work / "jobs",
-                                 deadline, args.job_wall_s, policies)
+                                 deadline, args.job_wall_s, policies, seeds, args.scaled)
         _write(args.out, "optimize", jobs)
 
 
@@ -117,7 +124,8 @@ def main(argv: list[str] | None = None) -> None:
     if args.report:
         from bench.gpu.results import write_report
 
-        write_report(args.source or [args.out], args.results, args.replay)
+        write_report(args.source or [args.out], args.results, args.replay,
+                     args.scaled_from, args.scaled_replay)
     print(f"[validate] done in {time.monotonic() - started:.0f} s", flush=True)
 
 

@@ -166,3 +166,50 @@ def test_scaled_case_grows_known_shapes_only() -> None:
     assert grown.name == "r16_c128@scaled"
     assert scaled_case(Case("n1000", {"n": 1000})).params["n"] == 1 << 25  # type: ignore[union-attr]
     assert scaled_case(Case("odd", {"width": 3})) is None
+
+
+def test_scaled_source_rewrites_only_the_case_lists(tmp_path: Path) -> None:
+    from bench.gpu.examples_check import load_example
+    from bench.gpu.scaled import scaled_source, write_scaled_examples
+
+    original = Path("examples/softmax.py").read_text()
+    text, public, held = scaled_source(original)
+    assert text.split("CASES =")[0] == original.split("CASES =")[0]  # kernels untouched
+    assert [c["params"] for c in public] == [{"rows": 4096, "cols": 4096},
+                                             {"rows": 2048, "cols": 6000}]
+    assert {c["dtype"] for c in public} == {"float32", "float16"}
+    assert not {c["name"] for c in public} & {c["name"] for c in held}  # held-out shapes differ
+    assert any(c["params"]["cols"] % 2 for c in held)  # a non-power-of-2 size is held out
+    [(path, cases)] = write_scaled_examples([Path("examples/vector_add.py")], tmp_path)
+    problem = load_example(path)
+    assert [c.params["n"] for c in problem.cases] == [1 << 24, 10_000_003]
+    assert [c.name for c in problem.held_out_cases] == [c["name"] for c in cases["held_out"]]
+    assert Path("examples/vector_add.py").read_text().count("n1000") > 0  # examples/ unchanged
+
+
+def test_scaled_cases_refuse_unknown_parameters() -> None:
+    from bench.gpu.scaled import scaled_cases
+
+    with pytest.raises(ValueError, match="cannot scale"):
+        scaled_cases([{"name": "x", "params": {"width": 3}}], [])
+
+
+def test_scaled_report_tables_and_replay(tmp_path: Path) -> None:
+    from bench.gpu.scaled_report import best_rows, job_noise, scaled_report
+
+    run = tmp_path / "scaled1"
+    run.mkdir()
+    jobs = [dict(_job(p, 1.0), seed=0, budget=20, iterations_done=12, original_ms=1.0,
+                 best_ms=0.5, best_speedup=2.0, held_out="passed", mode="scaled",
+                 cases={"public": [{"name": "r4096_c4096"}], "held_out": [{"name": "r3000_c5001"}]})
+            for p in ("kernelband", "random")]
+    jobs[0]["records"]["candidates"][1]["measurement"].update(cv=0.2, noisy=True)
+    (run / "optimize.json").write_text(json.dumps(jobs + [{"example": "softmax", "policy": "ucb1",
+                                                           "status": "not run"}]))
+    assert job_noise(jobs[0])["noisy"] == 1 and job_noise(jobs[1])["noisy"] == 0
+    assert best_rows(jobs) == [["softmax", "2.00x (seed 0)", "2.00x (seed 0)", "not run"]]
+    replay = tmp_path / "scaled.json"
+    text = scaled_report([run], replay, [replay])
+    assert "public r4096_c4096; held-out r3000_c5001" in text and "12/20" in text
+    assert json.loads(replay.read_text())["simulated"] is False
+    assert "| kernelband |" in text.split("Policy benchmark")[1]  # replay benchmark table
