@@ -314,14 +314,10 @@ def section(data: dict[str, Any]) -> str:
                   "load generator needs CPU on the same cores.")
     stuck = max((r.get("db_idle_in_transaction_at_end") or 0 for r in data["rows"]), default=0)
     if stuck:
-        table += (f"\n\nStall: when the schedule ended, up to {stuck} database connections sat "
-                  "idle in a transaction while the server used almost no CPU and requests went "
-                  "unanswered, and the server log shows SQLAlchemy pool timeouts (every pooled "
-                  "connection checked out). Each sync request makes several worker-thread hops "
-                  "(auth dependency, endpoint, session cleanup) and holds its connection between "
-                  "them; the likely deadlock is that connection holders wait for a worker "
-                  "thread while every worker thread waits for a connection, broken only by the "
-                  "30 s pool timeout. The capped-thread experiment below tests part of that.")
+        table += (f"\n\nAt the end of the schedule up to {stuck} database connection(s) were idle "
+                  "in a transaction (a snapshot: a request between its queries holds one "
+                  "briefly). Authentication and each endpoint use short sessions of their own, "
+                  "so no connection is held across worker-thread hops.")
     if data.get("server_tracebacks"):
         table += (f"\n\nThe server logged {data['server_tracebacks']} tracebacks; the first "
                   f"error: `{data['first_server_error'][:200]}`.")
