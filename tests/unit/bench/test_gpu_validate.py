@@ -147,10 +147,12 @@ def test_cli_requires_a_step_and_filters_examples() -> None:
 
 
 def test_later_runs_replace_jobs_per_example_and_policy() -> None:
-    first = [{"example": "softmax", "policy": "ucb1", "status": "completed", "best_speedup": 1.0},
-             {"example": "matmul", "policy": "ucb1", "status": "completed", "best_speedup": 1.2}]
-    second = [{"example": "softmax", "policy": "ucb1", "status": "completed", "best_speedup": 1.3},
-              {"example": "matmul", "policy": "ucb1", "status": "not run"}]
+    first: list[dict[str, Any]] = [
+        {"example": "softmax", "policy": "ucb1", "status": "completed", "best_speedup": 1.0},
+        {"example": "matmul", "policy": "ucb1", "status": "completed", "best_speedup": 1.2}]
+    second: list[dict[str, Any]] = [
+        {"example": "softmax", "policy": "ucb1", "status": "completed", "best_speedup": 1.3},
+        {"example": "matmul", "policy": "ucb1", "status": "not run"}]
     merged = {(j["example"], j["policy"]): j for j in results.merge_jobs(first, second, "run2")}
     assert merged[("softmax", "ucb1")]["best_speedup"] == 1.3
     assert merged[("softmax", "ucb1")]["run"] == "run2"
