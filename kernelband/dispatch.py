@@ -141,6 +141,7 @@ class EmbeddedDispatcher(InboxDispatcher):
         self._pool = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="kb-task")
         self._functions = dict(functions or {})
         self._lock = threading.Lock()
+        self._gpu_locks: dict[str, threading.Lock] = {}  # one measurement at a time per GPU queue
         self.submitted: dict[str, int] = {}  # attempts per kind, for reports
 
     def submit(self, task: TaskMessage) -> str:
@@ -150,10 +151,22 @@ class EmbeddedDispatcher(InboxDispatcher):
         self._pool.submit(self._run, task)
         return task_id
 
+    def _queue_lock(self, queue: str) -> threading.Lock | None:
+        """A GPU queue's lock: two timings sharing one GPU would disturb each other (like `-c 1`)."""
+        if not queue.startswith("gpu."):
+            return None
+        with self._lock:
+            return self._gpu_locks.setdefault(queue, threading.Lock())
+
     def _run(self, task: TaskMessage) -> None:
+        lock = self._queue_lock(task.queue)
         try:
             function = self._functions.get(task.kind) or task_function(task.kind)
-            result = function(task.payload)
+            if lock is None:
+                result = function(task.payload)
+            else:
+                with lock:
+                    result = function(task.payload)
         except Exception as exc:  # a task body bug becomes a failed attempt, not a hang
             result = task_error_result(task.kind, exc)
         self.deliver(task.attempt_id, result)
