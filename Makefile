@@ -4,7 +4,7 @@ PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 export LITELLM_LOCAL_MODEL_COST_MAP := True
 
-.PHONY: install demo test lint bench up down migrate worker gpu-validate screenshot
+.PHONY: install demo test lint bench up down migrate worker gpu-validate screenshot reliability
 
 $(VENV)/.installed: pyproject.toml
 	python3.11 -m venv $(VENV) 2>/dev/null || python3 -m venv $(VENV)
@@ -71,4 +71,5 @@ reliability: install
 GPU_OUT ?= /tmp/kernelband-gpu-validate/out
 gpu-validate: install
 	$(PY) -m bench.gpu.validate --all --out $(GPU_OUT)
-	TRITON_INTERPRET=1 $(PY) -m bench.gpu.validate --report --from $(GPU_OUT)
+	$(PY) -m bench.gpu.validate --optimize --scaled --out $(GPU_OUT)-scaled
+	TRITON_INTERPRET=1 $(PY) -m bench.gpu.validate --report --from $(GPU_OUT) --scaled-from $(GPU_OUT)-scaled

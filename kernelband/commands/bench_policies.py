@@ -1,4 +1,4 @@
-"""`kernelband bench-policies`: the bandit policy benchmark on SIMULATED landscapes and replays."""
+"""`kernelband bench-policies`: the bandit policy benchmark on simulated landscapes and replay tables (possibly measured)."""
 
 from __future__ import annotations
 
