@@ -73,9 +73,13 @@ def live_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer
     scheduler.stop()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[object]:
-    """Headless Debian Chromium; never downloads a browser."""
+    """Headless Debian Chromium; never downloads a browser.
+
+    Module scope: Playwright's sync API keeps an event loop running in this thread while it is
+    open, which would break `asyncio.run` in every later test of the session.
+    """
     if not CHROMIUM.exists():
         pytest.fail(f"{CHROMIUM} is missing: the browser tests need Debian's Chromium. "
                     "Install it with `make browser-deps` (apt-get install chromium chromium-driver).")
