@@ -6,8 +6,14 @@ from typing import Any
 
 import httpx
 import pytest
-from conftest import REPO, LiveServer, shot, sign_in  # this directory is on sys.path under pytest
 from dashboard_seed import append_measured_child, seed_large_job
+
+from tests.browser.conftest import (  # this directory is on sys.path under pytest
+    REPO,
+    LiveServer,
+    shot,
+    sign_in,
+)
 
 pytestmark = pytest.mark.browser
 EXAMPLE = REPO / "examples" / "vector_add.py"

@@ -5,11 +5,15 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from conftest import LiveServer, shot, sign_in  # this directory is on sys.path under pytest
 
 from kernelband.db import repository, session_scope
 from kernelband.db.models import Suite, Track
 from kernelband.suite.store import new_suite_id
+from tests.browser.conftest import (  # this directory is on sys.path under pytest
+    LiveServer,
+    shot,
+    sign_in,
+)
 
 pytestmark = pytest.mark.browser
 # (problem, policy, best speedup or None when the original failed); synthetic, label estimated
