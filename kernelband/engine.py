@@ -24,6 +24,7 @@ from kernelband.db.models import Attempt, Candidate, Job, Problem, Track, utcnow
 from kernelband.db.session import DatabaseError, session_scope
 from kernelband.dispatch import Dispatcher, TaskMessage
 from kernelband.engine_ingest import apply_result, fail_lost_attempt, start_acceptance
+from kernelband.engine_leases import expire_leases, extend_lease, requeue_orphans, retry_or_fail
 from kernelband.engine_support import (
     ACTIVE_ATTEMPT_STATES,
     FencingError,
@@ -139,40 +140,6 @@ def in_flight_by_team(session: Session) -> dict[int, int]:
     return {int(team): int(count) for team, count in session.execute(query).all()}
 
 
-def expire_leases(session: Session, now: datetime, max_tries: int) -> int:
-    """Lost attempts go back to the queue until `max_tries`, then fail with their reason."""
-    # SQLite stores naive UTC text and Postgres timestamptz; both compare correctly with `now`.
-    query = (select(Attempt).where(Attempt.state == "dispatched",
-                                   Attempt.lease_expires_at < now)
-             .order_by(Attempt.id).with_for_update())
-    expired = list(session.scalars(query))
-    for attempt in expired:
-        retry_or_fail(session, attempt, max_tries, "lease expired")
-    return len(expired)
-
-
-def requeue_orphans(session: Session, max_tries: int) -> int:
-    """Embedded restart: every dispatched attempt died with the old process; send it again."""
-    query = (select(Attempt).where(Attempt.state == "dispatched").order_by(Attempt.id)
-             .with_for_update())
-    orphans = list(session.scalars(query))
-    for attempt in orphans:
-        retry_or_fail(session, attempt, max_tries, "scheduler restarted")
-    return len(orphans)
-
-
-def retry_or_fail(session: Session, attempt: Attempt, max_tries: int, why: str) -> None:
-    """A lost attempt is sent again while tries remain, else it fails with its reason."""
-    if attempt.tries < max_tries:
-        attempt.state = "expired"  # dispatch_pending sends it again
-        attempt.reason = f"{why} on try {attempt.tries}; re-dispatching"
-        append_event(session, attempt.job_id, "attempt_retry",
-                     {"attempt": attempt.id, "kind": attempt.kind, "tries": attempt.tries})
-        return
-    slug = why.replace(" ", "_")
-    fail_lost_attempt(session, attempt, f"lost:{slug}_after_{attempt.tries}_tries")
-
-
 def ingest_result(session: Session, attempt_id: int, result: dict, max_tries: int) -> bool:
     """Apply a worker result at most once per attempt id; False when it was a duplicate."""
     attempt = session.get(Attempt, attempt_id, with_for_update=True)
@@ -206,18 +173,6 @@ def ingest_safely(ctx: EngineContext, attempt_id: int, result: dict) -> bool:
         if attempt is None or attempt.state not in ("pending", "dispatched", "expired"):
             return False
         fail_lost_attempt(session, attempt, reason)
-    return True
-
-
-def extend_lease(session: Session, attempt_id: int, deadline: datetime,
-                 task_id: str = "") -> bool:
-    """Push a dispatched attempt's lease to `deadline` (worker heartbeat); False if closed."""
-    attempt = session.get(Attempt, attempt_id, with_for_update=True)
-    if attempt is None or attempt.state != "dispatched":
-        return False
-    if task_id and attempt.task_id and task_id != attempt.task_id:
-        return False  # a superseded try: only the task now holding the lease may extend it
-    attempt.lease_expires_at = deadline
     return True
 
 
