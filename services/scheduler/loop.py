@@ -124,7 +124,16 @@ def guarded_step(ctx: EngineContext, dispatcher: CeleryDispatcher, stats: Leader
         log.exception("scheduler step failed; results requeued")
         stop.wait(ERROR_BACKOFF_S)
         return
-    dispatcher.ack_drained()
+    try:
+        dispatcher.ack_drained()
+    except BROKER_ERRORS as exc:
+        # The step's effects are committed; unacked results come back on reconnect and are
+        # absorbed by the at-most-once rule, so losing the broker here is not fatal.
+        stats.errors.append(f"broker (ack): {exc}"[:300])
+        log.warning("broker error while acknowledging, reconnecting in %ss: %s",
+                    ERROR_BACKOFF_S, exc)
+        stop.wait(ERROR_BACKOFF_S)
+        reconnect(dispatcher, stats)
     stats.steps += 1
     stats.ingested += report.ingested
     stats.dispatched += report.dispatched
