@@ -103,6 +103,14 @@ class Dispatcher:
         """Results that arrived, waiting up to `timeout_s` for the first one."""
         raise NotImplementedError("Must provide drain(timeout_s, max_items) -> results")
 
+    def waiting(self, queue: str) -> int | None:
+        """Tasks sent to `queue` that no worker has taken yet; None when it cannot be known.
+
+        The scheduler renews the lease of an untaken try while its queue is not empty
+        (kernelband/engine_leases.py), so a backlog does not look like lost work.
+        """
+        return None
+
     def close(self) -> None:
         """Release threads or connections; pending work may be abandoned (leases recover it)."""
 
@@ -142,14 +150,20 @@ class EmbeddedDispatcher(InboxDispatcher):
         self._functions = dict(functions or {})
         self._lock = threading.Lock()
         self._gpu_locks: dict[str, threading.Lock] = {}  # one measurement at a time per GPU queue
+        self._queued: dict[str, int] = {}  # submitted, not yet started, per queue
         self.submitted: dict[str, int] = {}  # attempts per kind, for reports
 
     def submit(self, task: TaskMessage) -> str:
         task_id = task.task_id or f"embedded-{uuid.uuid4().hex[:12]}"
         with self._lock:
             self.submitted[task.kind] = self.submitted.get(task.kind, 0) + 1
+            self._queued[task.queue] = self._queued.get(task.queue, 0) + 1
         self._pool.submit(self._run, task)
         return task_id
+
+    def waiting(self, queue: str) -> int | None:
+        with self._lock:
+            return self._queued.get(queue, 0)
 
     def _queue_lock(self, queue: str) -> threading.Lock | None:
         """A GPU queue's lock: two timings sharing one GPU would disturb each other (like `-c 1`)."""
@@ -160,6 +174,10 @@ class EmbeddedDispatcher(InboxDispatcher):
 
     def _run(self, task: TaskMessage) -> None:
         lock = self._queue_lock(task.queue)
+        with self._lock:
+            self._queued[task.queue] -= 1
+        # like a Celery worker: the task left its queue, so its lease starts counting now
+        self.deliver(task.attempt_id, {"heartbeat": True, "task_id": task.task_id})
         try:
             function = self._functions.get(task.kind) or task_function(task.kind)
             if lock is None:

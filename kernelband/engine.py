@@ -86,7 +86,9 @@ def step(ctx: EngineContext, drain_timeout_s: float = 0.0) -> StepReport:
         report.started_jobs = start_queued_jobs(session, ctx.settings.max_job_starts_per_team,
                                                 ctx.settings.max_in_flight_per_team)
     with fenced(ctx) as session:
-        report.expired = expire_leases(session, ctx.clock(), ctx.settings.max_tries)
+        report.expired = expire_leases(session, ctx.clock(), ctx.settings.max_tries,
+                                       ctx.settings.lease_s, ctx.dispatcher.waiting,
+                                       ctx.settings.queue_timeout_s)
     for item in ctx.dispatcher.drain(timeout_s=drain_timeout_s):
         applied = ingest_safely(ctx, item.attempt_id, item.result)
         report.ingested += int(applied)
@@ -157,8 +159,9 @@ def ingest_safely(ctx: EngineContext, attempt_id: int, result: dict) -> bool:
     """Ingest one result; a result that cannot be applied fails its attempt instead of the loop."""
     if result.get("heartbeat"):  # a worker started (or is still on) it: queue time is no loss
         with fenced(ctx) as session:
-            extend_lease(session, attempt_id, lease_deadline(ctx.clock(), ctx.settings.lease_s),
-                         str(result.get("task_id") or ""))
+            now = ctx.clock()
+            extend_lease(session, attempt_id, lease_deadline(now, ctx.settings.lease_s),
+                         str(result.get("task_id") or ""), now)
         return False  # a lease extension only: the attempt stays open for its real result
     try:
         with fenced(ctx) as session:
@@ -320,7 +323,8 @@ def dispatch_pending(ctx: EngineContext, limit: int = 256) -> int:
                  .order_by(Attempt.id).limit(limit).with_for_update())
         for attempt in session.scalars(query):
             attempt.tries += 1
-            attempt.state, attempt.dispatched_at = "dispatched", utcnow()
+            attempt.state, attempt.dispatched_at = "dispatched", ctx.clock()
+            attempt.started_at = None  # this try waits in its queue until a worker beats
             attempt.lease_expires_at = lease_deadline(ctx.clock(), ctx.settings.lease_s)
             attempt.task_id = f"kb-{attempt.id}-{attempt.tries}"
             messages.append(TaskMessage(attempt.id, attempt.kind, attempt.queue,

@@ -1,8 +1,18 @@
-"""Leases: a dispatched attempt is lost when its lease runs out; it is sent again, bounded by tries."""
+"""Leases: a dispatched attempt is lost when its lease runs out; it is sent again, bounded by tries.
+
+Queue time is not lost time. A try that no worker has taken yet (no lease heartbeat, so
+`started_at` is empty) and whose queue still holds messages is presumed to be waiting its
+turn: its lease is renewed without a re-send and without spending a try, up to
+`queue_timeout_s` after dispatch. Without that, a backlog longer than the lease would re-send
+every waiting task (duplicate work at the back of the queue) and fail attempts after
+`max_tries` lease periods of plain waiting. When the dispatcher cannot tell how many messages
+wait (`waiting` returns None) or the queue is empty, an expired try is treated as lost.
+"""
 
 from __future__ import annotations
 
-from datetime import datetime
+from collections.abc import Callable
+from datetime import datetime, timedelta
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -11,17 +21,44 @@ from kernelband.db.models import Attempt
 from kernelband.engine_ingest import fail_lost_attempt
 from kernelband.engine_support import append_event
 
+WaitingCount = Callable[[str], int | None]  # messages still queued in a queue; None: unknown
 
-def expire_leases(session: Session, now: datetime, max_tries: int) -> int:
-    """Lost attempts go back to the queue until `max_tries`, then fail with their reason."""
+
+def expire_leases(session: Session, now: datetime, max_tries: int, lease_s: float = 300.0,
+                  waiting: WaitingCount | None = None,
+                  queue_timeout_s: float = 3600.0) -> int:
+    """Lost attempts go back to the queue until `max_tries`, then fail with their reason.
+
+    Returns how many were treated as lost; tries still waiting in a busy queue get a new lease.
+    """
     # SQLite stores naive UTC text and Postgres timestamptz; both compare correctly with `now`.
     query = (select(Attempt).where(Attempt.state == "dispatched",
                                    Attempt.lease_expires_at < now)
              .order_by(Attempt.id).with_for_update())
-    expired = list(session.scalars(query))
-    for attempt in expired:
+    depth: dict[str, int | None] = {}  # one broker question per queue and pass
+    lost = 0
+    for attempt in session.scalars(query):
+        if waiting is not None and _still_queued(attempt, now, queue_timeout_s, depth, waiting):
+            attempt.lease_expires_at = now + timedelta(seconds=lease_s)
+            continue
         retry_or_fail(session, attempt, max_tries, "lease expired")
-    return len(expired)
+        lost += 1
+    return lost
+
+
+def _still_queued(attempt: Attempt, now: datetime, queue_timeout_s: float,
+                  depth: dict[str, int | None], waiting: WaitingCount) -> bool:
+    """True when no worker took this try yet, its queue is not empty, and it has not waited too long."""
+    if attempt.started_at is not None or attempt.dispatched_at is None:
+        return False
+    dispatched = attempt.dispatched_at
+    if dispatched.tzinfo is None and now.tzinfo is not None:  # SQLite returns naive UTC
+        dispatched = dispatched.replace(tzinfo=now.tzinfo)
+    if (now - dispatched).total_seconds() > queue_timeout_s:
+        return False
+    if attempt.queue not in depth:
+        depth[attempt.queue] = waiting(attempt.queue)
+    return bool(depth[attempt.queue])
 
 
 def requeue_orphans(session: Session, max_tries: int) -> int:
@@ -47,12 +84,17 @@ def retry_or_fail(session: Session, attempt: Attempt, max_tries: int, why: str) 
 
 
 def extend_lease(session: Session, attempt_id: int, deadline: datetime,
-                 task_id: str = "") -> bool:
-    """Push a dispatched attempt's lease to `deadline` (worker heartbeat); False if closed."""
+                 task_id: str = "", now: datetime | None = None) -> bool:
+    """Push a dispatched attempt's lease to `deadline` (worker heartbeat); False if closed.
+
+    The first heartbeat of a try also records when a worker took it (`started_at`).
+    """
     attempt = session.get(Attempt, attempt_id, with_for_update=True)
     if attempt is None or attempt.state != "dispatched":
         return False
     if task_id and attempt.task_id and task_id != attempt.task_id:
         return False  # a superseded try: only the task now holding the lease may extend it
     attempt.lease_expires_at = deadline
+    if attempt.started_at is None:
+        attempt.started_at = now or deadline
     return True

@@ -194,6 +194,7 @@ class Attempt(Base):
     lease_expires_at: Mapped[datetime | None] = mapped_column(default=None)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     dispatched_at: Mapped[datetime | None] = mapped_column(default=None)
+    started_at: Mapped[datetime | None] = mapped_column(default=None)  # a worker took this try
     finished_at: Mapped[datetime | None] = mapped_column(default=None)
 
 

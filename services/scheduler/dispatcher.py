@@ -20,6 +20,7 @@ from typing import Any
 
 from celery import Celery
 from kombu import Connection
+from kombu.exceptions import ChannelError
 from kombu.message import Message
 
 from kernelband.config import Settings
@@ -172,6 +173,18 @@ class CeleryDispatcher(Dispatcher):
         """Close the connection; unacknowledged results go back to the queue."""
         self._pending.clear()
         self._connection.release()
+
+    def waiting(self, queue: str) -> int | None:
+        """Messages still in a task queue (workers' prefetched tasks are not counted)."""
+        try:
+            with self._app.connection_for_read() as connection:
+                _, count, _ = connection.default_channel.queue_declare(queue=queue, passive=True)
+            return int(count)
+        except ChannelError:  # Redis drops an empty list, so an empty queue "does not exist"
+            return 0
+        except Exception as exc:  # broker away: treat the try as lost
+            log.warning("could not read the depth of queue %s: %s", queue, exc)
+            return None
 
     def queue_depth(self) -> dict[str, Any]:
         """Messages waiting in the results queue (for diagnostics)."""

@@ -98,3 +98,19 @@ def test_unacknowledged_results_survive_a_scheduler_crash(
     successor.close()
     client.close()
 
+
+
+def test_celery_dispatcher_reads_how_many_tasks_wait_in_a_queue(
+        dispatcher_settings: Settings, broker_url: str) -> None:
+    """No worker of this run consumes gpu.a100: tasks sent there wait, and Redis says how many."""
+    client = redis.Redis.from_url(broker_url)
+    client.delete("gpu.a100")
+    made = CeleryDispatcher(dispatcher_settings)
+    try:
+        assert made.waiting("gpu.a100") == 0  # an empty queue, not an error
+        for attempt_id in (201, 202, 203):
+            made.submit(TaskMessage(attempt_id, "profile", "gpu.a100", {}, f"kb-{attempt_id}-1"))
+        assert made.waiting("gpu.a100") == 3
+    finally:
+        client.delete("gpu.a100")
+        made.close()
