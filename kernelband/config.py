@@ -5,7 +5,7 @@ from __future__ import annotations
 from functools import lru_cache
 from pathlib import Path
 
-from pydantic import SecretStr, model_validator
+from pydantic import SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -39,6 +39,7 @@ class Settings(BaseSettings):
 
     # scheduler
     lease_s: float = 300.0
+    queue_timeout_s: float = 3600.0  # a try nobody took from a busy queue is re-sent after this
     max_tries: int = 3
     poll_interval_s: float = 0.2
     # fair share: attempts in flight per team, and queued jobs started per team per cycle
@@ -53,18 +54,15 @@ class Settings(BaseSettings):
 
     @property
     def effective_database_url(self) -> str:
+        """The database to use; in production it must be given (workers never ask for it)."""
         if self.database_url:
             return self.database_url
-        return f"sqlite:///{(self.data_dir / 'kernelband.sqlite').resolve()}"
-
-    @model_validator(mode="after")
-    def _refuse_unsafe_production(self) -> Settings:
-        if self.environment == "production" and not self.database_url:
+        if self.environment == "production":
             raise ValueError(
-                "KERNELBAND_DATABASE_URL must be set in production "
-                "(the SQLite default is for the embedded mode only)"
+                "KERNELBAND_DATABASE_URL must be set in production for the api, scheduler and "
+                "migrations (the SQLite default is for the embedded mode only; workers need none)"
             )
-        return self
+        return f"sqlite:///{(self.data_dir / 'kernelband.sqlite').resolve()}"
 
 
 @lru_cache(maxsize=1)

@@ -15,7 +15,7 @@ from sqlalchemy import Connection, Engine, create_engine, text
 from sqlalchemy.orm import Session, sessionmaker
 from sqlalchemy.pool import NullPool
 
-from kernelband.db.session import session_scope
+from kernelband.db.session import normalize_url, session_scope
 from kernelband.engine_support import claim_leadership
 
 log = logging.getLogger(__name__)
@@ -46,7 +46,7 @@ class LeaderLock:
         self.holder = holder
         self._factory = factory
         self.epoch: int | None = None
-        self._engine: Engine = create_engine(database_url, poolclass=NullPool,
+        self._engine: Engine = create_engine(normalize_url(database_url), poolclass=NullPool,
                                              isolation_level="AUTOCOMMIT")
         self._conn: Connection | None = None
 

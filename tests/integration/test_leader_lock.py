@@ -47,3 +47,15 @@ def test_a_stale_leader_can_not_commit(postgres_url: str, factory: sessionmaker[
 def test_sqlite_is_refused_with_advice(factory: sessionmaker[Session]) -> None:
     with pytest.raises(PostgresRequiredError, match="embedded mode"):
         LeaderLock("sqlite:///x.sqlite", "a", factory)
+
+
+def test_a_bare_postgresql_url_works_as_operators_write_it(
+        postgres_url: str, factory: sessionmaker[Session]) -> None:
+    """docker-compose writes `postgresql://`; SQLAlchemy 2.1 would pick a driver we do not ship."""
+    bare = "postgresql://" + postgres_url.split("://", 1)[1]
+    lock = LeaderLock(bare, "bare", factory)
+    try:
+        assert lock.try_acquire() is not None
+    finally:
+        lock.release()
+        lock.dispose()
