@@ -34,6 +34,24 @@ def _capture() -> AbstractContextManager[list[Any]]:
     return capture_launches()
 
 
+def _torch_work() -> Any:
+    from kernelband.evaluate.torch_work import TorchWork
+
+    return TorchWork()
+
+
+def _input_elements(args: list[Any]) -> int:
+    from kernelband.evaluate.torch_work import input_elements
+
+    return input_elements(args)
+
+
+# A candidate whose torch calls (outside its Triton launches) read at least this many elements
+# per input element computed the result with torch, not with its kernel. An epilogue on the
+# output (a bias add after a Triton matmul) reads less and passes.
+TORCH_SHARE_LIMIT = 1.0
+
+
 def _violations() -> list[str]:
     from kernelband.sandbox import guard
 
@@ -52,10 +70,12 @@ class CaseChecker:
     def _call(self, who: str, args: list[Any], where: str) -> Any:
         fn = self.runtime.candidate if who == "candidate" else self.runtime.reference
         launches: list[Any] = []
-        context = _capture() if who == "candidate" and self.count_launches else nullcontext(launches)
+        watched = who == "candidate" and self.count_launches
+        context = _capture() if watched else nullcontext(launches)
+        work: Any = _torch_work() if watched else nullcontext()
         start = time.perf_counter()
         try:
-            with context as launches:
+            with context as launches, work:
                 out = fn(args)
         except Rejected:
             raise
@@ -70,6 +90,11 @@ class CaseChecker:
         if who == "candidate" and self.count_launches and not launches:
             raise Rejected("decoy_no_triton_launch", f"{where}: the candidate launched no Triton kernel "
                            "(computing the result with torch alone is not an optimized kernel)")
+        if watched and work.elements >= TORCH_SHARE_LIMIT * max(_input_elements(args), 1):
+            raise Rejected("decoy_torch_compute", f"{where}: the candidate computed with torch "
+                           f"outside its Triton kernels ({work.top()}, against "
+                           f"{_input_elements(args)} input elements); only allocation, views, "
+                           "copies and casts may run outside the kernel")
         return out
 
     def _outputs(self, out: Any, args: list[Any]) -> Any:

@@ -27,6 +27,8 @@ DENIED_ATTRS = frozenset({
     "__self__", "__module__", "__import__", "__reduce__", "__reduce_ex__", "__loader__",
     "__defaults__", "__kwdefaults__", "f_globals", "f_locals", "f_back", "gi_frame", "tb_frame",
     "_getframe", "modules",
+    # torch internals that switch off the torch function mode counting torch work
+    "_C", "DisableTorchFunction", "DisableTorchFunctionSubclass", "_disabled_torch_function_impl",
 })
 
 

@@ -72,6 +72,12 @@ def tensor_nbytes(value: Any) -> int:
 
 _lock = threading.Lock()
 _benchmarking = threading.local()  # depth of Autotuner._bench calls on this thread
+_launching = threading.local()  # depth of captured kernel launches running on this thread
+
+
+def inside_launch() -> bool:
+    """True while a captured Triton launch runs on this thread (the interpreter uses torch)."""
+    return getattr(_launching, "depth", 0) > 0
 _sinks: list[tuple[list[LaunchRecord], bool]] = []  # (records, execute) per active capture
 _originals: dict[tuple[type, str], Callable[..., Any]] = {}  # (class, method) -> original
 
@@ -128,7 +134,11 @@ def _make_wrapper(original: Callable[..., Any]) -> Callable[..., Any]:
         # A dry capture (every sink says execute=False) only wants the launch parameters.
         if all(not execute for _, execute in sinks):
             return None
-        record.compiled = original(self, *args, **kwargs)
+        _launching.depth = getattr(_launching, "depth", 0) + 1
+        try:
+            record.compiled = original(self, *args, **kwargs)
+        finally:
+            _launching.depth -= 1
         return record.compiled
 
     run.__wrapped__ = original  # type: ignore[attr-defined]
