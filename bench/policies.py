@@ -80,7 +80,13 @@ def render(results, budgets, batch, latency, seeds, budget, quick, plot_name, re
         "aimed at a dimension with little headroom helps rarely (15-80% help odds by headroom); "
         "phi carries the kind and the bottleneck; 30-50% failed generations, 2% timing noise; "
         "`paper-v0` = the first landscape (no floor, flat help odds, true-time noise), kept for "
-        "comparison; `no-structure` = the roofline model with h and phi replaced by noise; "
+        "comparison; `families` = the roofline model with three implementation families per "
+        "problem (lower floors; 30% of correct tiling/fusion/access_layout rewrites move to "
+        "another family, usually slower at first; phi separates families); `hard-to-edit` = "
+        "the roofline model where every faster child is 10 points likelier to break on its "
+        "next rewrite (optimised code is harder to edit; capped at 90%); `same-prompt` = the "
+        "roofline model where asking again for the same (parent, strategy) repeats the first "
+        "answer's outcome (failed / faster / not faster) 80% of the time; `no-structure` = the roofline model with h and phi replaced by noise; "
         "`uniform` (v0) = every strategy draws on one shared headroom; "
         "`replay:*` = a recorded table (bench/replay/README.md); unrecorded (parent, strategy) "
         f"pairs count as failures ({uncovered} such pulls over all replay runs). "
@@ -103,7 +109,10 @@ def render(results, budgets, batch, latency, seeds, budget, quick, plot_name, re
         "",
         "Ablations (labelled `ablation:`) change one rule of kernelband: `parent=fastest` takes "
         "the fastest kernel of the chosen cluster instead of the paper's headroom softmax; "
-        "`K=1` disables clustering (masks and UCB remain).",
+        "`K=1` disables clustering (masks and UCB remain). `signatures=representatives` is the "
+        "paper's rule with the signature scope of the authors' release: only kernels that "
+        "served as a cluster representative carry their h into the parent softmax; the others "
+        "score a neutral 0.",
         "",
         f"### Pulls in flight (paper landscape, {seeds} seeds, "
         f"{16 if quick else 48} pulls: P selections, then P updates)",

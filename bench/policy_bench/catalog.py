@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+from bench.policy_bench.families import FamiliesLandscape
 from bench.policy_bench.landscapes import Landscape, PaperLandscape
 from bench.policy_bench.roofline import RooflineLandscape
 
 SIM_LANDSCAPES: dict[str, Landscape] = {
     "paper": RooflineLandscape(),
     "paper-v0": PaperLandscape(),
+    "families": FamiliesLandscape(),
+    "hard-to-edit": RooflineLandscape(name="hard-to-edit", edit_difficulty=0.1),
+    "same-prompt": RooflineLandscape(name="same-prompt", repeat_correlation=0.8),
     "no-structure": RooflineLandscape(name="no-structure", informative=False),
     "uniform": PaperLandscape(name="uniform", uniform=True),
 }

@@ -14,6 +14,7 @@ from bench.policy_bench.runner import Summary, paired_gain, run_track, summarise
 VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
     "kernelband": ("kernelband", {}),
     "kernelband+prior": ("kernelband+prior", {}),
+    "kernelband signatures=representatives": ("kernelband", {"signatures": "representatives"}),
     "ablation: kernelband parent=fastest": ("kernelband", {"parent_rule": "fastest"}),
     "ablation: kernelband parent=fastest K=1": ("kernelband", {"parent_rule": "fastest", "k": 1}),
     "ucb1": ("ucb1", {}),

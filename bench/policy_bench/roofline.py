@@ -18,6 +18,8 @@ from kernelband.bandit import STRATEGY_NAMES, TARGET_DIMENSION
 
 NOISE_SD = 0.02  # lognormal sd of a timing measurement (the true time has no noise)
 SIDE_EFFECT_SD = 0.05  # collateral cost of a rewrite in the dimensions it did not target
+REPEAT_REDRAWS = 50  # `same-prompt`: draws tried to reproduce a pair's first outcome class
+MAX_FAIL_P = 0.9  # `hard-to-edit`: the failure odds of heavily optimised code stop here
 REGRESSION_SHARE = 0.5  # of the rewrites that do not help: slower (the rest are neutral)
 # kind -> (initial headroom g per dimension (SM, DRAM, L2), base phi (regs, smem KiB, log2 threads, occ %))
 KINDS: dict[str, tuple[tuple[float, float, float], tuple[float, float, float, float]]] = {
@@ -55,8 +57,14 @@ class RooflineLandscape:
     name: str = "paper"
     simulated: bool = True
     informative: bool = True  # False: h and phi are noise (the `no-structure` landscape)
+    edit_difficulty: float = 0.0  # added to the failure odds of every child faster than its parent
+    repeat_correlation: float = 0.0  # odds that a repeated (parent, strategy) repeats its outcome
+
+    def __post_init__(self) -> None:
+        self._outcomes: dict[tuple[str, str], str] = {}  # first outcome per (parent, strategy)
 
     def original(self, seed: int) -> SimKernel:
+        self._outcomes = {}  # a new track: tracks run one after another on a landscape
         rng = np.random.default_rng([seed, 0])
         kind = list(KINDS)[int(rng.integers(len(KINDS)))]
         shares, base_phi = KINDS[kind]
@@ -65,15 +73,32 @@ class RooflineLandscape:
         waste = g * time_ms
         config = tuple((np.array(base_phi) + rng.normal(0.0, 2.0, 4)).tolist())
         fail_p = float(rng.uniform(0.3, 0.5))  # 30-50% of generations fail
-        return self._make("k0", time_ms - float(waste.sum()), waste, config, fail_p, rng)
+        return self.make_kernel("k0", time_ms - float(waste.sum()), waste, config, fail_p, rng)
 
     def child(
         self, parent: SimKernel, strategy: str | None, kernel_id: str, rng: np.random.Generator
     ) -> SimKernel | None:
         """One simulated generation; strategy None = the generator picks one uniformly."""
         assert isinstance(parent, RoofKernel)
-        if strategy is None:
-            strategy = STRATEGY_NAMES[int(rng.integers(len(STRATEGY_NAMES)))]
+        if not self.repeat_correlation:
+            return self._draw(parent, _pick(strategy, rng), kernel_id, rng)
+        key = (parent.kernel_id, strategy or "")  # the prompt: a free choice is one prompt too
+        first = self._outcomes.get(key)
+        repeat = first is not None and rng.random() < self.repeat_correlation
+        for _ in range(REPEAT_REDRAWS):
+            # the same prompt tends to get the same answer: redraw until the first outcome's
+            # class (failed / faster / not faster) comes back
+            child = self._draw(parent, _pick(strategy, rng), kernel_id, rng)
+            outcome = _outcome(parent, child)
+            if not repeat or outcome == first:
+                break
+        self._outcomes.setdefault(key, outcome)
+        return child
+
+    def _draw(
+        self, parent: RoofKernel, strategy: str, kernel_id: str, rng: np.random.Generator
+    ) -> RoofKernel | None:
+        """One independent generation from (parent, strategy)."""
         if rng.random() < parent.fail_p:
             return None
         dim = TARGET_DIMENSION[strategy]
@@ -87,10 +112,13 @@ class RooflineLandscape:
             # a slower rewrite: new waste in a random dimension, up to 30% of the parent's time
             waste[int(rng.integers(3))] += float(rng.uniform(0.02, 0.3)) * parent.true_ms
         config = np.array(parent.config) + np.array(PHI_SHIFT[strategy]) + rng.normal(0, 1.0, 4)
-        return self._make(kernel_id, parent.floor_ms, waste, tuple(config.tolist()),
-                          parent.fail_p, rng)
+        fail_p = parent.fail_p
+        if self.edit_difficulty and float(waste.sum()) < float(sum(parent.waste)):
+            # one more optimisation in the code: the next rewrite of it fails more often
+            fail_p = min(MAX_FAIL_P, fail_p + self.edit_difficulty)
+        return self.make_kernel(kernel_id, parent.floor_ms, waste, tuple(config.tolist()), fail_p, rng)
 
-    def _make(
+    def make_kernel(
         self, kernel_id: str, floor_ms: float, waste: np.ndarray, config: tuple[float, ...],
         fail_p: float, rng: np.random.Generator,
     ) -> RoofKernel:
@@ -107,3 +135,15 @@ class RooflineLandscape:
             kernel_id, true_ms, measured, (float(g[0]), float(g[1]), float(g[2])), phi, h,
             fail_p, floor_ms, (float(waste[0]), float(waste[1]), float(waste[2])), config,
         )
+
+
+def _pick(strategy: str | None, rng: np.random.Generator) -> str:
+    """The requested strategy, or the generator's uniform choice when it is free."""
+    return strategy or STRATEGY_NAMES[int(rng.integers(len(STRATEGY_NAMES)))]
+
+
+def _outcome(parent: RoofKernel, child: RoofKernel | None) -> str:
+    """The class of a generation's outcome, as a user would see it."""
+    if child is None:
+        return "failed"
+    return "faster" if child.true_ms < parent.true_ms else "not faster"

@@ -18,6 +18,7 @@ import numpy as np
 
 from kernelband.bandit.state import PolicyState
 from kernelband.bandit.strategies import STRATEGY_NAMES, TARGET_DIMENSION
+from kernelband.bandit.types import FrontierEntry
 
 TARGETS = np.array([TARGET_DIMENSION[s] for s in STRATEGY_NAMES])
 
@@ -82,12 +83,29 @@ def argmax_open(scores: np.ndarray, mask: np.ndarray, rng: np.random.Generator) 
 
 def sample_parent(
     state: PolicyState, members: list[int], dim: int, theta: float, temperature: float,
-    rng: np.random.Generator,
+    rng: np.random.Generator, signed: set[str] | None = None,
 ) -> int:
-    """Softmax over headroom (theta - h[dim]) / temperature; fastest member without signatures."""
-    with_h = [i for i in members if state.frontier[i].h is not None]
-    if not with_h:
-        return min(members, key=lambda i: state.frontier[i].time_ms)
-    logits = np.array([(theta - state.frontier[i].h[dim]) / temperature for i in with_h])  # type: ignore[index]
-    weights = np.exp(logits - logits.max())
-    return with_h[int(rng.choice(len(with_h), p=weights / weights.sum()))]
+    """Softmax over headroom (theta - h[dim]) / temperature; fastest member without signatures.
+
+    With `signed`, only those kernels' signatures count and every other member scores a
+    neutral 0 (the authors' release: it profiles cluster representatives only).
+    """
+    if signed is None:
+        scored = [i for i in members if state.frontier[i].h is not None]
+        if not scored:
+            return min(members, key=lambda i: state.frontier[i].time_ms)
+        logits = np.array([theta - state.frontier[i].h[dim] for i in scored])  # type: ignore[index]
+    else:
+        if not any(state.frontier[i].kernel_id in signed for i in members):
+            return min(members, key=lambda i: state.frontier[i].time_ms)
+        scored = members
+        logits = np.array([_headroom(state.frontier[i], dim, theta, signed) for i in scored])
+    weights = np.exp((logits - logits.max()) / temperature)
+    return scored[int(rng.choice(len(scored), p=weights / weights.sum()))]
+
+
+def _headroom(entry: FrontierEntry, dim: int, theta: float, signed: set[str]) -> float:
+    """theta - h[dim] for a signed kernel with a signature; 0 (neutral) for any other."""
+    if entry.h is None or entry.kernel_id not in signed:
+        return 0.0
+    return theta - entry.h[dim]

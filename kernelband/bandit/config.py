@@ -13,6 +13,7 @@ from kernelband.bandit.types import PolicyConfigError
 PENDING_MODES = ("virtual", "ignore")
 BON_STRATEGY_MODES = ("none", "uniform")
 PARENT_RULES = ("softmax", "fastest")
+SIGNATURE_SCOPES = ("all", "representatives")
 
 C = TypeVar("C", bound="BaseConfig")
 
@@ -104,6 +105,9 @@ class KernelBandConfig(UCBConfig):
     temperature: float = 1.0
     kmeans_n_init: int = 3
     parent_rule: str = "softmax"  # "softmax" (paper v2) | "fastest" (ablation: cluster's best)
+    # whose h the parent softmax reads: "all" members, or only kernels that have served as a
+    # cluster representative, the rest scoring a neutral 0 (the authors' release profiles only those)
+    signatures: str = "all"
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -115,6 +119,10 @@ class KernelBandConfig(UCBConfig):
         _require(
             self.parent_rule in PARENT_RULES,
             f"parent_rule must be one of {PARENT_RULES}, got {self.parent_rule!r}",
+        )
+        _require(
+            self.signatures in SIGNATURE_SCOPES,
+            f"signatures must be one of {SIGNATURE_SCOPES}, got {self.signatures!r}",
         )
         n_init = _integer("kmeans_n_init", self.kmeans_n_init)
         _require(1 <= n_init <= 20, f"kmeans_n_init must be in [1, 20], got {n_init}")

@@ -51,9 +51,24 @@ class KernelBandPolicy(Policy):
             index = min(members[cluster], key=lambda i: state.frontier[i].time_ms)
         else:
             index = sample_parent(
-                state, members[cluster], dim, float(self.theta[dim]), self.cfg.temperature, rng
+                state, members[cluster], dim, float(self.theta[dim]), self.cfg.temperature, rng,
+                self._signed(state, members),
             )
         return cluster, strategy, state.frontier[index].kernel_id
+
+    def _signed(self, state: PolicyState, members: list[list[int]]) -> set[str] | None:
+        """Kernels whose signature the parent softmax reads; None: every member's.
+
+        In `representatives` scope the current representatives join the signed set and stay
+        in it, as a profile once taken stays cached on its kernel in the authors' release.
+        """
+        if self.cfg.signatures == "all":
+            return None
+        for rep in self.representatives(state, members):
+            kernel_id = None if rep is None else state.frontier[rep].kernel_id
+            if kernel_id is not None and kernel_id not in state.signed:
+                state.signed.append(kernel_id)
+        return set(state.signed)
 
     def _bonus(self, state: PolicyState, members: list[list[int]]) -> np.ndarray | float:
         """Extra score per arm; zero here, the compatibility prior in `kernelband+prior`."""

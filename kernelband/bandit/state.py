@@ -60,6 +60,7 @@ class PolicyState:
     next_decision: int = 0
     prior_buffer: list[list[float]] = field(default_factory=list)  # [h0, h1, h2, s, success]
     prior_coef: list[float] = field(default_factory=list)  # fitted logistic model, [bias, w...]
+    signed: list[str] = field(default_factory=list)  # kernels that served as a cluster representative
 
     def copy(self) -> PolicyState:
         """A copy whose containers can be changed without touching this state."""
@@ -76,6 +77,7 @@ class PolicyState:
             pending=dict(self.pending),
             prior_buffer=list(self.prior_buffer),
             prior_coef=list(self.prior_coef),
+            signed=list(self.signed),
         )
 
     def entry(self, kernel_id: str) -> FrontierEntry:
@@ -116,6 +118,7 @@ class PolicyState:
             "next_decision": self.next_decision,
             "prior_buffer": self.prior_buffer,
             "prior_coef": self.prior_coef,
+            "signed": self.signed,
         }
 
     @classmethod
@@ -144,6 +147,7 @@ class PolicyState:
             next_decision=int(data["next_decision"]),
             prior_buffer=[[float(v) for v in row] for row in data["prior_buffer"]],
             prior_coef=[float(v) for v in data["prior_coef"]],
+            signed=[str(v) for v in data.get("signed", [])],  # absent in states saved before it
         )
 
     def to_json(self) -> str:

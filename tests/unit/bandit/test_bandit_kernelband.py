@@ -156,3 +156,29 @@ def test_parent_rule_fastest_takes_the_clusters_best() -> None:
     for _ in range(5):
         d, state = policy.select(state)
         assert d.parent_id == "k1"
+
+
+def _batch_of_two(params: dict[str, object]) -> list[str]:
+    """k0 original; k1 faster (the new representative); k2 slower, never a representative."""
+    policy = make_policy("kernelband", {"theta_sat": 75, **params})
+    state = policy.init_state(entry("k0", 10.0, h=(10.0, 10.0, 10.0)), seed=0)
+    d1, state = policy.select(state)
+    d2, state = policy.select(state)
+    _, state = policy.update(state, d1.decision_id, entry("k1", 7.0, h=(60.0, 60.0, 60.0)))
+    _, state = policy.update(state, d2.decision_id, entry("k2", 12.0, h=(5.0, 5.0, 5.0)))
+    parents = []
+    for _ in range(20):
+        d, state = policy.select(state)
+        parents.append(d.parent_id)
+    assert sorted(state.signed) == (["k0", "k1"] if params else [])
+    return parents
+
+
+def test_signature_scope_all_reads_every_members_headroom() -> None:
+    assert _batch_of_two({}).count("k2") >= 18, "headroom 70 vs 65 vs 15: k2 nearly always"
+
+
+def test_signature_scope_representatives_scores_the_others_neutral() -> None:
+    parents = _batch_of_two({"signatures": "representatives"})
+    assert "k2" not in parents, "k2 never served as a representative: its score is 0"
+    assert parents.count("k0") >= 18, "the earlier representative keeps its cached headroom 65"
