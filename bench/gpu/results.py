@@ -104,9 +104,15 @@ def _section(title: str, note: str, body: str | None) -> list[str]:
     return [f"## {title}", "", note, "", body if body else "Not run.", ""]
 
 
+def notes_path(results: Path, kind: str = "notes") -> Path:
+    """Hand-written findings beside a report: notes.md for RESULTS.md, notes-h100.md for RESULTS-h100.md."""
+    suffix = results.stem.removeprefix("RESULTS")
+    return Path(__file__).with_name(f"{kind}{suffix}.md")
+
+
 def render(steps: dict[str, Any], ranks: list[dict[str, Any]] | None, replay: dict[str, Any] | None,
-           replay_path: Path) -> str:
-    """The whole RESULTS.md text."""
+           replay_path: Path, notes: Path | None = None) -> str:
+    """The whole RESULTS.md text (`notes`: the findings appended verbatim, default notes.md)."""
     env, examples = steps.get("env") or {}, steps.get("examples")
     lines = ["# GPU validation results", "",
              "Written by `python -m bench.gpu.validate --report` from the JSON of "
@@ -157,7 +163,7 @@ def render(steps: dict[str, Any], ranks: list[dict[str, Any]] | None, replay: di
                   f"({replay['skipped_generations']} generations skipped: free-choice or "
                   "unfinished). Run the policy benchmark on it with "
                   f"`kernelband bench-policies --replay {replay_path}`.", ""]
-    notes = Path(__file__).with_name("notes.md")
+    notes = notes or Path(__file__).with_name("notes.md")
     if notes.exists():  # hand-written findings about the recorded runs
         lines += [notes.read_text().rstrip(), ""]
     return "\n".join(lines).rstrip() + "\n"
@@ -180,11 +186,12 @@ def write_report(folders: list[Path], results: Path, replay_path: Path,
         replay_path.write_text(json.dumps(replay, indent=1) + "\n")
         target = next((j["target"] for j in jobs if j.get("target")), "h100")
         ranks = rank_check(jobs, target)
-    text = render(steps, ranks, replay, replay_path)
+    text = render(steps, ranks, replay, replay_path, notes_path(results))
     if scaled_folders and scaled_replay is not None:
         from bench.gpu.scaled_report import scaled_report
 
         bench = [p for p in (replay_path, scaled_replay) if p.exists() or p == scaled_replay]
-        text = text.rstrip() + "\n\n" + scaled_report(scaled_folders, scaled_replay, bench)
+        text = text.rstrip() + "\n\n" + scaled_report(scaled_folders, scaled_replay, bench,
+                                                       notes_path(results, "notes_scaled"))
     results.write_text(text.rstrip() + "\n")
     print(f"[report] wrote {results}" + (f" and {replay_path}" if replay else ""), flush=True)

@@ -107,7 +107,7 @@ def policy_bench_table(replay_path: Path, seeds: int = BENCH_SEEDS,
 
 
 def render_scaled(jobs: list[dict[str, Any]], env: dict[str, Any], replay: dict[str, Any] | None,
-                  replay_path: Path, bench: str | None) -> str:
+                  replay_path: Path, bench: str | None, notes: Path | None = None) -> str:
     """The markdown of the scaled-case section."""
     lines = ["## Scaled-case run (embedded optimize, rules generator, T=20 budget per job)", "",
              f"Device: {env.get('device', 'not recorded')} ({env.get('nvidia_smi', '-')}), torch "
@@ -133,13 +133,14 @@ def render_scaled(jobs: list[dict[str, Any]], env: dict[str, Any], replay: dict[
                   "unfinished).", ""]
     if bench:
         lines += ["### Policy benchmark on the measured replay tables", "", bench, ""]
-    notes = Path(__file__).with_name("notes_scaled.md")
+    notes = notes or Path(__file__).with_name("notes_scaled.md")
     if notes.exists():
         lines += [notes.read_text().rstrip(), ""]
     return "\n".join(lines)
 
 
-def scaled_report(folders: list[Path], replay_path: Path, bench_replays: list[Path]) -> str:
+def scaled_report(folders: list[Path], replay_path: Path, bench_replays: list[Path],
+                  notes: Path | None = None) -> str:
     """Write the scaled replay table and return the section (empty when nothing ran)."""
     jobs, env = load_scaled_jobs(folders)
     if not jobs:
@@ -154,4 +155,4 @@ def scaled_report(folders: list[Path], replay_path: Path, bench_replays: list[Pa
     bench = "\n\n".join(f"`{path}` ({BENCH_SEEDS} replay runs per policy, T={BENCH_BUDGET}; "
                         "the runs are simulated over measured outcomes):\n\n"
                         + policy_bench_table(path) for path in bench_replays) or None
-    return render_scaled(jobs, env, replay, replay_path, bench)
+    return render_scaled(jobs, env, replay, replay_path, bench, notes)

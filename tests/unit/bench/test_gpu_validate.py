@@ -215,3 +215,11 @@ def test_scaled_report_tables_and_replay(tmp_path: Path) -> None:
     assert "public r4096_c4096; held-out r3000_c5001" in text and "12/20" in text
     assert json.loads(replay.read_text())["simulated"] is False
     assert "| kernelband |" in text.split("Policy benchmark")[1]  # replay benchmark table
+
+
+def test_each_report_appends_its_own_machines_notes() -> None:
+    gpu = Path(results.__file__).parent
+    assert results.notes_path(Path("bench/gpu/RESULTS.md")) == gpu / "notes.md"
+    assert results.notes_path(Path("bench/gpu/RESULTS-h100.md")) == gpu / "notes-h100.md"
+    assert (results.notes_path(Path("x/RESULTS-h100.md"), "notes_scaled")
+            == gpu / "notes_scaled-h100.md")
