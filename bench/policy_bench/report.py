@@ -16,22 +16,29 @@ from bench.policy_bench.runner import regret_curves  # noqa: E402
 BEGIN, END = "<!-- policy-benchmark:begin -->", "<!-- policy-benchmark:end -->"
 
 
-def plot_curves(results: list[LandscapeResult], path: Path) -> None:
-    """Mean best speedup and simple regret per pull, one column per landscape."""
-    fig, axes = plt.subplots(2, len(results), figsize=(5 * len(results), 8), squeeze=False)
-    for col, result in enumerate(results):
+def plot_curves(results: list[LandscapeResult], path: Path, per_row: int = 4) -> None:
+    """Mean best speedup above simple regret per pull, `per_row` landscapes side by side."""
+    ncols = min(per_row, len(results))
+    groups = -(-len(results) // ncols)
+    fig, axes = plt.subplots(2 * groups, ncols, figsize=(5 * ncols, 4 * 2 * groups),
+                             squeeze=False)
+    for index, result in enumerate(results):
+        top, bottom = axes[2 * (index // ncols)][index % ncols], axes[2 * (index // ncols) + 1][index % ncols]
         regrets = regret_curves(result.curves)
         for label, curves in result.curves.items():
             style = "--" if label.startswith("ablation") else "-"
-            axes[0][col].plot(curves.mean(axis=0), style, label=label)
-            axes[1][col].plot(regrets[label], style, label=label)
-        axes[0][col].set_title(f"{result.name} (SIMULATED)")
-        axes[0][col].set_ylabel("mean best speedup")
-        axes[1][col].set_ylabel("simple regret (log, vs best-known)")
-        axes[1][col].set_xlabel("pulls")
+            top.plot(curves.mean(axis=0), style, label=label)
+            bottom.plot(regrets[label], style, label=label)
+        top.set_title(f"{result.name} (SIMULATED)")
+        top.set_ylabel("mean best speedup")
+        bottom.set_ylabel("simple regret (log, vs best-known)")
+        bottom.set_xlabel("pulls")
+    for index in range(len(results), groups * ncols):  # empty cells of the last row
+        axes[2 * (index // ncols)][index % ncols].axis("off")
+        axes[2 * (index // ncols) + 1][index % ncols].axis("off")
     axes[0][0].legend(fontsize=7)
     fig.suptitle("Policy benchmark on simulated reward landscapes (not measurements)")
-    fig.tight_layout()
+    fig.tight_layout(rect=(0.0, 0.0, 1.0, 0.98))  # keep the title clear of the first row
     fig.savefig(path, dpi=110)
     plt.close(fig)
 
