@@ -36,6 +36,7 @@ def optimize(
     format: Annotated[str, typer.Option("--format", help="native | tritonbench | kernelbench")] = "native",
     target: Annotated[list[str] | None, typer.Option("--target", help="cpu, h100, a100, h200, rtx4090; repeat or comma-separate")] = None,
     policy: Annotated[str, typer.Option(help="Bandit policy (kernelband, kernelband+prior, bon, refine, random, ucb1).")] = "kernelband",
+    param: Annotated[list[str] | None, typer.Option("--param", help="Policy parameter NAME=VALUE (repeatable; VALUE as JSON), e.g. --param temperature=2 --param theta_sat='{\"dram\": 60}'; see docs/bandit.md.")] = None,
     budget: Annotated[int, typer.Option(help="Iterations (generations) per target.")] = 20,
     model: Annotated[str, typer.Option(help="LLM model for litellm; empty: the offline rules generator.")] = "",
     parallel: Annotated[int, typer.Option(help="Pulls in flight per target.")] = 2,
@@ -47,12 +48,13 @@ def optimize(
 ) -> None:
     """Optimize FILE's kernel with the bandit search and write the best verified version."""
     options = _options(target, policy, budget, model, parallel, seed, max_tokens, max_usd,
-                       max_wall_s)
+                       max_wall_s, param)
     problem = _load(file, format)
     settings = get_settings()
     console.print(f"[bold]{problem.name}[/]: {len(problem.cases)} public + "
                   f"{len(problem.held_out_cases)} held-out cases; targets "
-                  f"{', '.join(options.targets)}; policy {options.policy}; "
+                  f"{', '.join(options.targets)}; policy {options.policy}"
+                  f"{_params_text(options.policy_params)}; "
                   f"generator {options.model or 'rules (offline)'}")
     outcome = _run_with_progress(settings, problem, options)
     console.print(outcome_table(outcome))
@@ -68,20 +70,30 @@ def optimize(
 
 def _options(target: list[str] | None, policy: str, budget: int, model: str, parallel: int,
              seed: int, max_tokens: int | None, max_usd: float | None,
-             max_wall_s: float | None) -> JobOptions:
+             max_wall_s: float | None, param: list[str] | None = None) -> JobOptions:
     from kernelband.bandit import POLICIES
+    from kernelband.commands.policy_params import parse_policy_params
 
     if policy not in POLICIES:
         _fail(f"unknown policy {policy!r}; choose from {', '.join(POLICIES)}")
+    try:
+        params = parse_policy_params(param, policy)
+    except ValueError as exc:
+        _fail(str(exc))
     if budget < 1 or parallel < 1:
         _fail("--budget and --parallel must be at least 1")
     try:
         targets = parse_targets(target or ["cpu"])
     except ValueError as exc:
         _fail(str(exc))
-    return JobOptions(targets=targets, policy=policy, budget=budget, model=model,
-                      parallel=parallel, seed=seed, budget_tokens=max_tokens,
+    return JobOptions(targets=targets, policy=policy, policy_params=params, budget=budget,
+                      model=model, parallel=parallel, seed=seed, budget_tokens=max_tokens,
                       budget_usd=max_usd, budget_wall_s=max_wall_s)
+
+
+def _params_text(params: dict[str, Any]) -> str:
+    """The banner's "(c=1.5, k=1)"; empty when the policy runs with its defaults."""
+    return f" ({', '.join(f'{k}={v}' for k, v in params.items())})" if params else ""
 
 
 def _load(file: Path, format: str) -> Any:
