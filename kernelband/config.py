@@ -36,6 +36,8 @@ class Settings(BaseSettings):
     sandbox_memory_bytes: int = 8 * 1024**3
     sandbox_max_file_bytes: int = 256 * 1024 * 1024
     sandbox_warm_pool: bool = True
+    # a root service runs sandbox children as this user, e.g. "nobody" (empty: as itself)
+    sandbox_user: str = ""
 
     # scheduler
     lease_s: float = 300.0

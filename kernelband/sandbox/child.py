@@ -15,6 +15,8 @@ import sys
 import traceback
 from typing import Any
 
+from kernelband.sandbox.privileges import drop_privileges
+
 _CLONE_NEWUSER = 0x10000000
 _CLONE_NEWNET = 0x40000000
 
@@ -43,6 +45,7 @@ def confine(request: dict[str, Any]) -> bool:
     workdir = request["workdir"]
     _set_rlimits(limits)
     isolated = False if limits["network"] else _isolate_network()
+    drop_privileges(limits.get("user") or "", workdir)  # after the steps that need root
     os.chdir(workdir)
     os.environ["HOME"] = workdir
     os.environ["TMPDIR"] = workdir

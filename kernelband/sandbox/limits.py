@@ -40,6 +40,7 @@ class SandboxLimits:
     network: bool = False  # False: a private network namespace where the OS permits it
     audit: bool = True  # install the runtime audit hook (writes, sockets, processes)
     warm: bool = True  # fork from the pre-imported zygote; False: a fresh interpreter
+    user: str = ""  # run as this user when the service runs as root (kernelband/sandbox/privileges.py)
     extra_env: dict[str, str] = field(default_factory=dict)
 
     @classmethod
@@ -56,6 +57,7 @@ class SandboxLimits:
             "memory_bytes": s.sandbox_memory_bytes,
             "max_file_bytes": s.sandbox_max_file_bytes,
             "warm": s.sandbox_warm_pool,
+            "user": s.sandbox_user,
         }
         values.update(overrides)
         return cls(**values)

@@ -9,11 +9,12 @@ import selectors
 import shutil
 import subprocess
 import tempfile
+import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from kernelband.sandbox import pool
+from kernelband.sandbox import pool, privileges
 from kernelband.sandbox.limits import SandboxLimits, SandboxResult, default_triton_cache_dir
 from kernelband.sandbox.watch import kill_session, session_usage, signal_reason
 
@@ -164,9 +165,33 @@ def _warn_network(isolated: Any) -> None:
         log.warning("sandbox: could not create a private network namespace; children have network")
 
 
+_user_checks: dict[str, str] = {}  # sandbox user -> "" (usable) or why not, once per process
+_user_lock = threading.RLock()  # the probe run re-enters
+
+
+def require_usable_user(limits: SandboxLimits) -> None:
+    """Check once that `limits.user` can run children here; SandboxUserError says why not."""
+    if not limits.user or os.geteuid() != 0:
+        return
+    with _user_lock:
+        if limits.user not in _user_checks:
+            privileges.known_user(limits.user)
+            _user_checks[limits.user] = ""  # the probe below runs as that user itself
+            probe = run_sandboxed("kernelband.sandbox.privileges:unreadable_paths",
+                                  {"paths": privileges.probe_paths()},
+                                  replace(limits, audit=False, wall_s=max(limits.wall_s, 30.0)))
+            _user_checks[limits.user] = privileges.user_problem(
+                limits.user, probe.ok, probe.value, probe.message or probe.reason)
+            if _user_checks[limits.user]:
+                log.error("sandbox: %s", _user_checks[limits.user])
+    if _user_checks[limits.user]:
+        raise privileges.SandboxUserError(_user_checks[limits.user])
+
+
 def run_sandboxed(target: str, payload: dict[str, Any], limits: SandboxLimits | None = None) -> SandboxResult:
     """Run `target` ("module:function", dict -> JSON-able) in a confined child process."""
     limits = limits or SandboxLimits.from_settings()
+    require_usable_user(limits)
     os.makedirs(default_triton_cache_dir(), exist_ok=True)
     workdir = tempfile.mkdtemp(prefix="kb-sandbox-")
     request_path = os.path.join(workdir, ".request.json")
