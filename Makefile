@@ -21,7 +21,7 @@ demo: install
 	$(PY) -m kernelband.demo
 
 test: install browser-deps
-	$(PY) -m pytest -q -p no:cacheprovider
+	$(PY) -m pytest -q -p no:cacheprovider --durations=15
 
 lint: install
 	$(VENV)/bin/ruff check kernelband services tests bench

@@ -29,6 +29,7 @@ class _Outputs:
     result: bytearray = field(default_factory=bytearray)
     stderr: bytearray = field(default_factory=bytearray)
     status: bytearray = field(default_factory=bytearray)
+    rss: int = 0  # the session's resident memory at the last watchdog look (for messages)
     too_large: bool = False
 
 
@@ -59,10 +60,12 @@ def _exit_code(handle: pool.ChildHandle, out: _Outputs) -> int | None:
     return None
 
 
-def _watch_reason(handle: pool.ChildHandle, limits: SandboxLimits, deadline: float) -> str:
+def _watch_reason(handle: pool.ChildHandle, limits: SandboxLimits, deadline: float,
+                  out: _Outputs) -> str:
     if time.monotonic() >= deadline:
         return "timeout"
     nprocs, rss = session_usage(handle.pid)
+    out.rss = max(out.rss, rss)
     # count first: forked children share pages, so their summed RSS overstates memory
     if nprocs > limits.max_procs:
         return "too_many_processes"
@@ -87,7 +90,7 @@ def _supervise(handle: pool.ChildHandle, limits: SandboxLimits) -> tuple[int | N
                 sel.unregister(key.fd)
         code = _exit_code(handle, out)
         reason = "result_too_large" if out.too_large else ""
-        reason = reason or (_watch_reason(handle, limits, deadline) if code is None else "")
+        reason = reason or (_watch_reason(handle, limits, deadline, out) if code is None else "")
         if reason:
             break
     kill_session(handle.pid)  # stragglers the child left behind die with it
@@ -130,7 +133,8 @@ def _interpret(code: int | None, reason: str, out: _Outputs, wall: float, warm: 
     tail = out.stderr.decode(errors="replace")
     common = {"wall_s": wall, "stderr_tail": tail, "warm": warm}
     if reason:
-        return SandboxResult(False, reason=reason, message=_kill_message(reason), **common)  # type: ignore[arg-type]
+        message = f"{_kill_message(reason)} (peak resident memory seen: {out.rss / 2**20:.0f} MiB)"
+        return SandboxResult(False, reason=reason, message=message, **common)  # type: ignore[arg-type]
     doc: dict[str, Any] | None = None
     if out.result:
         try:

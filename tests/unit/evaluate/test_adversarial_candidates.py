@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -34,9 +35,16 @@ def vector_add() -> Iterator[KernelProblem]:
     shutdown_pool()
 
 
+def _limits(path: Path) -> SandboxLimits:
+    """LIMITS, with the wall time a candidate's `# wall_s:` header asks for."""
+    text = path.read_text()
+    return replace(LIMITS, wall_s=float(_header(path, "wall_s"))) if "# wall_s:" in text else LIMITS
+
+
 def _evaluate(problem: KernelProblem, path: Path, held_out: bool = True) -> Verdict:
-    return evaluate_candidate(problem, path.read_text(), held_out=held_out, seeds=3, limits=LIMITS,
-                              device="cpu", static_checks=_header(path, "static") == "on")
+    return evaluate_candidate(problem, path.read_text(), held_out=held_out, seeds=3,
+                              limits=_limits(path), device="cpu",
+                              static_checks=_header(path, "static") == "on")
 
 
 CANDIDATES = sorted(ADVERSARIAL.glob("*.py"))

@@ -1,5 +1,6 @@
 # expect: memory_limit
 # static: on
+# wall_s: 20
 import torch
 import triton
 import triton.language as tl
