@@ -19,7 +19,7 @@ from sqlalchemy.orm import Session
 
 from kernelband.db.models import Attempt
 from kernelband.engine_ingest import fail_lost_attempt
-from kernelband.engine_support import append_event
+from kernelband.engine_support import append_event, as_utc
 
 WaitingCount = Callable[[str], int | None]  # messages still queued in a queue; None: unknown
 
@@ -51,10 +51,7 @@ def _still_queued(attempt: Attempt, now: datetime, queue_timeout_s: float,
     """True when no worker took this try yet, its queue is not empty, and it has not waited too long."""
     if attempt.started_at is not None or attempt.dispatched_at is None:
         return False
-    dispatched = attempt.dispatched_at
-    if dispatched.tzinfo is None and now.tzinfo is not None:  # SQLite returns naive UTC
-        dispatched = dispatched.replace(tzinfo=now.tzinfo)
-    if (now - dispatched).total_seconds() > queue_timeout_s:
+    if (as_utc(now) - as_utc(attempt.dispatched_at)).total_seconds() > queue_timeout_s:
         return False
     if attempt.queue not in depth:
         depth[attempt.queue] = waiting(attempt.queue)

@@ -40,12 +40,6 @@ def _torch_work() -> Any:
     return TorchWork()
 
 
-def _input_elements(args: list[Any]) -> int:
-    from kernelband.evaluate.torch_work import input_elements
-
-    return input_elements(args)
-
-
 # A candidate whose torch calls (outside its Triton launches) read at least this many elements
 # per input element computed the result with torch, not with its kernel. An epilogue on the
 # output (a bias add after a Triton matmul) reads less and passes.
@@ -87,14 +81,16 @@ class CaseChecker:
             self.run_s += time.perf_counter() - start
         if who == "candidate" and _violations():
             raise Rejected("sandbox_violation", f"{where}: {_violations()[0]}")
-        if who == "candidate" and self.count_launches and not launches:
+        if watched and not launches:
             raise Rejected("decoy_no_triton_launch", f"{where}: the candidate launched no Triton kernel "
                            "(computing the result with torch alone is not an optimized kernel)")
-        if watched and work.elements >= TORCH_SHARE_LIMIT * max(_input_elements(args), 1):
-            raise Rejected("decoy_torch_compute", f"{where}: the candidate computed with torch "
-                           f"outside its Triton kernels ({work.top()}, against "
-                           f"{_input_elements(args)} input elements); only allocation, views, "
-                           "copies and casts may run outside the kernel")
+        if watched:
+            inputs = work.input_elements(args)
+            if work.elements >= TORCH_SHARE_LIMIT * max(inputs, 1):
+                raise Rejected("decoy_torch_compute", f"{where}: the candidate computed with "
+                               f"torch outside its Triton kernels ({work.top()}, against {inputs} "
+                               "input elements); only allocation, views, copies and casts may run "
+                               "outside the kernel")
         return out
 
     def _outputs(self, out: Any, args: list[Any]) -> Any:

@@ -76,12 +76,12 @@ class TorchWork(TorchFunctionMode):
                 self.ops[name] = self.ops.get(name, 0) + read
         return func(*args, **kwargs)
 
+    @staticmethod
+    def input_elements(args: list[Any]) -> int:
+        """Elements in the tensor arguments of a call (what the work is compared with)."""
+        return sum(int(a.numel()) for a in args if isinstance(a, torch.Tensor))
+
     def top(self) -> str:
         """The heaviest compute operators, as text for a rejection message."""
         ranked = sorted(self.ops.items(), key=lambda item: -item[1])[:3]
         return ", ".join(f"torch {name} ({n} elements)" for name, n in ranked)
-
-
-def input_elements(args: list[Any]) -> int:
-    """Elements in the tensor arguments of a call."""
-    return sum(int(a.numel()) for a in args if isinstance(a, torch.Tensor))

@@ -73,13 +73,13 @@ def tensor_nbytes(value: Any) -> int:
 _lock = threading.Lock()
 _benchmarking = threading.local()  # depth of Autotuner._bench calls on this thread
 _launching = threading.local()  # depth of captured kernel launches running on this thread
+_sinks: list[tuple[list[LaunchRecord], bool]] = []  # (records, execute) per active capture
+_originals: dict[tuple[type, str], Callable[..., Any]] = {}  # (class, method) -> original
 
 
 def inside_launch() -> bool:
     """True while a captured Triton launch runs on this thread (the interpreter uses torch)."""
     return getattr(_launching, "depth", 0) > 0
-_sinks: list[tuple[list[LaunchRecord], bool]] = []  # (records, execute) per active capture
-_originals: dict[tuple[type, str], Callable[..., Any]] = {}  # (class, method) -> original
 
 
 def _python_function(jit_fn: Any) -> Callable[..., Any]:
