@@ -21,6 +21,7 @@ COMMAND_MODULES = (
     "tokens",
     "report",
     "suite",
+    "doctor",
 )
 
 

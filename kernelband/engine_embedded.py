@@ -17,6 +17,7 @@ from kernelband.db.models import Attempt, Candidate, Job, Track
 from kernelband.db.session import open_database, session_scope
 from kernelband.dispatch import EmbeddedDispatcher, TaskFunction
 from kernelband.engine import EngineContext, StepReport, job_is_finished, requeue_orphans, step
+from kernelband.stages import StageTime, stage_times
 
 LOCAL_TEAM = "local"
 
@@ -70,6 +71,7 @@ class JobOutcome:
     attempts: dict[str, int]
     database_url: str
     resumed: bool = False
+    stages: tuple[StageTime, ...] = ()  # where the job's time went, per task kind
 
 
 def job_columns(options: JobOptions) -> dict[str, Any]:
@@ -150,7 +152,7 @@ def collect_outcome(factory: sessionmaker[Session], job_id: int, wall_s: float,
                                .group_by(Attempt.kind)).all()
         return JobOutcome(job.id, job.status, job.reason, tracks, job.tokens_used, job.cost_usd,
                           job.cost_known, wall_s, {kind: int(n) for kind, n in rows}, url,
-                          resumed)
+                          resumed, tuple(stage_times(session, job_id)))
 
 
 def _track_outcome(session: Session, track: Track) -> TrackOutcome:

@@ -6,10 +6,10 @@ import math
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import func, select, update
+from sqlalchemy import func, insert, select, update
 from sqlalchemy.orm import Session, object_session
 
-from kernelband.bandit import FrontierEntry, PolicyState, make_policy
+from kernelband.bandit import POLICIES, FrontierEntry, PolicyState, make_policy
 from kernelband.bandit.policy import Policy
 from kernelband.db.models import (
     ArmStat,
@@ -17,6 +17,7 @@ from kernelband.db.models import (
     Candidate,
     Cluster,
     Event,
+    FrontierRow,
     Job,
     LeaderEpoch,
     Measurement,
@@ -81,21 +82,37 @@ def policy_for(job: Job) -> Policy:
 
 
 def load_state(track: Track) -> PolicyState:
-    """The track's policy state: the parsed committed copy when cached, else its JSON column."""
+    """The track's policy state: the parsed committed copy when cached, else its stored rows."""
     session = object_session(track)
     cached = cached_state(session, track) if session is not None else None
     if cached is not None:
         return cached
     if track.policy_state is None:
         raise RuntimeError(f"track {track.id} has no policy state yet (baseline not measured)")
-    return PolicyState.from_dict(track.policy_state)
+    if session is None:
+        raise RuntimeError(f"track {track.id} is detached: its frontier rows cannot be read")
+    query = (select(FrontierRow.entry).where(FrontierRow.track_id == track.id)
+             .order_by(FrontierRow.position).limit(track.frontier_size))  # rows 0..size-1
+    return PolicyState.from_dict({**track.policy_state, "frontier": list(session.scalars(query))})
 
 
 def save_state(session: Session, track: Track, state: PolicyState,
                previous: PolicyState | None = None) -> None:
-    """Store the state and refresh the derived arm/cluster view unless `previous` shows it same."""
-    stored = state.to_dict()
+    """Store the state and refresh the derived arm/cluster view unless `previous` shows it same.
+
+    The frontier only ever grows at its end, so only entries past the stored size are written;
+    the rest of the state is one small JSON value.
+    """
+    stored = state.to_dict(frontier=False)
+    size = track.frontier_size or 0
+    if len(state.frontier) < size:
+        raise RuntimeError(f"track {track.id}: a policy state may only append to its frontier")
+    new = [{"track_id": track.id, "position": i, "entry": e.to_dict()}
+           for i, e in enumerate(state.frontier[size:], start=size)]
+    if new:
+        session.execute(insert(FrontierRow), new)
     track.policy_state = stored
+    track.frontier_size = len(state.frontier)
     remember_state(session, track, state, stored)
     if previous is None or view_key(previous) != view_key(state):
         write_arm_view(session, track, state)
@@ -305,6 +322,8 @@ def task_payload(session: Session, attempt: Attempt) -> dict[str, Any]:
                        profile_summary=profile_summary(session, candidate))
         return payload
     payload["editable"] = candidate.editable
+    if attempt.kind == "profile":  # the class says it; no need to build the job's policy
+        payload["hardware_signature"] = POLICIES[job.policy].policy.reads_signature
     if attempt.kind == "profile" and candidate.parent_id is not None:
         parent = session.get(Candidate, candidate.parent_id)
         payload["parent_editable"] = parent.editable if parent else None

@@ -8,16 +8,24 @@ They hold no database handle; everything arrives in the payload built by
 - compile  -> `ok`, `reason`, `message`, `verdict` (public-case pre-screen), `static_profile`
 - profile  -> `ok`, `reason`, `message`, `verdict`, `measurement`, `features`
 - verify   -> `ok`, `reason`, `message`, `verdict` (held-out cases)
+
+compile, profile and verify results also carry `timings`: wall seconds per part of the task
+(`check`: the sandboxed correctness run, `static`: the static profile, `measure`: timing and
+features, `signature`: on a GPU, the Nsight Compute pass for h), which `kernelband.stages`
+summarises per job.
 """
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from functools import lru_cache
-from typing import Any
+from typing import Any, TypeVar
 
 from kernelband.config import get_settings
 from kernelband.problem.model import KernelProblem
 
+T = TypeVar("T")
 PRESCREEN_SEEDS = 1  # compile only screens out obvious failures; profile checks thoroughly
 CHECK_SEEDS = 3
 
@@ -49,11 +57,14 @@ def compile(payload: dict[str, Any]) -> dict[str, Any]:  # noqa: A001 - the cont
         return {"ok": True, "reason": "", "message": "static checks passed; interpreter "
                 "check runs in the profile step", "static_profile": None}
     # device=None: the node's device; on a GPU node triton 3.6's interpreter breaks (numpy 2.5).
-    verdict = evaluate_candidate(_problem(payload), payload["editable"], held_out=False,
-                                 seeds=PRESCREEN_SEEDS, device=None)
+    timings: dict[str, float] = {}
+    verdict = _timed(timings, "check", lambda: evaluate_candidate(
+        _problem(payload), payload["editable"], held_out=False, seeds=PRESCREEN_SEEDS,
+        device=None))
+    static = _timed(timings, "static", lambda: _static_profile(payload)) if verdict.correct else None
     return {"ok": verdict.correct, "reason": "" if verdict.correct else verdict.reason,
-            "message": verdict.message, "verdict": verdict.to_dict(),
-            "static_profile": _static_profile(payload) if verdict.correct else None}
+            "message": verdict.message, "verdict": verdict.to_dict(), "static_profile": static,
+            "timings": timings}
 
 
 def profile(payload: dict[str, Any]) -> dict[str, Any]:
@@ -62,17 +73,19 @@ def profile(payload: dict[str, Any]) -> dict[str, Any]:
 
     problem, editable = _problem(payload), _editable(payload)
     device = "cpu" if payload["target"] == "cpu" else None  # None: the node's GPU
-    verdict = evaluate_candidate(problem, editable, held_out=False, seeds=CHECK_SEEDS,
-                                 device=device)
+    timings: dict[str, float] = {}
+    verdict = _timed(timings, "check", lambda: evaluate_candidate(
+        problem, editable, held_out=False, seeds=CHECK_SEEDS, device=device))
     if not verdict.correct:
         return {"ok": False, "reason": verdict.reason, "message": verdict.message,
-                "verdict": verdict.to_dict()}
-    measured = _measure(problem, editable, payload)
+                "verdict": verdict.to_dict(), "timings": timings}
+    measured = _timed(timings, "measure", lambda: _measure(problem, editable, payload, timings))
+    timings["measure"] -= timings.get("signature", 0.0)  # parts do not overlap
     if isinstance(measured, dict):
-        return {**measured, "verdict": verdict.to_dict()}
+        return {**measured, "verdict": verdict.to_dict(), "timings": timings}
     measurement, features = measured
     return {"ok": True, "reason": "", "message": "", "verdict": verdict.to_dict(),
-            "measurement": measurement, "features": features}
+            "measurement": measurement, "features": features, "timings": timings}
 
 
 def verify(payload: dict[str, Any]) -> dict[str, Any]:
@@ -80,10 +93,20 @@ def verify(payload: dict[str, Any]) -> dict[str, Any]:
     from kernelband.evaluate import evaluate_candidate
 
     device = "cpu" if payload["target"] == "cpu" else None
-    verdict = evaluate_candidate(_problem(payload), payload["editable"], held_out=True,
-                                 seeds=CHECK_SEEDS, device=device)
+    timings: dict[str, float] = {}
+    verdict = _timed(timings, "check", lambda: evaluate_candidate(
+        _problem(payload), payload["editable"], held_out=True, seeds=CHECK_SEEDS, device=device))
     return {"ok": verdict.correct, "reason": "" if verdict.correct else verdict.reason,
-            "message": verdict.message, "verdict": verdict.to_dict()}
+            "message": verdict.message, "verdict": verdict.to_dict(), "timings": timings}
+
+
+def _timed(timings: dict[str, float], part: str, work: Callable[[], T]) -> T:
+    """Run `work`, noting its wall seconds as `timings[part]` (the result's `timings`)."""
+    start = time.perf_counter()
+    try:
+        return work()
+    finally:
+        timings[part] = time.perf_counter() - start
 
 
 def _problem(payload: dict[str, Any]) -> KernelProblem:
@@ -106,14 +129,15 @@ def _generator(model: str) -> Any:
     return make_generator(settings)
 
 
-def _measure(problem: KernelProblem, editable: str | None,
-             payload: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]] | dict[str, Any]:
+def _measure(problem: KernelProblem, editable: str | None, payload: dict[str, Any],
+             timings: dict[str, float]) -> tuple[dict[str, Any], dict[str, Any]] | dict[str, Any]:
     """Measurement and features (the profile package runs the candidate sandboxed)."""
     from kernelband.profile import MeasureError, StaticProfileError, measure_candidate
 
     try:
         measurement, features = measure_candidate(
-            problem, editable, payload["target"], parent_editable=payload.get("parent_editable"))
+            problem, editable, payload["target"], parent_editable=payload.get("parent_editable"),
+            hardware_signature=bool(payload.get("hardware_signature", True)), timings=timings)
     except (MeasureError, StaticProfileError) as exc:
         return {"ok": False, "reason": f"measure_failed:{type(exc).__name__}",
                 "message": str(exc)[:500]}

@@ -26,6 +26,7 @@ class KernelBandPolicy(Policy):
     """One iteration: mask arms by saturation, pick the UCB arm, sample a parent in its cluster."""
 
     name: ClassVar[str] = "kernelband"
+    reads_signature: ClassVar[bool] = True  # masks and parent sampling
 
     def __init__(self, config: KernelBandConfig) -> None:
         super().__init__(config)

@@ -17,6 +17,9 @@ class Policy:
 
     name: ClassVar[str] = ""
     n_cluster_rows: ClassVar[int] = 1
+    # Whether decisions read the hardware signature h; when not, GPU workers skip the Nsight
+    # Compute pass that measures it (seconds per candidate) and report the estimate instead.
+    reads_signature: ClassVar[bool] = False
 
     def __init__(self, config: BaseConfig) -> None:
         self.config = config

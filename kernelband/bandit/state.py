@@ -98,13 +98,14 @@ class PolicyState:
             counts[(d.cluster, d.strategy)] = counts.get((d.cluster, d.strategy), 0) + 1
         return counts
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
+    def to_dict(self, frontier: bool = True) -> dict[str, Any]:
+        """Plain JSON-ready data; frontier=False leaves the (append-only) frontier out, for
+        stores that keep it apart and pass it back to from_dict."""
+        data: dict[str, Any] = {
             "version": STATE_VERSION,
             "policy": self.policy,
             "seed": self.seed,
             "rng": self.rng,
-            "frontier": [e.to_dict() for e in self.frontier],
             "arm_n": self.arm_n,
             "arm_mu": self.arm_mu,
             "t": self.t,
@@ -120,6 +121,9 @@ class PolicyState:
             "prior_coef": self.prior_coef,
             "signed": self.signed,
         }
+        if frontier:
+            data["frontier"] = [e.to_dict() for e in self.frontier]
+        return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> PolicyState:

@@ -138,6 +138,8 @@ def outcome_table(outcome: JobOutcome) -> Table:
                          for t in outcome.tracks)
     attempts = ", ".join(f"{k} {n}" for k, n in sorted(outcome.attempts.items()))
     table.caption = f"best lineage {lineages}\nattempts: {attempts}"
+    if outcome.stages:  # where the time went: worker seconds per step, median per attempt
+        table.caption += "\ntime per step: " + "; ".join(s.text() for s in outcome.stages)
     return table
 
 

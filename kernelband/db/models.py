@@ -147,8 +147,11 @@ class Track(Base):
     job_id: Mapped[int] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"), index=True)
     target: Mapped[str] = mapped_column(String(16))
     status: Mapped[str] = mapped_column(String(16), default="pending", index=True)
-    # Deferred: with a large frontier it is the biggest column; only select/update read it.
+    # The policy state without its frontier (PolicyState.to_dict(frontier=False)); deferred, as
+    # only select/update read it. The frontier is append-only and lives in `frontier_entries`
+    # (rows 0 .. frontier_size-1), so a pull writes its new entries, not the whole frontier.
     policy_state: Mapped[dict[str, Any] | None] = mapped_column(default=None, deferred=True)
+    frontier_size: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     iterations_dispatched: Mapped[int] = mapped_column(Integer, default=0)
     iterations_done: Mapped[int] = mapped_column(Integer, default=0)
     original_candidate_id: Mapped[int | None] = mapped_column(
@@ -236,6 +239,16 @@ class Measurement(Base):
     paired_ratio: Mapped[float | None] = mapped_column(Float, default=None)
     features: Mapped[dict[str, Any] | None] = mapped_column(default=None)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class FrontierRow(Base):
+    """One entry of a track's bandit frontier (FrontierEntry.to_dict()), at its position."""
+
+    __tablename__ = "frontier_entries"
+    track_id: Mapped[int] = mapped_column(
+        ForeignKey("tracks.id", ondelete="CASCADE"), primary_key=True)
+    position: Mapped[int] = mapped_column(Integer, primary_key=True)
+    entry: Mapped[dict[str, Any]] = mapped_column()
 
 
 class ArmStat(Base):

@@ -63,6 +63,7 @@ def make_engine(url: str, **kwargs: object) -> Engine:
     if "poolclass" not in kwargs:  # sizes apply to the default QueuePool only
         pool |= {"pool_size": POOL_SIZE, "max_overflow": POOL_MAX_OVERFLOW,
                  "pool_timeout": POOL_TIMEOUT_S}
+    pool |= {"executemany_mode": "values_plus_batch"}
     return create_engine(url, **{**pool, **kwargs})
 
 

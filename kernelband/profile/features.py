@@ -16,12 +16,14 @@ SOURCES = ("ncu", "driver", "static", "estimate")
 
 @dataclass(frozen=True)
 class Features:
-    """phi and h with one source label per value (`ncu`, `driver`, `static` or `estimate`)."""
+    """phi and h with one source label per value (`ncu`, `driver`, `static` or `estimate`);
+    `h_note` says why h is an estimate where Nsight Compute was wanted (or not asked for)."""
 
     phi: tuple[float, ...]
     phi_sources: tuple[str, ...]
     h: tuple[float, ...]
     h_sources: tuple[str, ...]
+    h_note: str = ""
 
     def __post_init__(self) -> None:
         if len(self.phi) != 5 or len(self.phi_sources) != 5:
@@ -38,12 +40,14 @@ class Features:
         return {name: {"value": value, "source": source} for name, value, source in pairs}
 
     def to_dict(self) -> dict[str, Any]:
-        return {"phi": list(self.phi), "phi_sources": list(self.phi_sources),
+        data = {"phi": list(self.phi), "phi_sources": list(self.phi_sources),
                 "h": list(self.h), "h_sources": list(self.h_sources)}
+        return {**data, "h_note": self.h_note} if self.h_note else data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Features:
-        return cls(tuple(data["phi"]), tuple(data["phi_sources"]), tuple(data["h"]), tuple(data["h_sources"]))
+        return cls(tuple(data["phi"]), tuple(data["phi_sources"]), tuple(data["h"]),
+                   tuple(data["h_sources"]), str(data.get("h_note") or ""))
 
 
 def build_features(

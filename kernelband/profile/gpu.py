@@ -1,11 +1,8 @@
-"""The measured path: CUDA-event timing of every public case, features from ncu or the static
-profile. Runs only on a GPU node, inside the sandbox child."""
+"""The measured path: CUDA-event timing of every public case, phi from the driver and the static
+profile. Runs only on a GPU node, inside the sandbox child; h comes from a later ncu pass."""
 
 from __future__ import annotations
 
-import json
-import re
-import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -16,11 +13,9 @@ from kernelband.profile.archs import ARCH_LIMITS, resolve_target
 from kernelband.profile.estimate import estimate_case
 from kernelband.profile.features import Features, build_features
 from kernelband.profile.measure import Measurement, capture_case
-from kernelband.profile.ncu import NcuOutcome, run_ncu
+from kernelband.profile.ncu_pass import NcuCase
 from kernelband.profile.static import static_profile
 from kernelband.profile.timing import CudaDevice, TimingConfig, TimingStats, measure, measure_paired
-
-NCU_TIMEOUT_S = 180.0
 
 
 def _prepare(runtime: Any, case: Case, fresh_inputs: bool) -> Callable[[], Callable[[], Any]]:
@@ -39,22 +34,12 @@ def _device_cc(device: CudaDevice) -> int:
     return cc if cc in ARCH_LIMITS else min(ARCH_LIMITS, key=lambda known: abs(known - cc))
 
 
-def _ncu_outcome(problem: KernelProblem, editable: str | None, case_index: int, kernels: set[str]) -> NcuOutcome:
-    payload = {"problem": problem.to_dict(), "editable": editable, "case_index": case_index}
-    # Only the candidate's Triton kernels: input generation launches torch kernels too.
-    regex = "^(" + "|".join(sorted(re.escape(k) for k in kernels)) + ")$"
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "payload.json"
-        path.write_text(json.dumps(payload))
-        command = [sys.executable, "-m", "kernelband.profile.ncu_child", str(path)]
-        return run_ncu(command, NCU_TIMEOUT_S, kernel_regex=regex)
-
-
 def gpu_features(
-    problem: KernelProblem, editable: str | None, runtime: Any, device: CudaDevice, target: str,
-    slowest: int, time_ms: float,
-) -> Features:
-    """phi from the driver-reported registers and the static profile; h from ncu if it runs."""
+    problem: KernelProblem, runtime: Any, device: CudaDevice, target: str, slowest: int,
+    time_ms: float,
+) -> tuple[Features, NcuCase]:
+    """phi from the driver-reported registers and the static profile; h the roofline estimate
+    (labelled `estimate`) until an Nsight Compute pass of the returned case replaces it."""
     case = problem.cases[slowest]
     records = capture_case(runtime, case, execute=True)
     cc = _device_cc(device)
@@ -63,22 +48,21 @@ def gpu_features(
     times = [e.time_ms for e in estimate.launches]
     record, profile = pairs[times.index(max(times))]
     registers = getattr(record.compiled, "n_regs", None)
-    outcome = _ncu_outcome(problem, editable, slowest, {r.kernel_name for r in records})
-    if outcome.ok:
-        kernel = max(outcome.kernels, key=lambda k: k.time_ms or 0.0)
-        m = kernel.metrics
-        h = (m.get("sm_pct", 0.0), m.get("dram_pct", 0.0), m.get("l2_pct", 0.0))
-        return build_features(time_ms, "driver", profile, h, "ncu", registers)
     launch = estimate.dominant()
     h = (launch.sm_pct, launch.dram_pct, launch.l2_pct) if launch else (0.0, 0.0, 0.0)
-    return build_features(time_ms, "driver", profile, h, "estimate", registers)
+    features = build_features(time_ms, "driver", profile, h, "estimate", registers)
+    return features, NcuCase(slowest, tuple(sorted({r.kernel_name for r in records})))
 
 
 def measure_on_gpu(
     problem: KernelProblem, editable: str | None, target: str, *,
     parent_editable: str | None = None, config: TimingConfig | None = None,
-) -> tuple[Measurement, Features]:
-    """Time every public case with CUDA events (paired with the parent when given)."""
+) -> tuple[Measurement, Features, NcuCase]:
+    """Time every public case with CUDA events (paired with the parent when given).
+
+    h is the labelled estimate; the returned case is what an Nsight Compute pass should profile
+    (kernelband/profile/ncu_pass.py), in another process: this one has a CUDA context.
+    """
     with tempfile.TemporaryDirectory(prefix="kb-measure-") as workdir:
         return _measure_in(problem, editable, target, parent_editable, config, Path(workdir))
 
@@ -86,7 +70,7 @@ def measure_on_gpu(
 def _measure_in(
     problem: KernelProblem, editable: str | None, target: str, parent_editable: str | None,
     config: TimingConfig | None, workdir: Path,
-) -> tuple[Measurement, Features]:
+) -> tuple[Measurement, Features, NcuCase]:
     from kernelband.problem.runtime import load_runtime
 
     device = CudaDevice()
@@ -117,4 +101,4 @@ def _measure_in(
         paired_ratio=weighted_ratio / parent_sum if parent_sum > 0 else None,
     )
     slowest = max(range(len(stats)), key=lambda i: stats[i].median_ms)
-    return measurement, gpu_features(problem, editable, runtime, device, target, slowest, total)
+    return (measurement, *gpu_features(problem, runtime, device, target, slowest, total))

@@ -15,6 +15,7 @@ from kernelband.profile.archs import DEFAULT_REFERENCE_GPU, GpuSpec, resolve_tar
 from kernelband.profile.estimate import CaseEstimate, estimate_case
 from kernelband.profile.features import Features, build_features
 from kernelband.profile.launches import LaunchRecord, capture_launches
+from kernelband.profile.ncu_pass import NcuCase
 from kernelband.profile.static import StaticProfile, static_profile
 
 
@@ -134,22 +135,29 @@ def estimate_candidate(
 
 
 def measure_candidate_local(
-    problem: KernelProblem, editable: str | None, target: str, *, parent_editable: str | None = None
-) -> tuple[Measurement, Features]:
-    """In this process (the sandbox child): measure on the GPU if there is one, else estimate."""
+    problem: KernelProblem, editable: str | None, target: str, *,
+    parent_editable: str | None = None,
+) -> tuple[Measurement, Features, NcuCase | None]:
+    """In this process (the sandbox child): measure on the GPU if there is one, else estimate.
+
+    On a GPU, h is the estimate and the case is what an Nsight Compute pass should profile.
+    """
     import torch
 
     if target != "cpu" and torch.cuda.is_available():
         from kernelband.profile.gpu import measure_on_gpu
 
         return measure_on_gpu(problem, editable, target, parent_editable=parent_editable)
-    return estimate_candidate(problem, editable, target, parent_editable=parent_editable)
+    return (*estimate_candidate(problem, editable, target, parent_editable=parent_editable), None)
 
 
 def measure_candidate_task(payload: dict[str, Any]) -> dict[str, Any]:
-    """Sandbox target: `{problem, editable, target, parent_editable}` -> `{measurement, features}`."""
+    """Sandbox target: `{problem, editable, target, parent_editable}` ->
+    `{measurement, features, ncu_case}` (`ncu_case` None without a GPU)."""
     problem = KernelProblem.from_dict(payload["problem"])
-    measurement, features = measure_candidate_local(
-        problem, payload.get("editable"), payload["target"], parent_editable=payload.get("parent_editable")
+    measurement, features, case = measure_candidate_local(
+        problem, payload.get("editable"), payload["target"],
+        parent_editable=payload.get("parent_editable"),
     )
-    return {"measurement": measurement.to_dict(), "features": features.to_dict()}
+    return {"measurement": measurement.to_dict(), "features": features.to_dict(),
+            "ncu_case": case.to_dict() if case else None}

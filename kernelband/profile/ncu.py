@@ -1,4 +1,5 @@
-"""Nsight Compute: run `ncu` time-boxed on a child process and parse its raw CSV page."""
+"""Nsight Compute: run `ncu` time-boxed (launching a command, or attaching to a waiting
+process) and parse its raw CSV page."""
 
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ METRICS: dict[str, str] = {
 _TIME_TO_MS = {"ns": 1e-6, "nsecond": 1e-6, "us": 1e-3, "usecond": 1e-3, "ms": 1.0, "msecond": 1.0,
                "s": 1e3, "second": 1e3}
 _CANDIDATE_PATHS = ("/usr/local/cuda/bin/ncu", "/opt/nvidia/nsight-compute/ncu")
+MISSING_MESSAGE = "ncu not found on PATH: install Nsight Compute"
 
 
 @dataclass(frozen=True)
@@ -50,6 +52,11 @@ class NcuOutcome:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> NcuOutcome:
+        kernels = [NcuKernel(k["name"], dict(k["metrics"])) for k in data.get("kernels", [])]
+        return cls(bool(data["ok"]), kernels, str(data.get("reason", "")), str(data.get("message", "")))
 
 
 def find_ncu() -> str | None:
@@ -99,18 +106,47 @@ def parse_ncu_csv(text: str) -> list[NcuKernel]:
     return kernels
 
 
+def signature(outcome: NcuOutcome) -> tuple[float, float, float] | None:
+    """h (SM, DRAM, L2 % of peak) of the slowest profiled kernel, or None without kernels."""
+    if not outcome.ok or not outcome.kernels:
+        return None
+    m = max(outcome.kernels, key=lambda k: k.time_ms or 0.0).metrics
+    return (m.get("sm_pct", 0.0), m.get("dram_pct", 0.0), m.get("l2_pct", 0.0))
+
+
+def _frontend_args(ncu: str, kernel_regex: str | None) -> list[str]:
+    # --clock-control none: measure the card as it is; never lock or change its clocks.
+    argv = [ncu, "--csv", "--page", "raw", "--clock-control", "none", "--metrics", ",".join(METRICS)]
+    return argv + (["--kernel-name", f"regex:{kernel_regex}"] if kernel_regex else [])
+
+
 def run_ncu(command: list[str], timeout_s: float = 120.0, kernel_regex: str | None = None) -> NcuOutcome:
     """Profile every kernel `command` launches; never raises for ncu's own failures."""
     ncu = find_ncu()
     if ncu is None:
-        return NcuOutcome(False, reason="missing", message="ncu not found on PATH: install Nsight Compute")
-    # --clock-control none: measure the card as it is; never lock or change its clocks.
-    argv = [ncu, "--csv", "--page", "raw", "--target-processes", "all", "--clock-control", "none",
-            "--metrics", ",".join(METRICS)]
-    if kernel_regex:
-        argv += ["--kernel-name", f"regex:{kernel_regex}"]
+        return NcuOutcome(False, reason="missing", message=MISSING_MESSAGE)
+    return _run_frontend(_frontend_args(ncu, kernel_regex) + ["--target-processes", "all"] + command,
+                         timeout_s)
+
+
+def attach_ncu(timeout_s: float, kernel_regex: str | None = None,
+               env: dict[str, str] | None = None) -> NcuOutcome:
+    """Profile the process on this host (network namespace) that waits for a profiler.
+
+    The process was started under `ncu --mode=launch` and stopped at its first CUDA call; this
+    session profiles it until it exits. No such process yet: an `exit:` outcome, try again.
+    """
+    ncu = find_ncu()
+    if ncu is None:
+        return NcuOutcome(False, reason="missing", message=MISSING_MESSAGE)
+    argv = _frontend_args(ncu, kernel_regex) + ["--mode=attach", "--hostname", "127.0.0.1"]
+    return _run_frontend(argv, timeout_s, env)
+
+
+def _run_frontend(argv: list[str], timeout_s: float, env: dict[str, str] | None = None) -> NcuOutcome:
     try:
-        done = subprocess.run(argv + command, capture_output=True, text=True, timeout=timeout_s, check=False)
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, check=False,
+                              env=env)
     except subprocess.TimeoutExpired:
         return NcuOutcome(False, reason="timeout", message=f"ncu took longer than {timeout_s:.0f}s")
     except OSError as exc:  # includes a sandbox policy that refuses to start ncu

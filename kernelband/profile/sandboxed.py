@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import logging
+import time
 from dataclasses import replace
+from textwrap import shorten
 from typing import Any
 
 from kernelband.problem.model import KernelProblem
@@ -11,8 +14,11 @@ from kernelband.profile.features import Features
 from kernelband.profile.measure import MeasureError, Measurement
 
 MEASURE_TARGET = "kernelband.profile.measure:measure_candidate_task"
-GPU_MEASURE_WALL_S = 300.0  # timing every case, paired runs and an ncu pass take longer than a check
+NCU_TARGET = "kernelband.profile.ncu_pass:ncu_pass_task"
+GPU_MEASURE_WALL_S = 300.0  # timing every case and paired runs take longer than a check
 REPORT_TARGET = "kernelband.profile.report:profile_report_task"
+NOTE_CHARS = 400  # h_note: one readable line on the job page
+log = logging.getLogger(__name__)
 
 
 def _run(
@@ -37,15 +43,59 @@ def _on_gpu(target: str) -> bool:
 
 def measure_candidate(
     problem: KernelProblem, editable: str | None, target: str, *,
-    parent_editable: str | None = None, limits: Any = None,
+    parent_editable: str | None = None, limits: Any = None, hardware_signature: bool = True,
+    timings: dict[str, float] | None = None,
 ) -> tuple[Measurement, Features]:
-    """Measured on this node's GPU, else the labelled estimate; candidate code runs sandboxed."""
+    """Measured on this node's GPU, else the labelled estimate; candidate code runs sandboxed.
+
+    On a GPU, a second sandboxed run measures h with Nsight Compute (its wall seconds go to
+    `timings["signature"]`); `hardware_signature=False` skips it and h stays the estimate.
+    """
     resolve_target(target)  # fail fast, in this process, on an unknown target
     payload = {"problem": problem.to_dict(), "editable": editable, "target": target,
                "parent_editable": parent_editable}
     on_gpu = _on_gpu(target)
     value = _run(MEASURE_TARGET, payload, not on_gpu, limits, GPU_MEASURE_WALL_S if on_gpu else 0.0)
-    return Measurement.from_dict(value["measurement"]), Features.from_dict(value["features"])
+    measurement, features = Measurement.from_dict(value["measurement"]), Features.from_dict(value["features"])
+    case = value.get("ncu_case")  # set on a GPU only
+    if case and not hardware_signature:
+        features = replace(features, h_note="not measured: the job's policy does not read h")
+    elif case:
+        start = time.perf_counter()
+        features = _with_ncu_signature(problem, editable, features, case, limits)
+        if timings is not None:
+            timings["signature"] = time.perf_counter() - start
+    return measurement, features
+
+
+def _with_ncu_signature(problem: KernelProblem, editable: str | None, features: Features,
+                        case: dict[str, Any], limits: Any) -> Features:
+    """`features` with h from an Nsight Compute pass; when it fails, h stays the estimate and
+    `h_note` says why."""
+    from kernelband.profile.ncu import NcuOutcome, find_ncu, signature
+    from kernelband.profile.ncu_pass import NCU_TIMEOUT_S
+    from kernelband.sandbox import SandboxLimits
+
+    if find_ncu() is None:  # no pass to run: no sandbox child either
+        return replace(features, h_note="ncu not found on this GPU node: install Nsight Compute")
+    # The pass's own child runs only trusted code; the process that runs the candidate
+    # installs the audit guard itself.
+    limits = replace(limits or SandboxLimits.from_settings(), profiled=True, audit=False)
+    payload = {"problem": problem.to_dict(), "editable": editable, "case": case,
+               "timeout_s": NCU_TIMEOUT_S}
+    try:
+        value = _run(NCU_TARGET, payload, False, limits, NCU_TIMEOUT_S + 30.0)
+    except MeasureError as exc:
+        log.warning("Nsight Compute pass failed, h stays estimated: %s", exc)
+        return replace(features, h_note=shorten(f"the Nsight Compute pass failed: {exc}", NOTE_CHARS))
+    outcome = NcuOutcome.from_dict(value["outcome"])
+    h = signature(outcome)
+    log.info("Nsight Compute pass (%s) took %.2fs: %s", value.get("mode"),
+             float(value.get("seconds", 0.0)), "ok" if h else f"{outcome.reason} {outcome.message}")
+    if h is None:
+        return replace(features, h_note=shorten(f"ncu {outcome.reason}: {outcome.message}", NOTE_CHARS))
+    return replace(features, h=h, h_sources=("ncu",) * 3, h_note="")
+
 
 
 def static_profile_candidate(

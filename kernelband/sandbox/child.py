@@ -39,12 +39,31 @@ def _isolate_network() -> bool:
     return int(libc.unshare(flags)) == 0
 
 
+def _loopback_up() -> bool:
+    """Bring `lo` up in this (new, empty) network namespace; False where that is refused."""
+    import fcntl
+    import socket
+    import struct
+
+    siocgifflags, siocsifflags, iff_up = 0x8913, 0x8914, 0x1
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+            request = struct.pack("16sH22x", b"lo", 0)
+            flags = struct.unpack("16sH22x", fcntl.ioctl(sock, siocgifflags, request))[1]
+            fcntl.ioctl(sock, siocsifflags, struct.pack("16sH22x", b"lo", flags | iff_up))
+    except OSError:
+        return False
+    return True
+
+
 def confine(request: dict[str, Any]) -> bool:
     """Apply limits, cwd, env and audit policy to this process; returns network isolation."""
     limits = request["limits"]
     workdir = request["workdir"]
     _set_rlimits(limits)
     isolated = False if limits["network"] else _isolate_network()
+    if isolated and limits.get("profiled"):
+        _loopback_up()  # only this namespace's loopback: where ncu's attach session reaches it
     drop_privileges(limits.get("user") or "", workdir)  # after the steps that need root
     os.chdir(workdir)
     os.environ["HOME"] = workdir

@@ -40,6 +40,9 @@ class SandboxLimits:
     network: bool = False  # False: a private network namespace where the OS permits it
     audit: bool = True  # install the runtime audit hook (writes, sockets, processes)
     warm: bool = True  # fork from the pre-imported zygote; False: a fresh interpreter
+    # fork from the zygote that `ncu --mode=launch` started, loopback up in the child's network
+    # namespace so an `ncu --mode=attach` session there can profile it (kernelband/profile/ncu_pass.py)
+    profiled: bool = False
     user: str = ""  # run as this user when the service runs as root (kernelband/sandbox/privileges.py)
     extra_env: dict[str, str] = field(default_factory=dict)
 

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
+import shutil
+import signal
 import socket
 import subprocess
 import sys
 import tempfile
 import threading
+import time
 from dataclasses import dataclass
 
 from kernelband.sandbox.limits import SandboxLimits, scrubbed_env
@@ -17,6 +21,7 @@ from kernelband.sandbox.limits import SandboxLimits, scrubbed_env
 log = logging.getLogger(__name__)
 # modules every evaluation needs; importing them once in the zygote is what makes it warm
 WARM_MODULES = ("kernelband.sandbox.child", "kernelband.sandbox.guard")
+ZYGOTE_START_S = 120.0  # importing torch and triton; slower under ncu on a GPU node
 
 
 @dataclass
@@ -51,29 +56,70 @@ def spawn_cold(request_path: str, limits: SandboxLimits, workdir: str) -> ChildH
 
 
 class Zygote:
-    """One warm zygote process (per TRITON_INTERPRET setting), restarted when it dies."""
+    """One warm zygote process, restarted when it dies. One per TRITON_INTERPRET setting, and a
+    `profiled` one that `ncu --mode=launch` starts for Nsight Compute passes."""
 
-    def __init__(self, interpret: bool) -> None:
+    def __init__(self, interpret: bool, profiled: bool = False) -> None:
         self.interpret = interpret
+        self.profiled = profiled
         self.lock = threading.Lock()
         self.sock: socket.socket | None = None
         self.proc: subprocess.Popen[bytes] | None = None
+        self.start_failed = ""  # profiled only: why it could not start (not tried again)
 
     def _start(self) -> None:
-        parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         base = tempfile.gettempdir()
         env = scrubbed_env(SandboxLimits(interpret=self.interpret), base)
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "kernelband.sandbox.zygote", str(child.fileno()), *WARM_MODULES],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, pass_fds=(child.fileno(),),
-            env=env, cwd=base, start_new_session=True,
-        )
-        child.close()
-        parent.settimeout(120)
-        if json.loads(parent.recv(4096) or b"{}").get("ready") is not True:
+        command = [sys.executable, "-m", "kernelband.sandbox.zygote"]
+        if self.profiled:
+            self.sock = self._start_launched(command, env, base)
+        else:
+            parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+            self.proc = subprocess.Popen(
+                [*command, str(child.fileno()), *WARM_MODULES], stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL, pass_fds=(child.fileno(),), env=env, cwd=base,
+                start_new_session=True,
+            )
+            child.close()
+            self.sock = parent
+        self.sock.settimeout(ZYGOTE_START_S)
+        if json.loads(self.sock.recv(4096) or b"{}").get("ready") is not True:
             raise OSError("the sandbox zygote did not start")
-        parent.settimeout(30)
-        self.sock = parent
+        self.sock.settimeout(30)
+
+    def _start_launched(self, command: list[str], env: dict[str, str], base: str) -> socket.socket:
+        """The zygote under `ncu --mode=launch`: it connects back over a socket path, since the
+        launcher in between need not pass descriptors on."""
+        from kernelband.profile.ncu import find_ncu
+        from kernelband.sandbox.zygote import NCU_LAUNCHED_ENV
+
+        ncu = find_ncu()
+        if ncu is None:
+            raise OSError("ncu not found: Nsight Compute passes start a fresh interpreter")
+        folder = tempfile.mkdtemp(prefix="kb-zygote-")
+        path = os.path.join(folder, "socket")
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        try:
+            listener.bind(path)
+            listener.listen(1)
+            listener.settimeout(0.5)
+            self.proc = subprocess.Popen(
+                [ncu, "--mode=launch", "--target-processes", "all", *command, f"unix:{path}",
+                 *WARM_MODULES, "kernelband.profile.ncu_pass"],
+                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, env={**env, NCU_LAUNCHED_ENV: "1"},
+                cwd=base, start_new_session=True,
+            )
+            deadline = time.monotonic() + ZYGOTE_START_S
+            while time.monotonic() < deadline:
+                try:
+                    return listener.accept()[0]
+                except TimeoutError:
+                    if self.proc.poll() is not None:
+                        raise OSError(f"ncu --mode=launch exited with {self.proc.returncode}") from None
+            raise OSError("the ncu-launched sandbox zygote did not connect")
+        finally:
+            listener.close()
+            shutil.rmtree(folder, ignore_errors=True)
 
     def _alive(self) -> bool:
         return self.sock is not None and self.proc is not None and self.proc.poll() is None
@@ -86,7 +132,14 @@ class Zygote:
             with self.lock:
                 if not self._alive():
                     self.close()
-                    self._start()
+                    if self.start_failed:  # an ncu that cannot launch it will not next time
+                        raise OSError(f"the ncu-launched zygote failed to start: {self.start_failed}")
+                    try:
+                        self._start()
+                    except (OSError, ValueError) as exc:
+                        if self.profiled:
+                            self.start_failed = str(exc)
+                        raise
                 assert self.sock is not None
                 msg = json.dumps({"request": request_path}).encode()
                 socket.send_fds(self.sock, [msg], [result_w, err_w, status_w])
@@ -106,20 +159,35 @@ class Zygote:
             self.sock.close()
             self.sock = None
         if self.proc is not None:
-            self.proc.kill()
+            # its own session: the process group holds a launcher and what it started
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.proc.pid, signal.SIGKILL)
             self.proc.wait()
             self.proc = None
 
 
-_zygotes: dict[bool, Zygote] = {}
+_zygotes: dict[tuple[bool, bool], Zygote] = {}
 _zygotes_lock = threading.Lock()
+
+
+def forks_warm(limits: SandboxLimits) -> bool:
+    """Whether a run with these limits is forked from a zygote.
+
+    Not a profiled run whose child becomes another user: ncu's launcher, running as this
+    service's user, does not hand such a process to an attach session (seen on an H100: the
+    profiled run exits with "Can't parse message of type NV.ProcessTree.ConnectionAcknowledgement
+    ... missing required fields: ConnectionName, UId"), so that pass starts a fresh interpreter.
+    """
+    changes_user = bool(limits.user) and os.geteuid() == 0
+    return limits.warm and not (limits.profiled and changes_user)
 
 
 def spawn(request_path: str, limits: SandboxLimits, workdir: str) -> ChildHandle:
     """Warm when asked and possible, else cold (with a logged reason)."""
-    if limits.warm:
+    if forks_warm(limits):
         with _zygotes_lock:
-            zygote = _zygotes.setdefault(limits.interpret, Zygote(limits.interpret))
+            key = (limits.interpret, limits.profiled)
+            zygote = _zygotes.setdefault(key, Zygote(*key))
         try:
             return zygote.spawn(request_path)
         except (OSError, ValueError, KeyError) as exc:

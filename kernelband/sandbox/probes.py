@@ -62,6 +62,16 @@ def connect(payload: dict[str, Any]) -> dict[str, Any]:
         return {"connected": False, "error": type(exc).__name__}
 
 
+def loopback_roundtrip(payload: dict[str, Any]) -> dict[str, Any]:
+    """Listen on 127.0.0.1 and connect to it: whether this namespace's loopback works."""
+    try:
+        with socket.create_server(("127.0.0.1", 0)) as server, \
+                socket.create_connection(server.getsockname()[:2], timeout=2):
+            return {"reachable": True}
+    except OSError as exc:
+        return {"reachable": False, "error": type(exc).__name__}
+
+
 def write_file(payload: dict[str, Any]) -> dict[str, Any]:
     with open(payload["path"], "w") as f:
         f.write("x")

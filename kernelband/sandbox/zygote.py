@@ -8,6 +8,7 @@ The zygote never runs untrusted code itself and never initialises CUDA.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import json
 import os
@@ -17,9 +18,13 @@ import socket
 import sys
 
 PRELOAD = ("torch", "triton", "numpy")
+NCU_LAUNCHED_ENV = "KERNELBAND_NCU_LAUNCHED"  # "1": this zygote was started by `ncu --mode=launch`
+RESULT_FD: int | None = None  # in a forked child: the pipe its result goes to
 
 
-def _child(sock: socket.socket, wake: tuple[int, int], path: str, fds: list[int]) -> None:
+def _child(sock: socket.socket, wake: tuple[int, int], path: str, fds: list[int],
+           others: list[int]) -> None:
+    global RESULT_FD
     result_fd, stderr_fd, status_fd = fds
     os.setsid()  # its own session and process group: the parent kills them as one
     signal.set_wakeup_fd(-1)
@@ -29,10 +34,18 @@ def _child(sock: socket.socket, wake: tuple[int, int], path: str, fds: list[int]
     os.dup2(devnull, 0)
     os.dup2(stderr_fd, 1)
     os.dup2(stderr_fd, 2)
-    # keep only the result pipe: other runs' pipes must not be reachable from this child
-    keep = sorted({0, 1, 2, result_fd})
-    for low, high in zip(keep, keep[1:] + [65536], strict=False):
-        os.closerange(low + 1, high)
+    # other runs' pipes must not be reachable from this child
+    if os.environ.get(NCU_LAUNCHED_ENV) == "1":
+        # ncu's injected library keeps connections of its own, which a profiled process needs:
+        # close exactly this zygote's descriptors instead of everything
+        for fd in {*wake, *others, devnull, stderr_fd, status_fd}:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+    else:
+        keep = sorted({0, 1, 2, result_fd})
+        for low, high in zip(keep, keep[1:] + [65536], strict=False):
+            os.closerange(low + 1, high)
+    RESULT_FD = result_fd
     from kernelband.sandbox.child import read_request, run_request
 
     run_request(read_request(path), result_fd)
@@ -74,7 +87,8 @@ def serve(sock: socket.socket) -> None:
                 return  # the parent is gone
             pid = os.fork()
             if pid == 0:
-                _child(sock, (wake_r, wake_w), json.loads(msg)["request"], fds)
+                _child(sock, (wake_r, wake_w), json.loads(msg)["request"], fds,
+                       list(status_fds.values()))
             os.close(fds[0])
             os.close(fds[1])
             status_fds[pid] = fds[2]
@@ -82,14 +96,23 @@ def serve(sock: socket.socket) -> None:
             _reap(status_fds)
 
 
+def _connect(where: str) -> socket.socket:
+    """An inherited descriptor number, or `unix:PATH` (used when a launcher sits in between)."""
+    if where.startswith("unix:"):
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        sock.connect(where.removeprefix("unix:"))
+        return sock
+    return socket.socket(fileno=int(where))
+
+
 def main() -> None:
-    """`python -m kernelband.sandbox.zygote SOCKET_FD [MODULE ...]`."""
+    """`python -m kernelband.sandbox.zygote SOCKET_FD|unix:PATH [MODULE ...]`."""
     for name in PRELOAD + tuple(sys.argv[2:]):
         try:
             importlib.import_module(name)
         except ImportError as exc:
             print(f"zygote: preloading {name} failed: {exc}", file=sys.stderr)
-    serve(socket.socket(fileno=int(sys.argv[1])))
+    serve(_connect(sys.argv[1]))
 
 
 if __name__ == "__main__":

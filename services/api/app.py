@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
 import anyio.to_thread
-from fastapi import FastAPI, Request
+from fastapi import FastAPI
 from fastapi.responses import JSONResponse
 from sqlalchemy.orm import Session, sessionmaker
-from starlette.responses import Response
+from starlette.datastructures import Headers
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from kernelband.config import Settings, get_settings
 from kernelband.db import open_database
@@ -17,7 +18,7 @@ from services.api.dashboard import router as dashboard_router
 from services.api.deps import API_WORKER_THREADS
 from services.api.errors import ErrorBody, install_error_handlers
 from services.api.logs import install_log_redaction
-from services.api.metrics import ApiMetrics
+from services.api.metrics import ApiMetrics, MetricsMiddleware
 from services.api.problems import ProblemLoader, sandboxed_loader
 from services.api.routers import fleet, health, jobs, results, suites
 from services.api.schemas import WorkerOut
@@ -79,18 +80,29 @@ def create_app(
 
 
 def _install_middleware(app: FastAPI, max_body: int) -> None:
-    @app.middleware("http")
-    async def limit_body(
-        request: Request, call_next: Callable[[Request], Awaitable[Response]]
-    ) -> Response:
-        length = request.headers.get("content-length", "")
-        if length.isdigit() and int(length) > max_body:
-            body = ErrorBody(
-                error="payload_too_large",
-                message=f"The request body is {length} bytes; this server accepts at most "
-                f"{max_body} bytes. Submit a smaller problem file.",
-            )
-            return JSONResponse(body.model_dump(exclude_none=True), 413)
-        return await call_next(request)
+    # Plain ASGI middleware: the decorator form (BaseHTTPMiddleware) costs a task and a memory
+    # stream per request, which a polled API pays on every call. Added last = outermost.
+    app.add_middleware(BodyLimitMiddleware, max_body=max_body)
+    app.add_middleware(MetricsMiddleware, metrics=app.state.metrics)
 
-    app.middleware("http")(app.state.metrics.middleware)
+
+class BodyLimitMiddleware:
+    """413 with an explanation for a declared body larger than `max_body`, before any read."""
+
+    def __init__(self, app: ASGIApp, max_body: int) -> None:
+        self.app = app
+        self.max_body = max_body
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            length = Headers(scope=scope).get("content-length", "")
+            if length.isdigit() and int(length) > self.max_body:
+                body = ErrorBody(
+                    error="payload_too_large",
+                    message=f"The request body is {length} bytes; this server accepts at most "
+                    f"{self.max_body} bytes. Submit a smaller problem file.",
+                )
+                response = JSONResponse(body.model_dump(exclude_none=True), 413)
+                await response(scope, receive, send)
+                return
+        await self.app(scope, receive, send)

@@ -41,8 +41,9 @@ def authenticate(session: Session, token: str) -> TeamRef:
     """The team of a valid, unrevoked token, else a 401 ApiError."""
     prefix = token_prefix(token)
     if prefix is not None:
-        rows = session.scalars(select(ApiToken).where(ApiToken.prefix == prefix)).all()
-        for row in rows:
+        query = (select(ApiToken, Team.name).join(Team, Team.id == ApiToken.team_id)
+                 .where(ApiToken.prefix == prefix))  # one round trip: tokens with their team
+        for row, team_name in session.execute(query).all():
             if not hashes_match(token, row.token_hash):
                 continue
             if row.revoked_at is not None:
@@ -50,9 +51,7 @@ def authenticate(session: Session, token: str) -> TeamRef:
                     "revoked_token", f"Token kb_{prefix}_... was revoked; {_HOW_TO_GET}."
                 )
             _touch(session, row)
-            team = session.get(Team, row.team_id)
-            if team is not None:
-                return TeamRef(id=team.id, name=team.name)
+            return TeamRef(id=row.team_id, name=team_name)
     raise _unauthorized("invalid_token", f"The bearer token is not valid; {_HOW_TO_GET}.")
 
 

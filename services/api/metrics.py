@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Callable, Iterator
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
-from starlette.requests import Request
-from starlette.responses import Response
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from kernelband.db.models import JOB_STATUSES, Job
 
@@ -50,14 +49,36 @@ class ApiMetrics:
         )
         self.registry.register(JobStatusCollector(factory))
 
-    async def middleware(
-        self, request: Request, call_next: Callable[[Request], Awaitable[Response]]
-    ) -> Response:
-        """Count and time every request, labelled by route template (not raw path: ids vary)."""
-        start = time.perf_counter()
-        response = await call_next(request)
-        route = request.scope.get("route")
-        path = getattr(route, "path", "unmatched")
-        self.requests.labels(request.method, path, str(response.status_code)).inc()
-        self.latency.labels(request.method, path).observe(time.perf_counter() - start)
-        return response
+    def observe(self, method: str, route: str, status: int, seconds: float) -> None:
+        """Count one answered request and its latency, labelled by route template."""
+        self.requests.labels(method, route, str(status)).inc()
+        self.latency.labels(method, route).observe(seconds)
+
+
+class MetricsMiddleware:
+    """Count and time every HTTP request by route template (not raw path: ids vary).
+
+    A request that raised is counted as 500, the status the error middleware sends.
+    """
+
+    def __init__(self, app: ASGIApp, metrics: ApiMetrics) -> None:
+        self.app = app
+        self.metrics = metrics
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        start, status = time.perf_counter(), 500
+
+        async def send_and_note(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = int(message["status"])
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_and_note)
+        finally:
+            route = getattr(scope.get("route"), "path", "unmatched")  # the router sets it
+            self.metrics.observe(scope["method"], route, status, time.perf_counter() - start)

@@ -181,6 +181,16 @@ class JobList(BaseModel):
     total: int
 
 
+class SignatureOut(BaseModel):
+    """The hardware signature h the bandit masks and samples parents with."""
+
+    sm_pct: float = Field(description="SM throughput, % of peak.")
+    dram_pct: float = Field(description="DRAM throughput, % of peak.")
+    l2_pct: float = Field(description="L2 throughput, % of peak.")
+    source: str = Field(description="ncu (Nsight Compute on the GPU) | estimate (cost model).")
+    note: str = Field(default="", description="Why h is an estimate where ncu was wanted.")
+
+
 class MeasurementOut(BaseModel):
     """One timing of a candidate; `label` says measured or estimated."""
 
@@ -192,6 +202,7 @@ class MeasurementOut(BaseModel):
     speedup: float | None = Field(default=None, description="Original time / this time, same target.")
     cv: float | None = None
     noisy: bool = False
+    signature: SignatureOut | None = None
 
 
 class CandidateOut(BaseModel):
@@ -255,6 +266,21 @@ class EventPage(BaseModel):
     events: list[EventOut]
     next_after: int
     has_more: bool
+
+
+class StageOut(BaseModel):
+    """One task kind of a job: finished attempts and their wall seconds on the workers."""
+
+    kind: str = Field(description="generate | compile | profile | verify")
+    finished: int
+    failed: int = Field(description="Attempts with no usable answer after every try.")
+    work_median_s: float = Field(description="Worker time per attempt (start beat to result).")
+    work_p90_s: float
+    work_total_s: float
+    wait_median_s: float | None = Field(
+        description="Queue wait per attempt (sent to a worker taking it); null: not recorded.")
+    parts: dict[str, float] = Field(
+        description="Median seconds of each part the worker reported (check, static, measure).")
 
 
 class WorkerOut(BaseModel):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from sqlalchemy.orm import Session
 
 from kernelband.db.models import Candidate, Job, Measurement, Problem, Track
@@ -16,6 +18,7 @@ from services.api.schemas import (
     JobSummary,
     MeasurementOut,
     ProblemOut,
+    SignatureOut,
     Spend,
     TrackOut,
 )
@@ -89,8 +92,18 @@ def measurement_out(m: Measurement, original_time_ms: float | None) -> Measureme
     speedup = original_time_ms / m.time_ms if original_time_ms and m.time_ms > 0 else None
     return MeasurementOut(
         target=m.target, label=m.label, method=m.method, device=m.device, time_ms=m.time_ms,
-        speedup=speedup, cv=m.cv, noisy=m.noisy,
+        speedup=speedup, cv=m.cv, noisy=m.noisy, signature=signature_out(m.features),
     )
+
+
+def signature_out(features: dict[str, Any] | None) -> SignatureOut | None:
+    """h of a stored feature vector, with its source (one source: all three come together)."""
+    h, sources = (features or {}).get("h") or [], (features or {}).get("h_sources") or []
+    if len(h) != 3:
+        return None
+    return SignatureOut(sm_pct=h[0], dram_pct=h[1], l2_pct=h[2],
+                        source="/".join(dict.fromkeys(sources)) or "unknown",
+                        note=str((features or {}).get("h_note") or ""))
 
 
 def candidate_out(c: Candidate, track: Track, measurements: list[Measurement]) -> CandidateOut:

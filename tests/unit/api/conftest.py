@@ -159,9 +159,12 @@ def seed_results(factory: sessionmaker[Session]) -> Callable[[int], dict[str, in
             s.flush()
             s.add_all([
                 Measurement(candidate_id=original.id, label="measured", method="cuda_events",
-                            device="NVIDIA H100", target="h100", time_ms=2.0),
+                            device="NVIDIA H100", target="h100", time_ms=2.0, features={
+                                "h": [20.0, 75.5, 40.0], "h_sources": ["estimate"] * 3,
+                                "h_note": "ncu permission: ERR_NVGPUCTRPERM"}),
                 Measurement(candidate_id=child.id, label="measured", method="cuda_events",
-                            device="NVIDIA H100", target="h100", time_ms=0.5, cv=0.01),
+                            device="NVIDIA H100", target="h100", time_ms=0.5, cv=0.01,
+                            features={"h": [30.25, 88.0, 51.5], "h_sources": ["ncu"] * 3}),
             ])
             track.original_candidate_id, track.best_candidate_id = original.id, child.id
             track.best_time_ms, track.best_speedup, track.best_label = 0.5, 4.0, "measured"

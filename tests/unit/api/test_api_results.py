@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
+from sqlalchemy.orm import Session, sessionmaker
+
+from kernelband.db.models import Attempt
+from kernelband.db.session import session_scope
 
 Body = Callable[..., dict[str, Any]]
 Seed = Callable[[int], dict[str, int]]
@@ -42,6 +47,10 @@ def test_candidates_have_lineage_reasons_and_labelled_measurements(
     assert child["parent_id"] == ids["original"] and child["strategy"] == "tiling"
     assert child["measurements"][0]["label"] == "measured"
     assert child["measurements"][0]["speedup"] == pytest.approx(4.0)
+    assert child["measurements"][0]["signature"] == {
+        "sm_pct": 30.25, "dram_pct": 88.0, "l2_pct": 51.5, "source": "ncu", "note": ""}
+    original = by_id[ids["original"]]["measurements"][0]["signature"]
+    assert original["source"] == "estimate" and "ERR_NVGPUCTRPERM" in original["note"]
     assert by_id[ids["bad"]]["reason"] == "wrong_result:case=2,max_abs_err=0.5"
     rejected = client.get(f"/v1/jobs/{job_id}/candidates", params={"status": "rejected"},
                           headers=auth).json()["candidates"]
@@ -118,3 +127,28 @@ def test_candidate_detail_includes_its_region(
     assert out["measurements"][0]["label"] == "measured"
     missing = client.get(f"/v1/jobs/{job_id}/candidates/99999", headers=auth)
     assert missing.status_code == 404 and missing.json()["error"] == "not_found"
+
+
+def test_stages_say_where_the_job_time_goes(
+    client: TestClient, auth: dict[str, str], job_id: int, seed_results: Seed,
+    factory: sessionmaker[Session],
+) -> None:
+    ids = seed_results(job_id)
+    add_profile_attempts(factory, job_id, ids["track"])
+    stages = client.get(f"/v1/jobs/{job_id}/stages", headers=auth).json()
+    assert stages == [{"kind": "profile", "finished": 2, "failed": 0, "work_median_s": 3.0,
+                       "work_p90_s": 4.0, "work_total_s": 6.0, "wait_median_s": 1.0,
+                       "parts": {"check": 2.5}}]
+    other = client.get("/v1/jobs/999999/stages", headers=auth)
+    assert other.status_code == 404
+
+
+def add_profile_attempts(factory: sessionmaker[Session], job_id: int, track_id: int) -> None:
+    """Two finished profile attempts: 2 s and 4 s of worker time after 1 s in the queue."""
+    t0 = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)
+    with session_scope(factory) as s:
+        for work in (2.0, 4.0):
+            s.add(Attempt(job_id=job_id, track_id=track_id, kind="profile", state="done",
+                          dispatched_at=t0, started_at=t0 + timedelta(seconds=1),
+                          finished_at=t0 + timedelta(seconds=1 + work),
+                          result={"ok": True, "timings": {"check": work - 0.5}}))

@@ -115,3 +115,7 @@ def test_state_of_another_policy_is_refused(name: str) -> None:
     other = next(n for n in POLICIES if n != name)
     with pytest.raises(PolicyStateError, match="belongs to policy"):
         make_policy(name).select(fresh(other))
+
+
+def test_only_policies_that_read_h_ask_workers_to_measure_it(name: str) -> None:
+    assert make_policy(name).reads_signature == (name in {"kernelband", "kernelband+prior"})

@@ -215,6 +215,19 @@ def test_scaled_report_tables_and_replay(tmp_path: Path) -> None:
     assert "public r4096_c4096; held-out r3000_c5001" in text and "12/20" in text
     assert json.loads(replay.read_text())["simulated"] is False
     assert "| kernelband |" in text.split("Policy benchmark")[1]  # replay benchmark table
+    # a later run of the same job, with step timings: the job table keeps only the latest
+    # run, the timing table lists every run that recorded timings
+    later = tmp_path / "stages2"
+    later.mkdir()
+    stage = {"kind": "profile", "finished": 3, "failed": 0, "work_median_s": 2.5,
+             "work_p90_s": 3.0, "work_total_s": 7.5, "wait_median_s": None,
+             "parts": {"check": 1.0, "measure": 1.25}}
+    (later / "optimize.json").write_text(json.dumps([dict(jobs[0], iterations_done=20,
+                                                          stages=[stage])]))
+    text = scaled_report([run, later], replay, [])
+    assert "20/20" in text and "| softmax | kernelband | 0 | completed | 12/20" not in text
+    assert ("| softmax | kernelband | stages2 | profile | 3 | 2.50 | 3.00 | 7.5 | - | "
+            "check 1.00, measure 1.25 |") in text
 
 
 def test_each_report_appends_its_own_machines_notes() -> None:

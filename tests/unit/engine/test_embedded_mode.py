@@ -52,6 +52,9 @@ def test_local_job_runs_to_completion_and_writes_provenance(tmp_path: Path) -> N
     assert outcome.status == "completed"
     assert [t.target for t in outcome.tracks] == ["cpu", "h100"]
     assert outcome.attempts["generate"] == 8 and outcome.tokens == 8 * 150
+    stages = {s.kind: s for s in outcome.stages}  # where the time went, per step
+    assert stages["generate"].finished == 8 and stages["profile"].finished >= 8
+    assert all(s.work_total_s >= 0 for s in outcome.stages)
     assert all(t.label == "estimated" for t in outcome.tracks)
     paths = write_best(outcome, toy_problem(), tmp_path / "best.py")
     assert [p.name for p in paths] == ["best_cpu.py", "best_h100.py"]

@@ -16,7 +16,7 @@ from kernelband.db.models import ArmStat, Attempt, Candidate, Job, Track, utcnow
 from kernelband.db.session import session_scope
 from kernelband.dispatch import InboxDispatcher, InlineDispatcher, TaskMessage
 from kernelband.engine import EngineContext, ingest_result, job_is_finished, step
-from kernelband.engine_support import FencingError, claim_leadership
+from kernelband.engine_support import FencingError, claim_leadership, load_state
 
 
 class Clock:
@@ -185,7 +185,7 @@ def test_two_targets_get_two_tracks_and_queues(db_factory: sessionmaker[Session]
         assert [t.target for t in tracks] == ["cpu", "h100"]
         assert all(t.status == "completed" and t.iterations_done == 3 for t in tracks)
         for track in tracks:  # each track's frontier holds only its own candidates
-            ids = {e["kernel_id"] for e in track.policy_state["frontier"]}  # type: ignore[index]
+            ids = {e.kernel_id for e in load_state(track).frontier}
             own = set(session.scalars(select(Candidate.id).where(Candidate.track_id == track.id)))
             assert {int(i) for i in ids} <= own and str(track.original_candidate_id) in ids
     queues = {(m.kind, m.payload["target"], m.queue) for m in ctx.dispatcher.submitted}  # type: ignore[attr-defined]
@@ -309,3 +309,15 @@ def test_arm_view_masks_saturated_dimensions(db_factory: sessionmaker[Session]) 
         masked = {a.strategy for a in arms if a.masked}
         assert masked == {"vectorization", "fusion", "access_layout"}
         assert all(a.ucb_score is not None for a in arms)
+
+
+@pytest.mark.parametrize(("policy", "signature"), [("kernelband", True), ("ucb1", False)])
+def test_profile_tasks_ask_for_a_hardware_signature_only_when_the_policy_reads_it(
+    db_factory: sessionmaker[Session], policy: str, signature: bool,
+) -> None:
+    job_id = make_job(db_factory, targets=("h100",), budget_iterations=2, policy=policy)
+    ctx = context(db_factory)
+    run_to_end(ctx, job_id)
+    profiles = [m for m in ctx.dispatcher.submitted if m.kind == "profile"]  # type: ignore[attr-defined]
+    assert len(profiles) >= 2  # the original and at least one child
+    assert {m.payload["hardware_signature"] for m in profiles} == {signature}

@@ -7,9 +7,8 @@ from engine_fakes import FAKE_TASKS, decisions, make_job
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
-from kernelband.bandit import PolicyState
 from kernelband.config import Settings
-from kernelband.db.models import Job, Track, utcnow
+from kernelband.db.models import FrontierRow, Job, Track, utcnow
 from kernelband.db.session import session_scope
 from kernelband.dispatch import InlineDispatcher
 from kernelband.engine import EngineContext, job_is_finished, jobs_needing_finish, step
@@ -58,8 +57,9 @@ def test_cache_holds_only_committed_states(sqlite_factory: sessionmaker[Session]
         track = session.get_one(Track, track_id)
         hit = cached_state(session, track)
         assert hit is not None  # the scheduler's last commit cached it
-        assert hit.to_dict() == PolicyState.from_dict(track.policy_state or {}).to_dict()
         committed = hit.to_dict()
+        clear_cache()
+        assert load_state(track).to_dict() == committed  # parsed from the stored rows
     with pytest.raises(RuntimeError), session_scope(sqlite_factory) as session:
         track = session.get_one(Track, track_id)
         state = load_state(track)
@@ -83,3 +83,23 @@ def test_finish_examines_only_jobs_that_can_change(sqlite_factory: sessionmaker[
         job.cancel_requested, job.budget_tokens, job.tokens_used = False, 10, 10
         session.flush()
         assert [j.id for j in jobs_needing_finish(session, utcnow())] == [job.id]
+
+
+def test_frontier_is_stored_as_rows_and_only_appended(
+    sqlite_factory: sessionmaker[Session],
+) -> None:
+    job_id = make_job(sqlite_factory, budget_iterations=6, parallelism=2)
+    run(context(sqlite_factory), job_id, cold=False)
+    with session_scope(sqlite_factory) as session:
+        track = session.scalars(select(Track).where(Track.job_id == job_id)).one()
+        track_id = track.id
+        state = load_state(track)
+        rows = session.scalars(select(FrontierRow.entry).where(FrontierRow.track_id == track_id)
+                               .order_by(FrontierRow.position)).all()
+        assert track.policy_state is not None and "frontier" not in track.policy_state
+        assert track.frontier_size == len(rows) == len(state.frontier) >= 2
+        assert list(rows) == [e.to_dict() for e in state.frontier]
+        shorter = state.copy()
+        shorter.frontier = shorter.frontier[:-1]
+        with pytest.raises(RuntimeError, match="only append"):
+            save_state(session, track, shorter)

@@ -33,6 +33,7 @@ def test_compile_prescreens_on_public_cases(problem: KernelProblem) -> None:
     assert good["ok"] is True and good["verdict"]["correct"] is True
     assert good["verdict"]["held_out_checked"] == 0
     assert good["static_profile"] is not None  # a report, or the reason it could not be built
+    assert set(good["timings"]) == {"check", "static"} and good["timings"]["check"] > 0
     decoy = "def entry(x, y):\n    return x + y\n"
     bad = tasks.compile({"problem": problem.to_dict(), "editable": decoy, "target": "h100"})
     assert bad["ok"] is False and bad["reason"]
@@ -51,3 +52,4 @@ def test_verify_checks_held_out_cases(problem: KernelProblem) -> None:
     result = tasks.verify({"problem": problem.to_dict(), "editable": problem.editable,
                            "target": "cpu"})
     assert result["ok"] is True and result["verdict"]["held_out_checked"] > 0
+    assert result["timings"]["check"] > 0  # wall seconds of the sandboxed held-out run

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
@@ -94,18 +93,24 @@ def test_interpreter_kernels_with_library_helpers_compile(kernels: ModuleType) -
     assert torch.allclose(again, out)
 
 
-def test_profiles_are_cached_in_memory_and_on_disk(kernels: ModuleType, data: torch.Tensor, tmp_path: Path) -> None:
+def test_profiles_are_cached_in_memory_and_on_disk(
+        kernels: ModuleType, data: torch.Tensor, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from kernelband.profile import static
+
     record = dry(lambda: kernels.add(data[:N], data[:N], 2048, 4))
     first = static_profile(record, 89, tmp_path)
     assert not first.cached and len(list(tmp_path.glob("*.json"))) == 1
-    started = time.perf_counter()
+    compiles: list[int] = []
+    real_compile = static._compile
+    monkeypatch.setattr(static, "_compile", lambda r, cc: compiles.append(cc) or real_compile(r, cc))
     second = static_profile(record, 89, tmp_path)
-    assert second.cached and time.perf_counter() - started < 0.05
+    assert second.cached and compiles == []  # answered from memory, nothing compiled
     clear_memory_cache()
     from_disk = static_profile(record, 89, tmp_path)
     assert from_disk.cached and from_disk.registers_per_thread == first.registers_per_thread
+    assert compiles == []  # answered from the JSON on disk
     other_arch = static_profile(record, 80, tmp_path)
-    assert not other_arch.cached
+    assert not other_arch.cached and compiles == [80]
 
 
 def test_unknown_architecture_is_refused(kernels: ModuleType, data: torch.Tensor) -> None:

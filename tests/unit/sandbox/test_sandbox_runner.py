@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import ctypes
+import json
 import os
 from collections.abc import Iterator
 
 import pytest
 
 from kernelband.sandbox import SandboxLimits, run_sandboxed, shutdown_pool
+from kernelband.sandbox.child import _CLONE_NEWNET, _CLONE_NEWUSER, _loopback_up
 from kernelband.sandbox.limits import SandboxResult
+from kernelband.sandbox.probes import connect, loopback_roundtrip
 
 PROBE = "kernelband.sandbox.probes:"
 FAST = {"wall_s": 3.0, "cpu_s": 3, "memory_bytes": 1500 * 1024**2, "max_procs": 20}
@@ -60,7 +64,7 @@ def test_misbehaving_child_is_a_result_not_an_outage(target: str, payload: dict,
     result = run(target, payload, **limits)
     assert not result.ok
     assert result.reason == reason, result
-    assert result.wall_s < 8
+    assert result.wall_s < 20  # ended by its limit, well before any outer timeout
     assert not os.path.exists("/tmp/kb_sandbox_escape")
 
 
@@ -69,6 +73,39 @@ def test_network_namespace_has_no_route_even_without_audit_hook() -> None:
     assert result.ok, result
     assert result.network_isolated is True
     assert result.value["connected"] is False
+
+
+def test_profiled_child_has_its_own_loopback_and_still_no_route_out() -> None:
+    # What an ncu attach session inside the child's namespace needs: 127.0.0.1 works there...
+    result = run("loopback_roundtrip", {}, audit=False, profiled=True, warm=False)
+    assert result.ok and result.network_isolated is True, result
+    assert result.value == {"reachable": True}
+    # ... but it is a private loopback: the host's services (Redis here) stay out of reach.
+    outside = run("connect", {"host": "127.0.0.1", "port": 6379}, audit=False, profiled=True)
+    assert outside.ok and outside.network_isolated is True and outside.value["connected"] is False
+    plain = run("loopback_roundtrip", {}, audit=False, warm=False)
+    assert plain.value["reachable"] is False  # without `profiled`, not even loopback
+
+
+def test_loopback_also_comes_up_in_a_user_namespace() -> None:
+    # A worker that is not root isolates its children with a user + network namespace; bringing
+    # loopback up there rests on the capabilities the new user namespace grants.
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(read)
+        libc = ctypes.CDLL(None, use_errno=True)
+        unshared = libc.unshare(_CLONE_NEWUSER | _CLONE_NEWNET) == 0
+        seen = {"unshared": unshared, "up": unshared and _loopback_up(),
+                "loopback": loopback_roundtrip({}), "redis": connect({"host": "127.0.0.1", "port": 6379})}
+        os.write(write, json.dumps(seen).encode())
+        os._exit(0)
+    os.close(write)
+    with os.fdopen(read) as f:
+        seen = json.loads(f.read())
+    os.waitpid(pid, 0)
+    assert seen["unshared"] and seen["up"], seen
+    assert seen["loopback"] == {"reachable": True} and seen["redis"]["connected"] is False
 
 
 def test_audit_hook_refuses_sockets() -> None:

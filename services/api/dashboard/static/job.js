@@ -16,10 +16,12 @@ async function fetchCandidates() {
 }
 
 async function refreshData() {
-  const [job, candidates] = await Promise.all([kb.api(`/v1/jobs/${jobId}`), fetchCandidates()]);
+  const [job, candidates, stages] = await Promise.all([
+    kb.api(`/v1/jobs/${jobId}`), fetchCandidates(), kb.api(`/v1/jobs/${jobId}/stages`)]);
   const arms = await Promise.all(job.targets.map((t) => kb.api(`/v1/jobs/${jobId}/tracks/${t}/bandit`)));
   view.job = job;
   view.candidates = candidates;
+  view.stages = stages;
   job.targets.forEach((t, i) => { view.bandits[t] = arms[i]; });
 }
 
@@ -87,6 +89,17 @@ function renderBandit() {
   document.getElementById("bandit").replaceChildren(...blocks);
 }
 
+function renderStages() {
+  const { el, num } = kb;
+  const rows = (view.stages || []).map((s) => el("tr", { "data-stage": s.kind }, [
+    el("td", {}, [s.kind]), el("td", {}, [String(s.finished) + (s.failed ? ` (${s.failed} failed)` : "")]),
+    el("td", {}, [num(s.work_median_s, 3)]), el("td", {}, [num(s.work_p90_s, 3)]), el("td", {}, [num(s.work_total_s, 3)]),
+    el("td", {}, [s.wait_median_s === null ? "-" : num(s.wait_median_s, 3)]),
+    el("td", {}, [Object.entries(s.parts).map(([k, v]) => `${k} ${v.toFixed(2)}`).join(", ") || "-"]),
+  ]));
+  document.getElementById("stages-table").tBodies[0].replaceChildren(...rows);
+}
+
 function renderCandidates() {
   const { el, num, label } = kb;
   document.getElementById("candidates-table").tBodies[0].replaceChildren(...view.candidates.map((c) => {
@@ -97,9 +110,21 @@ function renderCandidates() {
       el("td", {}, [c.status]), el("td", {}, [c.reason || ""]),
       el("td", {}, m ? [num(m.time_ms, 4), label(m.label)] : ["-"]),
       el("td", {}, m && m.speedup ? [m.speedup.toFixed(3) + "x", label(m.label)] : ["-"]),
+      signatureCell(m && m.signature),
       el("td", {}, [el("button", { type: "button", class: "diff-candidate", onclick: () => showDiff(c.id) }, ["diff"])]),
     ]);
   }));
+}
+
+// h as SM / DRAM / L2 % of peak, with where it came from; the note (why it is an estimate
+// where ncu was wanted) shows on hover and under the numbers.
+function signatureCell(sig) {
+  const { el, label } = kb;
+  if (!sig) return el("td", { class: "signature" }, ["-"]);
+  const pct = (v) => (v >= 10 ? v.toFixed(0) : v >= 1 ? v.toFixed(1) : v.toPrecision(1));
+  const values = [sig.sm_pct, sig.dram_pct, sig.l2_pct].map(pct).join(" / ");
+  return el("td", { class: "signature", title: sig.note || "" }, [
+    values, label(sig.source), sig.note ? el("div", { class: "muted" }, [sig.note]) : ""]);
 }
 
 async function showDiff(candidateId) {
@@ -117,6 +142,7 @@ function render() {
   renderTracks();
   kbChart.render(document.getElementById("chart"), chartSeries());
   renderBandit();
+  renderStages();
   renderCandidates();
   if (view.diffShown === null) {
     const best = view.job.tracks.map((t) => t.best && t.best.candidate_id).find((id) => id);

@@ -125,7 +125,7 @@ def example_rows(gpu_name: str) -> list[dict[str, Any]]:
     problems = [load_problem(p.read_text(), "native", p.stem) for p in sorted((ROOT / "examples").glob("*.py"))]
     rows: list[dict[str, Any]] = []
     for problem in problems:
-        measured, features = measure_on_gpu(problem, None, gpu_name, config=TimingConfig(budget_ms=100.0))
+        measured, features, _ = measure_on_gpu(problem, None, gpu_name, config=TimingConfig(budget_ms=100.0))
         rows.append({"example": problem.name, "measured": measured.to_dict(), "features": features.named()})
     for row, problem in zip(rows, problems, strict=True):
         row["estimated_ms"] = estimate_candidate(problem, None, gpu_name)[0].time_ms
