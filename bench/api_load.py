@@ -2,7 +2,7 @@
 
 The server (uvicorn, one process) runs on a fresh, migrated Postgres database seeded with a job
 whose events and candidates come from real engine steps fed SIMULATED task results. This process
-is the load generator: an asyncio httpx client sending on a fixed open-loop arrival schedule
+is the load generator: an asyncio aiohttp client sending on a fixed open-loop arrival schedule
 (request i leaves at t0 + i/rate whether or not earlier ones returned), so a slow server shows
 up as latency instead of a lower offered rate. Latency counts from the scheduled send time.
 """
@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+import aiohttp
 import anyio.to_thread
 import httpx
 from sqlalchemy import func, select, text
@@ -148,17 +149,19 @@ class Target:
         return f"/v1/jobs/{self.job_id}/events?after={max(0, self.last_seq - 1 - i % 10)}"
 
 
-async def _one(client: httpx.AsyncClient, gate: asyncio.Semaphore, path: str, due: float,
+async def _one(client: aiohttp.ClientSession, gate: asyncio.Semaphore, path: str, due: float,
                out: list[tuple[float, bool]]) -> None:
     delay = due - time.perf_counter()
     if delay > 0:
         await asyncio.sleep(delay)
-    # Waiting here (not in httpx's pool, whose queue costs grow with its length) keeps the
-    # client cheap under overload; the wait still counts, latency runs from `due`.
+    # Waiting here (not in the client's pool) keeps the client cheap under overload; the wait
+    # still counts, latency runs from `due`.
     async with gate:
         try:
-            ok = (await client.get(path)).status_code == 200
-        except httpx.HTTPError:
+            async with client.get(path) as response:
+                await response.read()
+                ok = response.status == 200
+        except (aiohttp.ClientError, TimeoutError):
             ok = False
     out.append((time.perf_counter() - due, ok))
 
@@ -169,11 +172,11 @@ async def run_rate(target: Target, rate: float, seconds: float,
 
     `probe` runs once when the schedule ends (e.g. counting stuck database connections)."""
     results: list[tuple[float, bool]] = []
-    limits = httpx.Limits(max_connections=CONNECTIONS, max_keepalive_connections=CONNECTIONS)
     gate = asyncio.Semaphore(CONNECTIONS)
     headers = {"Authorization": f"Bearer {target.token}"}
-    async with httpx.AsyncClient(base_url=target.base, headers=headers, limits=limits,
-                                 timeout=30.0) as client:
+    connector = aiohttp.TCPConnector(limit=CONNECTIONS)
+    async with aiohttp.ClientSession(base_url=target.base, headers=headers, connector=connector,
+                                     timeout=aiohttp.ClientTimeout(total=30.0)) as client:
         count = int(rate * seconds)
         t0 = time.perf_counter() + 0.05
         tasks = [asyncio.create_task(_one(client, gate, target.path(i), t0 + i / rate, results))
@@ -263,7 +266,7 @@ def run_load(rates: tuple[float, ...], seconds: float,
     return {"seconds_per_rate": seconds, "events_in_job": job[2], "rows": rows, **errors,
             "capped_threads": experiment_threads, "capped_rows": capped,
             "server": "uvicorn, 1 process, Postgres",
-            "client": f"asyncio httpx, open loop, {CONNECTIONS} connections"}
+            "client": f"asyncio aiohttp, open loop, {CONNECTIONS} connections"}
 
 
 def app_with_thread_limit() -> Any:

@@ -29,6 +29,7 @@ def run_job(example: Path, policy: str, target: str, budget: int, data_dir: Path
         "iterations_done": track.iterations_done, "original_ms": track.original_time_ms,
         "best_ms": track.best_time_ms, "best_speedup": track.best_speedup, "label": track.label,
         "held_out": track.held_out, "lineage": list(track.lineage), "attempts": outcome.attempts,
+        "stages": [s.to_dict() for s in outcome.stages],
         "records": job_records(outcome.database_url, outcome.job_id),
     }
 

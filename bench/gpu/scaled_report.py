@@ -17,8 +17,10 @@ BENCH_BUDGET = 20
 
 
 def load_scaled_jobs(folders: list[Path]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """(jobs that ran, keyed by example/policy/seed with later folders winning; first env)."""
+    """(every job that ran, each with its `run` folder and `latest` = no later folder ran the
+    same example/policy/seed; the first env)."""
     jobs: dict[tuple[str, str, int], dict[str, Any]] = {}
+    every: list[dict[str, Any]] = []
     env: dict[str, Any] = {}
     for folder in folders:
         path = folder / "optimize.json"
@@ -29,8 +31,12 @@ def load_scaled_jobs(folders: list[Path]) -> tuple[list[dict[str, Any]], dict[st
         for job in json.loads(path.read_text()):
             if job.get("status") == "not run":
                 continue
-            jobs[(job["example"], job["policy"], job.get("seed", 0))] = dict(job, run=folder.name)
-    return list(jobs.values()), env
+            key = (job["example"], job["policy"], job.get("seed", 0))
+            if key in jobs:
+                jobs[key]["latest"] = False  # a later folder ran the same job again
+            jobs[key] = dict(job, run=folder.name, latest=True)
+            every.append(jobs[key])
+    return every, env
 
 
 def job_noise(job: dict[str, Any]) -> dict[str, Any]:
@@ -74,6 +80,21 @@ def best_rows(jobs: list[dict[str, Any]]) -> list[list[Any]]:
     return rows
 
 
+def stage_rows(jobs: list[dict[str, Any]]) -> list[list[Any]]:
+    """Worker seconds per step of every job that recorded them (median per attempt; parts as
+    the worker reported), earlier runs of the same job included."""
+    rows = []
+    for job in jobs:
+        for stage in job.get("stages") or []:
+            parts = ", ".join(f"{k} {v:.2f}" for k, v in stage["parts"].items()) or "-"
+            wait = stage["wait_median_s"]
+            rows.append([job["example"], job["policy"], job["run"], stage["kind"],
+                         stage["finished"], f"{stage['work_median_s']:.2f}",
+                         f"{stage['work_p90_s']:.2f}", f"{stage['work_total_s']:.1f}",
+                         "-" if wait is None else f"{wait:.2f}", parts])
+    return rows
+
+
 def size_lines(jobs: list[dict[str, Any]]) -> list[str]:
     """Which public and held-out cases each scaled example used (from the jobs' own record)."""
     seen: dict[str, dict[str, Any]] = {}
@@ -108,7 +129,8 @@ def policy_bench_table(replay_path: Path, seeds: int = BENCH_SEEDS,
 
 def render_scaled(jobs: list[dict[str, Any]], env: dict[str, Any], replay: dict[str, Any] | None,
                   replay_path: Path, bench: str | None, notes: Path | None = None) -> str:
-    """The markdown of the scaled-case section."""
+    """The markdown of the scaled-case section (job tables: the latest run of each job)."""
+    every, jobs = jobs, [j for j in jobs if j.get("latest", True)]
     lines = ["## Scaled-case run (embedded optimize, rules generator, T=20 budget per job)", "",
              f"Device: {env.get('device', 'not recorded')} ({env.get('nvidia_smi', '-')}), torch "
              f"{env.get('torch', '-')}, triton {env.get('triton', '-')}. Every problem is a copy "
@@ -125,6 +147,15 @@ def render_scaled(jobs: list[dict[str, Any]], env: dict[str, Any], replay: dict[
                     "run"], job_rows(jobs)), "",
              "### Best measured speedup per policy (scaled cases)", "",
              table(["example", *POLICIES], best_rows(jobs)), ""]
+    stages = stage_rows(every)
+    if stages:
+        lines += ["### Where the iteration time goes (scaled cases)", "",
+                  "Worker wall seconds per attempt of each step (`kernelband.stages`): median, "
+                  "p90 and total over the job, the median queue wait, and the median of each "
+                  "part the worker reported (check = sandboxed correctness run, static = static "
+                  "profile, measure = sandboxed timing and features).", "",
+                  table(["example", "policy", "run", "step", "attempts", "median s", "p90 s",
+                         "total s", "queue wait s", "parts (median s)"], stages), ""]
     if replay:
         n_rows = sum(len(p["transitions"]) for p in replay["problems"])
         lines += ["### Replay table (scaled cases)", "",
@@ -148,7 +179,8 @@ def scaled_report(folders: list[Path], replay_path: Path, bench_replays: list[Pa
     source = (f"measured on {env.get('device')} (driver {env.get('nvidia_smi')}), torch "
               f"{env.get('torch')}, triton {env.get('triton')}; bench/gpu/validate.py --scaled "
               "embedded optimize jobs, rules generator, scaled cases (bench/gpu/scaled.py)")
-    replay = build_replay([j for j in jobs if j.get("records")], source)
+    # Candidate ids repeat across runs of one job, so the table pools only the latest runs.
+    replay = build_replay([j for j in jobs if j["latest"] and j.get("records")], source)
     replay_path.parent.mkdir(parents=True, exist_ok=True)
     replay_path.write_text(json.dumps(replay, indent=1) + "\n")
     # Each table after the scaled one is written, so it can be one of `bench_replays`.
