@@ -20,7 +20,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from kernelband.config import Settings
-from kernelband.db.models import Attempt, Candidate, Job, Problem, Track, utcnow
+from kernelband.db.models import Attempt, Candidate, Event, Job, Problem, Track, utcnow
 from kernelband.db.session import DatabaseError, session_scope
 from kernelband.dispatch import Dispatcher, TaskMessage
 from kernelband.engine_ingest import apply_result, fail_lost_attempt, start_acceptance
@@ -36,15 +36,18 @@ from kernelband.engine_support import (
     load_state,
     new_attempt,
     policy_for,
+    prime_event_counters,
     pulls_in_flight,
+    read_event_counters,
     save_state,
-    task_payload,
+    task_payloads,
     verify_epoch,
 )
 from kernelband.fairshare import cap_per_team, fair_order
 
 log = logging.getLogger(__name__)
 FINISHED_TRACK = ("completed", "cancelled", "failed")
+LockedAttempt = tuple[Attempt, Track, Job, Candidate | None]
 
 
 @dataclass
@@ -144,7 +147,8 @@ def in_flight_by_team(session: Session) -> dict[int, int]:
 
 def ingest_result(session: Session, attempt_id: int, result: dict, max_tries: int) -> bool:
     """Apply a worker result at most once per attempt id; False when it was a duplicate."""
-    attempt = session.get(Attempt, attempt_id, with_for_update=True)
+    loaded = lock_attempt(session, attempt_id)  # held until applied (see lock_attempt)
+    attempt = loaded[0] if loaded else None
     if attempt is None or attempt.state not in ("pending", "dispatched", "expired"):
         return False  # unknown, already applied, or closed by cancellation / expiry
     reason = str(result.get("reason") or "")
@@ -153,6 +157,28 @@ def ingest_result(session: Session, attempt_id: int, result: dict, max_tries: in
         return True
     apply_result(session, attempt, result)
     return True
+
+
+def lock_attempt(session: Session, attempt_id: int) -> LockedAttempt | None:
+    """The attempt, locked, with its track, job, candidate and the job's last event number.
+
+    Applying a result reads all of them; one round trip instead of five. Only the attempt row
+    is locked (FOR UPDATE OF attempts): that lock makes a result apply at most once. Keep the
+    returned tuple while applying: the session's identity map holds objects weakly, and the
+    tuple is what keeps the track, job and candidate there for `session.get_one` to find.
+    """
+    last_event = (select(func.max(Event.seq)).where(Event.job_id == Attempt.job_id)
+                  .correlate(Attempt).scalar_subquery())
+    query = (select(Attempt, Track, Job, Candidate, last_event)
+             .join(Track, Track.id == Attempt.track_id).join(Job, Job.id == Attempt.job_id)
+             .outerjoin(Candidate, Candidate.id == Attempt.candidate_id)
+             .where(Attempt.id == attempt_id).with_for_update(of=Attempt))
+    row = session.execute(query).first()
+    if row is None:
+        return None
+    attempt, track, job, candidate, last = row
+    prime_event_counters(session, {job.id: last or 0})
+    return attempt, track, job, candidate
 
 
 def ingest_safely(ctx: EngineContext, attempt_id: int, result: dict) -> bool:
@@ -172,7 +198,8 @@ def ingest_safely(ctx: EngineContext, attempt_id: int, result: dict) -> bool:
         log.exception("result of attempt %s could not be applied", attempt_id)
         reason = f"ingest_error:{type(exc).__name__}"
     with fenced(ctx) as session:
-        attempt = session.get(Attempt, attempt_id, with_for_update=True)
+        loaded = lock_attempt(session, attempt_id)
+        attempt = loaded[0] if loaded else None
         if attempt is None or attempt.state not in ("pending", "dispatched", "expired"):
             return False
         fail_lost_attempt(session, attempt, reason)
@@ -284,6 +311,7 @@ def select_pulls(session: Session, now: datetime, cap: int | None = None) -> int
     for track, job in kept:  # dict order = first slot of each track in the fair order
         count = per_track.get(track.id, (track, job, 0))[2]
         per_track[track.id] = (track, job, count + 1)
+    read_event_counters(session, (job.id for _, job, _ in per_track.values()))
     return sum(select_for_track(session, job, track, count)
                for track, job, count in per_track.values())
 
@@ -321,14 +349,16 @@ def dispatch_pending(ctx: EngineContext, limit: int = 256) -> int:
     with fenced(ctx) as session:
         query = (select(Attempt).where(Attempt.state.in_(("pending", "expired")))
                  .order_by(Attempt.id).limit(limit).with_for_update())
-        for attempt in session.scalars(query):
+        attempts = list(session.scalars(query))
+        payloads = task_payloads(session, attempts)  # every read first; then one flush of updates
+        for attempt, payload in zip(attempts, payloads, strict=True):
             attempt.tries += 1
             attempt.state, attempt.dispatched_at = "dispatched", ctx.clock()
             attempt.started_at = None  # this try waits in its queue until a worker beats
             attempt.lease_expires_at = lease_deadline(ctx.clock(), ctx.settings.lease_s)
             attempt.task_id = f"kb-{attempt.id}-{attempt.tries}"
-            messages.append(TaskMessage(attempt.id, attempt.kind, attempt.queue,
-                                        task_payload(session, attempt), attempt.task_id))
+            messages.append(TaskMessage(attempt.id, attempt.kind, attempt.queue, payload,
+                                        attempt.task_id))
     for message in messages:  # after commit: a crash here is recovered by lease expiry
         try:
             ctx.dispatcher.submit(message)
@@ -360,6 +390,7 @@ __all__ = [
     "retry_or_fail",
     "job_is_finished",
     "jobs_needing_finish",
+    "lock_attempt",
     "pulls_in_flight_by_track",
     "select_and_dispatch",
     "select_for_track",

@@ -197,7 +197,6 @@ def store_measurement(session: Session, candidate: Candidate,
                       cv=data.get("cv"), noisy=bool(data.get("noisy", False)),
                       paired_ratio=data.get("paired_ratio"), features=result.get("features"))
     session.add(row)
-    session.flush()
     return row
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -25,6 +26,7 @@ from kernelband.db.models import (
     Track,
     utcnow,
 )
+from kernelband.db.upsert import upsert_rows
 from kernelband.dispatch import queue_for
 from kernelband.engine_state import cached_state, remember_state
 
@@ -68,12 +70,50 @@ def verify_epoch(session: Session, leader_epoch: int | None) -> None:
 
 
 def append_event(session: Session, job_id: int, kind: str, payload: dict[str, Any]) -> Event:
-    """Append an event with the next sequence number of the job."""
-    last = session.execute(select(func.max(Event.seq)).where(Event.job_id == job_id)).scalar()
-    event = Event(job_id=job_id, seq=(last or 0) + 1, kind=kind, payload=payload)
+    """Append an event with the next sequence number of the job.
+
+    The job's last number is read once per transaction and counted on in memory, so several
+    events of one transaction are inserted together at its next flush. Only the fenced leader
+    appends events, one transaction at a time; the unique (job_id, seq) constraint backs that.
+    """
+    counters = _event_counters(session)
+    last = counters.get(job_id)
+    if last is None:
+        last = session.execute(select(func.max(Event.seq)).where(Event.job_id == job_id)).scalar()
+    counters[job_id] = (last or 0) + 1
+    event = Event(job_id=job_id, seq=counters[job_id], kind=kind, payload=payload)
     session.add(event)
-    session.flush()
     return event
+
+
+_EVENT_COUNTERS = "kb_event_counters"
+
+
+def read_event_counters(session: Session, job_ids: Iterable[int]) -> None:
+    """Read the last event number of many jobs in one query (for `append_event`)."""
+    ids = sorted(set(job_ids))
+    if ids:
+        query = (select(Event.job_id, func.max(Event.seq)).where(Event.job_id.in_(ids))
+                 .group_by(Event.job_id))
+        found = {int(job): int(seq) for job, seq in session.execute(query).all()}
+        prime_event_counters(session, {job: found.get(job, 0) for job in ids})
+
+
+def prime_event_counters(session: Session, last: dict[int, int]) -> None:
+    """Jobs' last event numbers, read along with other rows, so `append_event` need not ask."""
+    counters = _event_counters(session)
+    for job_id, seq in last.items():  # never behind what this transaction already counted
+        counters[job_id] = max(counters.get(job_id, 0), seq)
+
+
+def _event_counters(session: Session) -> dict[int, int]:
+    """Last event number per job, valid for the session's current transaction only."""
+    transaction = session.get_transaction()
+    held = session.info.get(_EVENT_COUNTERS)
+    if held is None or held[0] is not transaction:
+        held = session.info[_EVENT_COUNTERS] = (transaction, {})
+    counters: dict[int, int] = held[1]
+    return counters
 
 
 def policy_for(job: Job) -> Policy:
@@ -126,31 +166,28 @@ def view_key(state: PolicyState) -> tuple[Any, ...]:
 
 
 def write_arm_view(session: Session, track: Track, state: PolicyState) -> None:
-    """Arm statistics and clusters as rows, for the dashboard (derived, never read back)."""
+    """Arm statistics and clusters as rows, for the dashboard (derived, never read back).
+
+    One upsert per table: rows whose values did not change are left alone, so `updated_at`
+    keeps meaning "last changed".
+    """
     from kernelband.bandit.strategies import STRATEGY_NAMES
 
     config = policy_for(session.get_one(Job, track.job_id)).config
     ucb = _ucb_or_none(state, float(getattr(config, "c", 2.0)))
     theta = getattr(config, "theta_sat", None)
     open_mask = _open_mask(state, theta) if theta is not None else None
-    existing = {(a.cluster, a.strategy): a for a in
-                session.scalars(select(ArmStat).where(ArmStat.track_id == track.id))}
     now = utcnow()
-    for cluster, row in enumerate(state.arm_n):
-        for index, pulls in enumerate(row):
-            strategy = STRATEGY_NAMES[index] if index < len(STRATEGY_NAMES) else f"arm{index}"
-            values = (float(pulls), float(state.arm_mu[cluster][index]),
-                      None if ucb is None else ucb[cluster][index],
-                      open_mask is not None and not open_mask[cluster][index])
-            arm = existing.get((cluster, strategy))
-            if arm is None:
-                arm = ArmStat(track_id=track.id, cluster=cluster, strategy=strategy)
-                session.add(arm)
-            elif (arm.pulls, arm.mean_reward, arm.ucb_score, arm.masked) == values:
-                continue  # unchanged: no UPDATE, and updated_at keeps meaning "last changed"
-            arm.pulls, arm.mean_reward, arm.ucb_score, arm.masked = values
-            arm.updated_at = now
-    _write_clusters(session, track, state)
+    arms = [{"track_id": track.id, "cluster": cluster,
+             "strategy": STRATEGY_NAMES[index] if index < len(STRATEGY_NAMES) else f"arm{index}",
+             "pulls": float(pulls), "mean_reward": float(state.arm_mu[cluster][index]),
+             "ucb_score": None if ucb is None else ucb[cluster][index],
+             "masked": open_mask is not None and not open_mask[cluster][index],
+             "updated_at": now}
+            for cluster, row in enumerate(state.arm_n) for index, pulls in enumerate(row)]
+    upsert_rows(session, ArmStat, arms, ("track_id", "cluster", "strategy"),
+                ("pulls", "mean_reward", "ucb_score", "masked"), touched="updated_at")
+    _write_clusters(session, track, state, now)
 
 
 def _ucb_or_none(state: PolicyState, c: float) -> list[list[float]] | None:
@@ -174,10 +211,8 @@ def _open_mask(state: PolicyState, theta: Any) -> list[list[bool]]:
     return [[bool(v) for v in row] for row in mask]
 
 
-def _write_clusters(session: Session, track: Track, state: PolicyState) -> None:
-    """One row per cluster, rewritten only where members, representative or centroid changed."""
-    existing = {c.cluster: c for c in
-                session.scalars(select(Cluster).where(Cluster.track_id == track.id))}
+def _write_clusters(session: Session, track: Track, state: PolicyState, now: datetime) -> None:
+    """One row per cluster: members, size, fastest member (representative) and centroid."""
     labels = state.labels or [0] * len(state.frontier)
     members: dict[int, list[str]] = {}
     fastest: dict[int, FrontierEntry] = {}
@@ -185,20 +220,15 @@ def _write_clusters(session: Session, track: Track, state: PolicyState) -> None:
         members.setdefault(label, []).append(entry.kernel_id)
         if label not in fastest or entry.time_ms < fastest[label].time_ms:
             fastest[label] = entry
-    now = utcnow()
+    rows = []
     for cluster in range(max(state.n_clusters, 1)):
-        best = fastest.get(cluster)
-        ids = members.get(cluster, [])
-        values = (ids, len(ids), int(best.kernel_id) if best else None,
-                  state.centroids[cluster] if cluster < len(state.centroids) else [])
-        row = existing.get(cluster)
-        if row is None:
-            row = Cluster(track_id=track.id, cluster=cluster)
-            session.add(row)
-        elif (row.members, row.size, row.representative_id, row.centroid) == values:
-            continue
-        row.members, row.size, row.representative_id, row.centroid = values
-        row.updated_at = now
+        best, ids = fastest.get(cluster), members.get(cluster, [])
+        rows.append({"track_id": track.id, "cluster": cluster, "members": ids, "size": len(ids),
+                     "representative_id": int(best.kernel_id) if best else None,
+                     "centroid": state.centroids[cluster] if cluster < len(state.centroids)
+                     else [], "updated_at": now})
+    upsert_rows(session, Cluster, rows, ("track_id", "cluster"),
+                ("members", "size", "representative_id", "centroid"), touched="updated_at")
 
 
 def budget_reason(job: Job, now: datetime) -> str | None:
@@ -235,8 +265,7 @@ def new_attempt(session: Session, track: Track, kind: str, candidate_id: int | N
     attempt = Attempt(job_id=track.job_id, track_id=track.id, kind=kind, state="pending",
                       candidate_id=candidate_id, decision_id=decision_id,
                       queue=queue_for(kind, track.target), payload=dict(ref or {}))
-    session.add(attempt)
-    session.flush()
+    session.add(attempt)  # inserted at the next flush, with the transaction's other rows
     return attempt
 
 
@@ -273,11 +302,17 @@ def frontier_entry(candidate: Candidate, measurement: Measurement) -> FrontierEn
                          h=None if not h else (float(h[0]), float(h[1]), float(h[2])))
 
 
-def latest_measurement(session: Session, candidate_id: int) -> Measurement | None:
-    """The newest measurement of a candidate."""
-    query = (select(Measurement).where(Measurement.candidate_id == candidate_id)
-             .order_by(Measurement.id.desc()).limit(1))
-    return session.scalars(query).first()
+def latest_measurements(session: Session, candidate_ids: Iterable[int]) -> dict[int, Measurement]:
+    """The newest measurement of each candidate that has one, in one query."""
+    ids = sorted(set(candidate_ids))
+    if not ids:
+        return {}
+    query = (select(Measurement).where(Measurement.candidate_id.in_(ids))
+             .order_by(Measurement.candidate_id, Measurement.id.desc()))
+    newest: dict[int, Measurement] = {}
+    for measurement in session.scalars(query):
+        newest.setdefault(measurement.candidate_id, measurement)
+    return newest
 
 
 PHI_FACTS = (("log1p(time)", ""), ("registers per thread", ""), ("shared memory", "KiB"),
@@ -285,9 +320,8 @@ PHI_FACTS = (("log1p(time)", ""), ("registers per thread", ""), ("shared memory"
 H_FACTS = ("SM throughput", "DRAM throughput", "L2 throughput")
 
 
-def profile_summary(session: Session, candidate: Candidate) -> list[dict[str, Any]]:
+def profile_summary(measurement: Measurement | None) -> list[dict[str, Any]]:
     """The parent's labelled profile facts for the prompt (GenerationRequest.profile_summary)."""
-    measurement = latest_measurement(session, candidate.id)
     if measurement is None:
         return []
     facts = [{"label": "time", "value": measurement.time_ms, "unit": "ms",
@@ -307,8 +341,33 @@ def profile_summary(session: Session, candidate: Candidate) -> list[dict[str, An
     return facts
 
 
-def task_payload(session: Session, attempt: Attempt) -> dict[str, Any]:
-    """The complete, self-contained message payload of an attempt (workers have no DB)."""
+def task_payloads(session: Session, attempts: Sequence[Attempt]) -> list[dict[str, Any]]:
+    """The complete, self-contained message payload of each attempt (workers have no DB).
+
+    The rows they need are read in one query per table for the whole batch, before any
+    payload is built, so nothing is read (or flushed) once per attempt.
+    """
+    candidate_ids = {a.candidate_id for a in attempts if a.candidate_id is not None}
+    held = _rows_by_id(session, Track, {a.track_id for a in attempts})
+    jobs = _rows_by_id(session, Job, {a.job_id for a in attempts})
+    held |= jobs | _rows_by_id(session, Problem, {j.problem_id for j in jobs.values()})
+    candidates = _rows_by_id(session, Candidate, candidate_ids)
+    parents = {c.parent_id for c in candidates.values() if c.parent_id is not None}
+    held |= candidates | _rows_by_id(session, Candidate, parents - candidate_ids)
+    newest = latest_measurements(session, (a.candidate_id for a in attempts
+                                           if a.kind == "generate" and a.candidate_id))
+    return [_payload(session, attempt, newest) for attempt in attempts]  # `held` keeps rows
+
+
+def _rows_by_id(session: Session, model: Any, ids: set[int]) -> dict[Any, Any]:
+    """Rows of `model` with these ids, keyed by (model, id), now in the identity map."""
+    if not ids:
+        return {}
+    return {(model, row.id): row for row in session.scalars(select(model).where(model.id.in_(ids)))}
+
+
+def _payload(session: Session, attempt: Attempt,
+             newest: dict[int, Measurement]) -> dict[str, Any]:
     track = session.get_one(Track, attempt.track_id)
     job = session.get_one(Job, attempt.job_id)
     problem = session.get_one(Problem, job.problem_id)
@@ -319,7 +378,7 @@ def task_payload(session: Session, attempt: Attempt) -> dict[str, Any]:
         return payload
     if attempt.kind == "generate":
         payload.update(parent_editable=candidate.editable, model=job.model,
-                       profile_summary=profile_summary(session, candidate))
+                       profile_summary=profile_summary(newest.get(candidate.id)))
         return payload
     payload["editable"] = candidate.editable
     if attempt.kind == "profile":  # the class says it; no need to build the job's policy

@@ -1,7 +1,7 @@
 """The task bodies workers run: plain JSON dict in, plain JSON dict out.
 
 They hold no database handle; everything arrives in the payload built by
-`kernelband.engine_support.task_payload`. Candidate code only ever runs inside the sandbox
+`kernelband.engine_support.task_payloads`. Candidate code only ever runs inside the sandbox
 (evaluate_candidate / measure_candidate start a sandbox child). Result keys:
 
 - generate -> GenerationResult.to_dict() (`ok`, `editable`, `reason`, tokens, cost, ...)

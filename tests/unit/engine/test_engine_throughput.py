@@ -1,19 +1,35 @@
-"""Scheduler throughput changes: the parsed-state cache and the finish pre-filter."""
+"""Scheduler throughput: the parsed-state cache, the finish pre-filter, round trips per pass."""
 
 from __future__ import annotations
 
 import pytest
 from engine_fakes import FAKE_TASKS, decisions, make_job
-from sqlalchemy import select
+from sqlalchemy import event, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from kernelband.config import Settings
-from kernelband.db.models import FrontierRow, Job, Track, utcnow
+from kernelband.db.models import Event, FrontierRow, Job, Track, utcnow
 from kernelband.db.session import session_scope
 from kernelband.dispatch import InlineDispatcher
-from kernelband.engine import EngineContext, job_is_finished, jobs_needing_finish, step
+from kernelband.engine import (
+    EngineContext,
+    dispatch_pending,
+    fenced,
+    ingest_safely,
+    job_is_finished,
+    jobs_needing_finish,
+    select_pulls,
+    start_queued_jobs,
+    step,
+)
 from kernelband.engine_state import cached_state, clear_cache
-from kernelband.engine_support import load_state, policy_for, save_state
+from kernelband.engine_support import (
+    append_event,
+    load_state,
+    policy_for,
+    prime_event_counters,
+    save_state,
+)
 
 
 def context(factory: sessionmaker[Session]) -> EngineContext:
@@ -103,3 +119,83 @@ def test_frontier_is_stored_as_rows_and_only_appended(
         shorter.frontier = shorter.frontier[:-1]
         with pytest.raises(RuntimeError, match="only append"):
             save_state(session, track, shorter)
+
+
+class StatementLog:
+    """The SQL statements an engine sends, collected from SQLAlchemy's cursor events."""
+
+    def __init__(self, factory: sessionmaker[Session]) -> None:
+        self.engine = factory.kw["bind"]
+        self.statements: list[str] = []
+
+    def __enter__(self) -> list[str]:
+        event.listen(self.engine, "before_cursor_execute", self._record)
+        return self.statements
+
+    def __exit__(self, *exc: object) -> None:
+        event.remove(self.engine, "before_cursor_execute", self._record)
+
+    def _record(self, conn: object, cursor: object, statement: str, *rest: object) -> None:
+        self.statements.append(statement.split(None, 1)[0].upper())
+
+
+def _running_jobs(ctx: EngineContext, count: int, parallelism: int) -> list[int]:
+    ids = [make_job(ctx.factory, budget_iterations=50, parallelism=parallelism, seed=i)
+           for i in range(count)]
+    with fenced(ctx) as session:
+        start_queued_jobs(session)
+    dispatch_pending(ctx)  # baselines, answered at once by the inline dispatcher
+    for item in ctx.dispatcher.drain():
+        ingest_safely(ctx, item.attempt_id, item.result)
+    return ids
+
+
+def test_a_pass_reads_each_table_once_however_many_pulls(db_factory: sessionmaker[Session]) -> None:
+    ctx = context(db_factory)
+    _running_jobs(ctx, count=3, parallelism=4)
+    with StatementLog(db_factory) as selecting, fenced(ctx) as session:  # commit included
+        assert select_pulls(session, ctx.clock()) == 12
+    with StatementLog(db_factory) as dispatching:
+        assert dispatch_pending(ctx) == 12
+    # Per pass, not per pull: tracks, in-flight counts (per track and per team), events' last
+    # numbers. Claiming reads attempts, tracks, jobs, problems, candidates, measurements once.
+    assert selecting.count("SELECT") == 4 and dispatching.count("SELECT") == 6
+    if db_factory.kw["bind"].dialect.name == "postgresql":  # SQLite inserts row by row, locally
+        # One multi-row INSERT for the attempts and one for the events, one UPDATE per track;
+        # one batched UPDATE claims every attempt.
+        assert selecting.count("INSERT") == 2 and selecting.count("UPDATE") == 3
+        assert dispatching.count("UPDATE") == 1
+    payloads = [m.payload for m in ctx.dispatcher.submitted[-12:]]  # type: ignore[attr-defined]
+    assert all(p["parent_editable"] == "ORIGINAL" and p["problem"] for p in payloads)
+    assert all(p["profile_summary"][0]["label"] == "time" for p in payloads)
+
+
+def test_a_result_is_applied_with_one_read(db_factory: sessionmaker[Session]) -> None:
+    ctx = context(db_factory)
+    _running_jobs(ctx, count=1, parallelism=2)
+    with fenced(ctx) as session:
+        select_pulls(session, ctx.clock())
+    dispatch_pending(ctx)
+    for item in ctx.dispatcher.drain():  # generate results: a child and its compile attempt
+        with StatementLog(db_factory) as applying:
+            assert ingest_safely(ctx, item.attempt_id, item.result)
+        assert applying.count("SELECT") == 1, applying  # attempt, track, job, parent, events
+    with session_scope(db_factory) as session:
+        kinds = [(e.seq, e.kind) for e in session.scalars(select(Event).order_by(Event.seq))]
+    assert [seq for seq, _ in kinds] == list(range(1, len(kinds) + 1))  # no gap, no repeat
+    assert [kind for _, kind in kinds][-2:] == ["candidate_generated"] * 2
+
+
+def test_event_numbers_continue_within_and_across_transactions(
+        db_factory: sessionmaker[Session]) -> None:
+    job_id = make_job(db_factory)
+    for batch in (3, 2):
+        with session_scope(db_factory) as session:
+            for _ in range(batch):
+                append_event(session, job_id, "note", {})
+            prime_event_counters(session, {job_id: 1})  # a stale reading never goes back
+            append_event(session, job_id, "note", {})
+    with session_scope(db_factory) as session:
+        seqs = session.scalars(select(Event.seq).where(Event.job_id == job_id)
+                               .order_by(Event.seq)).all()
+    assert list(seqs) == list(range(1, 8))

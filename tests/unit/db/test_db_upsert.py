@@ -1,0 +1,59 @@
+"""upsert_rows: one statement inserts new rows and updates only rows whose values changed."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session, sessionmaker
+
+from kernelband.db import repository
+from kernelband.db.models import Cluster, Track
+from kernelband.db.session import session_scope
+from kernelband.db.upsert import upsert_rows
+
+KEYS, COMPARED = ("track_id", "cluster"), ("members", "size", "representative_id", "centroid")
+
+
+def _track(factory: sessionmaker[Session]) -> int:
+    with session_scope(factory) as session:
+        team = repository.get_or_create_team(session, "upsert-team")
+        problem = repository.get_or_create_problem(
+            session, team.id, "toy", "native", "X", {"editable": "X"}, "u" * 64)
+        job = repository.create_job(session, team.id, problem.id, ("cpu",))
+        track = Track(job_id=job.id, target="cpu", status="running")
+        session.add(track)
+        session.flush()
+        return track.id
+
+
+def _row(track_id: int, cluster: int, members: list[str], when: datetime) -> dict[str, object]:
+    return {"track_id": track_id, "cluster": cluster, "members": members, "size": len(members),
+            "representative_id": int(members[0]) if members else None, "centroid": [0.5, 1.0],
+            "updated_at": when}
+
+
+def _stored(factory: sessionmaker[Session], track_id: int) -> dict[int, tuple[list, datetime]]:
+    with session_scope(factory) as session:
+        rows = session.scalars(select(Cluster).where(Cluster.track_id == track_id))
+        return {r.cluster: (list(r.members), r.updated_at.replace(tzinfo=UTC)) for r in rows}
+
+
+def test_upsert_inserts_then_touches_only_changed_rows(db_factory: sessionmaker[Session]) -> None:
+    track_id = _track(db_factory)
+    first = datetime(2026, 1, 1, tzinfo=UTC)
+    with session_scope(db_factory) as session:
+        upsert_rows(session, Cluster, [_row(track_id, 0, ["1", "2"], first),
+                                       _row(track_id, 1, [], first)],
+                    KEYS, COMPARED, touched="updated_at")
+    assert _stored(db_factory, track_id) == {0: (["1", "2"], first), 1: ([], first)}
+
+    later = first + timedelta(hours=1)
+    with session_scope(db_factory) as session:
+        upsert_rows(session, Cluster, [_row(track_id, 0, ["1", "2"], later),  # same values
+                                       _row(track_id, 1, ["3"], later),  # JSON list changed
+                                       _row(track_id, 2, ["4"], later)],  # new
+                    KEYS, COMPARED, touched="updated_at")
+        upsert_rows(session, Cluster, [], KEYS, COMPARED)  # nothing to send
+    assert _stored(db_factory, track_id) == {0: (["1", "2"], first), 1: (["3"], later),
+                                             2: (["4"], later)}
