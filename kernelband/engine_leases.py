@@ -58,6 +58,32 @@ def _still_queued(attempt: Attempt, now: datetime, queue_timeout_s: float,
     return bool(depth[attempt.queue])
 
 
+def recheck_untaken(session: Session, now: datetime, grace_s: float,
+                    waiting: WaitingCount) -> int:
+    """A new leader's first look: untaken tries that no queue holds get `grace_s`, not a lease.
+
+    The scheduler commits a try as dispatched before it sends the message. One killed in
+    between leaves a try whose message never existed, and it would wait out its whole lease
+    (minutes) before being sent again. A worker beats once as soon as it takes a task, so a try
+    that was taken shows up within the grace; one still silent then is lost, and
+    `expire_leases` sends it again. While its queue holds messages (or the broker cannot say),
+    a try keeps its lease: queue time is not lost time. Returns how many leases were shortened.
+    """
+    deadline = now + timedelta(seconds=grace_s)
+    query = (select(Attempt).where(Attempt.state == "dispatched", Attempt.started_at.is_(None),
+                                   Attempt.lease_expires_at > deadline)
+             .order_by(Attempt.id).with_for_update())
+    depth: dict[str, int | None] = {}
+    shortened = 0
+    for attempt in session.scalars(query):
+        if attempt.queue not in depth:
+            depth[attempt.queue] = waiting(attempt.queue)
+        if depth[attempt.queue] == 0:
+            attempt.lease_expires_at = deadline
+            shortened += 1
+    return shortened
+
+
 def requeue_orphans(session: Session, max_tries: int) -> int:
     """Embedded restart: every dispatched attempt died with the old process; send it again."""
     query = (select(Attempt).where(Attempt.state == "dispatched").order_by(Attempt.id)

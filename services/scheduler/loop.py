@@ -24,7 +24,8 @@ from kernelband.db.session import (
     open_database,
     session_scope,
 )
-from kernelband.engine import EngineContext, step
+from kernelband.engine import EngineContext, fenced, step
+from kernelband.engine_leases import recheck_untaken
 from kernelband.engine_support import FencingError, verify_epoch
 from services.scheduler.dispatcher import CeleryDispatcher
 from services.scheduler.leader import LeaderLock, require_postgres
@@ -35,6 +36,9 @@ log = logging.getLogger(__name__)
 
 STANDBY_POLL_S = 1.0  # how often a replica retries the lock
 LOCK_CHECK_S = 2.0  # how often the leader confirms it still holds the lock
+# A worker reports a task as soon as it takes it; a new leader gives untaken tries that no
+# queue holds this long to be reported before sending them again (engine_leases.recheck_untaken).
+TAKEOVER_GRACE_S = 10.0
 OWN_HEARTBEAT_S = 5.0
 ERROR_BACKOFF_S = 2.0
 BROKER_ERRORS = (KombuOperationalError, RedisError, ConnectionError)
@@ -69,6 +73,7 @@ def run_scheduler(settings: Settings, name: str, stop: threading.Event) -> None:
                      recovered)
             ctx = EngineContext(factory=factory, dispatcher=dispatcher, settings=settings,
                                 leader_epoch=epoch)
+            recheck_after_takeover(ctx, name)
             stats = lead(ctx, lock, dispatcher, name, stop)
             log.info("%s stopped leading: %s", name, stats)
             lock.release()
@@ -76,6 +81,25 @@ def run_scheduler(settings: Settings, name: str, stop: threading.Event) -> None:
         dispatcher.close()  # unacknowledged results return to the queue
         lock.dispose()
         engine.dispose()
+
+
+def recheck_after_takeover(ctx: EngineContext, name: str) -> None:
+    """Tries the previous leader may never have sent get a short grace instead of a lease.
+
+    Best effort: should it fail, those tries still come back when their leases run out.
+    """
+    try:
+        with fenced(ctx) as session:
+            shortened = recheck_untaken(session, ctx.clock(), TAKEOVER_GRACE_S,
+                                        ctx.dispatcher.waiting)
+    except (FencingError, SQLAlchemyError) as exc:
+        log.warning("%s: untaken tries not rechecked (%s); their leases will bring them back",
+                    name, exc)
+        return
+    if shortened:
+        log.info("%s: %s dispatched tries are in no queue and no worker reported them; sent "
+                 "again unless a worker reports within %.0f s", name, shortened,
+                 TAKEOVER_GRACE_S)
 
 
 def lead(ctx: EngineContext, lock: LeaderLock, dispatcher: CeleryDispatcher, name: str,

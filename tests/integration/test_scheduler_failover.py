@@ -1,4 +1,4 @@
-"""Cancellation, duplicate results, kill -9 restarts and replicas, on real processes."""
+"""Cancellation, duplicate results, kill -9 restarts, replicas and takeover, on real processes."""
 
 from __future__ import annotations
 
@@ -10,9 +10,12 @@ import redis
 from sqlalchemy import ColumnElement, func, select
 from sqlalchemy.orm import Session, sessionmaker
 
+from kernelband.config import Settings
 from kernelband.db import repository
 from kernelband.db.models import Attempt, Event, LeaderEpoch, Measurement, Track, Worker
 from kernelband.db.session import session_scope
+from kernelband.dispatch import InboxDispatcher, TaskMessage
+from kernelband.engine import EngineContext, dispatch_pending, fenced, start_queued_jobs
 from services.scheduler.dispatcher import RESULTS_UNACKED_KEYS
 from services.worker.app import app as celery_app
 from services.worker.messages import ResultMessage, publish
@@ -120,3 +123,30 @@ def test_two_replicas_one_leader_and_failover(
     wait_for(lambda: leader(factory)[0] == 2, 30, "the standby to take over",
              processes=tuple(replicas.values()))
     assert leader(factory)[1].endswith("-a" if lead_key == "b" else "-b")
+
+
+class NeverSent(InboxDispatcher):
+    """A leader that commits tries as dispatched and dies before sending them."""
+
+    def submit(self, task: TaskMessage) -> str:
+        return task.task_id
+
+
+def test_a_try_committed_but_never_sent_is_resent_soon_after_a_takeover(
+        factory: Factory, make_job: Callable[..., int], workers: list[ManagedProcess],
+        schedulers: Callable[[str], ManagedProcess]) -> None:
+    job_id = make_job("vector_add", ("cpu",), budget_iterations=1, parallelism=1)
+    dying = EngineContext(factory, NeverSent(), Settings())
+    with fenced(dying) as session:
+        start_queued_jobs(session)
+    assert dispatch_pending(dying) == 1  # the baseline: dispatched in the database only
+    started = time.monotonic()
+    scheduler = schedulers("next")
+    # The test lease is 120 s: finishing well inside it means the try was not waited out.
+    assert wait_finished(factory, job_id, (scheduler, *workers), timeout_s=90) == "completed"
+    print(f"\nnever-sent baseline: job finished {time.monotonic() - started:.1f}s after takeover")
+    with session_scope(factory) as session:
+        baseline = session.scalars(select(Attempt).where(Attempt.job_id == job_id)
+                                   .order_by(Attempt.id)).first()
+        assert baseline is not None and baseline.kind == "profile" and baseline.tries == 2
+    assert "in no queue and no worker reported them" in scheduler.log_tail(20000)

@@ -1,4 +1,5 @@
-"""Heartbeat results only extend the lease of the current try; the real result applies once."""
+"""Leases: heartbeats extend only the current try, the result applies once, and a new leader
+resends at once the tries that were never sent."""
 
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ from kernelband.config import Settings
 from kernelband.db.models import Attempt, utcnow
 from kernelband.db.session import session_scope
 from kernelband.dispatch import InboxDispatcher, TaskMessage
-from kernelband.engine import EngineContext, step
+from kernelband.engine import EngineContext, fenced, step
+from kernelband.engine_leases import recheck_untaken
 from kernelband.engine_support import as_utc
 
 
@@ -90,3 +92,44 @@ def test_a_superseded_try_cannot_extend_the_lease(db_factory: sessionmaker[Sessi
     dispatcher.deliver(second.attempt_id, {"heartbeat": True, "task_id": second.task_id})
     step(ctx)
     assert as_utc(generate_attempt(db_factory).lease_expires_at) == clock.now + timedelta(seconds=60)  # type: ignore[arg-type]
+
+
+def test_a_new_leader_resends_untaken_tries_that_no_queue_holds(
+        db_factory: sessionmaker[Session]) -> None:
+    """The previous leader committed the try and died before sending it: no lease wait."""
+    make_job(db_factory, budget_iterations=1)
+    dispatcher, clock = HeldGenerates(), Clock()  # the held message stands for one never sent
+    ctx = EngineContext(db_factory, dispatcher, Settings(lease_s=300, max_tries=3), clock=clock)
+    step(ctx)
+    step(ctx)
+    depth = {"llm": 1}
+    with fenced(ctx) as session:  # a message waits in its queue: queue time is not lost time
+        assert recheck_untaken(session, clock.now, 10.0, depth.get) == 0
+    with fenced(ctx) as session:  # the broker cannot say: keep the lease
+        assert recheck_untaken(session, clock.now, 10.0, lambda queue: None) == 0
+    depth["llm"] = 0
+    with fenced(ctx) as session:
+        assert recheck_untaken(session, clock.now, 10.0, depth.get) == 1
+    assert as_utc(generate_attempt(db_factory).lease_expires_at) == clock.now + timedelta(seconds=10)  # type: ignore[arg-type]
+    clock.now += timedelta(seconds=11)  # no worker reported it within the grace
+    step(ctx)
+    attempt = generate_attempt(db_factory)
+    assert attempt.state == "dispatched" and attempt.tries == 2  # sent again, 289 s early
+    assert dispatcher.held[-1].task_id != dispatcher.held[0].task_id
+
+
+def test_a_reported_try_keeps_its_lease_after_a_takeover(db_factory: sessionmaker[Session]) -> None:
+    make_job(db_factory, budget_iterations=1)
+    dispatcher, clock = HeldGenerates(), Clock()
+    ctx = EngineContext(db_factory, dispatcher, Settings(lease_s=300, max_tries=3), clock=clock)
+    step(ctx)
+    step(ctx)
+    task = dispatcher.held[0]
+    dispatcher.deliver(task.attempt_id, {"heartbeat": True, "task_id": task.task_id})
+    step(ctx)  # a worker took it
+    with fenced(ctx) as session:
+        assert recheck_untaken(session, clock.now, 10.0, lambda queue: 0) == 0
+    clock.now += timedelta(seconds=11)
+    step(ctx)
+    attempt = generate_attempt(db_factory)
+    assert attempt.state == "dispatched" and attempt.tries == 1
