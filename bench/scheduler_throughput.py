@@ -289,6 +289,11 @@ def section(data: dict[str, Any]) -> str:
                             "pulls/s overall"), rows)
     lines = [f"- {name}: **{'not evaluated' if met is None else verdict(met)}** ({why})"
              for name, met, why in targets(data)]
+    lines.append("\nRound trips do not grow with the number of pulls: a pass reads 4 times to "
+                 "select and 6 times to claim attempts and build their payloads, whatever the "
+                 "number of pulls, and applying one result reads once (the attempt, locked, "
+                 "with its track, job, candidate and the job's last event number). "
+                 "tests/unit/engine/test_engine_throughput.py counts them.")
     shares = data.get("hotspots") or {}
     where = "; ".join(f"{100 * share:.0f}% {HOTSPOTS[name]} (`{name}`)"
                       for name, share in sorted(shares.items(), key=lambda kv: -kv[1]))
