@@ -48,13 +48,21 @@ def generate_attempt(factory: sessionmaker[Session]) -> Attempt:
         return attempt
 
 
+def one_held_pull(factory: sessionmaker[Session], lease_s: float,
+                  max_tries: int) -> tuple[EngineContext, HeldGenerates, Clock]:
+    """A one-pull job stepped until its baseline is measured and its generate try is held."""
+    make_job(factory, budget_iterations=1)
+    dispatcher, clock = HeldGenerates(), Clock()
+    ctx = EngineContext(factory, dispatcher, Settings(lease_s=lease_s, max_tries=max_tries),
+                        clock=clock)
+    step(ctx)
+    step(ctx)
+    return ctx, dispatcher, clock
+
+
 def test_heartbeats_extend_then_the_result_applies_once(
         db_factory: sessionmaker[Session]) -> None:
-    make_job(db_factory, budget_iterations=1)
-    dispatcher, clock = HeldGenerates(), Clock()
-    ctx = EngineContext(db_factory, dispatcher, Settings(lease_s=60, max_tries=1), clock=clock)
-    step(ctx)
-    step(ctx)  # baseline measured, the one pull's generate is dispatched and held
+    ctx, dispatcher, clock = one_held_pull(db_factory, lease_s=60, max_tries=1)
     task = dispatcher.held[0]
     for _ in range(4):  # 200 s in all, far beyond the 60 s lease
         clock.now += timedelta(seconds=50)
@@ -75,11 +83,7 @@ def test_heartbeats_extend_then_the_result_applies_once(
 
 
 def test_a_superseded_try_cannot_extend_the_lease(db_factory: sessionmaker[Session]) -> None:
-    make_job(db_factory, budget_iterations=1)
-    dispatcher, clock = HeldGenerates(), Clock()
-    ctx = EngineContext(db_factory, dispatcher, Settings(lease_s=60, max_tries=3), clock=clock)
-    step(ctx)
-    step(ctx)
+    ctx, dispatcher, clock = one_held_pull(db_factory, lease_s=60, max_tries=3)
     clock.now += timedelta(seconds=61)
     step(ctx)  # lease expired: the attempt is re-sent as try 2
     first, second = dispatcher.held[0], dispatcher.held[-1]
@@ -97,11 +101,8 @@ def test_a_superseded_try_cannot_extend_the_lease(db_factory: sessionmaker[Sessi
 def test_a_new_leader_resends_untaken_tries_that_no_queue_holds(
         db_factory: sessionmaker[Session]) -> None:
     """The previous leader committed the try and died before sending it: no lease wait."""
-    make_job(db_factory, budget_iterations=1)
-    dispatcher, clock = HeldGenerates(), Clock()  # the held message stands for one never sent
-    ctx = EngineContext(db_factory, dispatcher, Settings(lease_s=300, max_tries=3), clock=clock)
-    step(ctx)
-    step(ctx)
+    ctx, dispatcher, clock = one_held_pull(db_factory, lease_s=300, max_tries=3)
+    # the held message stands for one never sent
     depth = {"llm": 1}
     with fenced(ctx) as session:  # a message waits in its queue: queue time is not lost time
         assert recheck_untaken(session, clock.now, 10.0, depth.get) == 0
@@ -119,11 +120,7 @@ def test_a_new_leader_resends_untaken_tries_that_no_queue_holds(
 
 
 def test_a_reported_try_keeps_its_lease_after_a_takeover(db_factory: sessionmaker[Session]) -> None:
-    make_job(db_factory, budget_iterations=1)
-    dispatcher, clock = HeldGenerates(), Clock()
-    ctx = EngineContext(db_factory, dispatcher, Settings(lease_s=300, max_tries=3), clock=clock)
-    step(ctx)
-    step(ctx)
+    ctx, dispatcher, clock = one_held_pull(db_factory, lease_s=300, max_tries=3)
     task = dispatcher.held[0]
     dispatcher.deliver(task.attempt_id, {"heartbeat": True, "task_id": task.task_id})
     step(ctx)  # a worker took it
