@@ -8,9 +8,9 @@ untouched, so their `updated_at` keeps meaning "last changed".
 
 from __future__ import annotations
 
+import typing
 from collections.abc import Sequence
 from typing import Any
-from typing import cast as typed
 
 from sqlalchemy import JSON, ColumnElement, Table, Text, cast, false, or_
 from sqlalchemy.dialects import postgresql, sqlite
@@ -29,7 +29,7 @@ def upsert_rows(session: Session, model: type[Base], rows: Sequence[dict[str, An
     """
     if not rows:
         return
-    table = typed(Table, model.__table__)
+    table = typing.cast(Table, model.__table__)
     dialect = session.get_bind().dialect.name
     if dialect == "postgresql":
         statement: Any = postgresql.insert(table)
