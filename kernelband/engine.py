@@ -20,10 +20,15 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from kernelband.config import Settings
-from kernelband.db.models import Attempt, Candidate, Event, Job, Problem, Track, utcnow
+from kernelband.db.models import Attempt, Candidate, Job, Problem, Track, utcnow
 from kernelband.db.session import DatabaseError, session_scope
 from kernelband.dispatch import Dispatcher, TaskMessage
-from kernelband.engine_ingest import apply_result, fail_lost_attempt, start_acceptance
+from kernelband.engine_ingest import (
+    apply_result,
+    fail_lost_attempt,
+    lock_attempt,
+    start_acceptance,
+)
 from kernelband.engine_leases import expire_leases, extend_lease, requeue_orphans, retry_or_fail
 from kernelband.engine_support import (
     ACTIVE_ATTEMPT_STATES,
@@ -36,7 +41,6 @@ from kernelband.engine_support import (
     load_state,
     new_attempt,
     policy_for,
-    prime_event_counters,
     pulls_in_flight,
     read_event_counters,
     save_state,
@@ -47,7 +51,6 @@ from kernelband.fairshare import cap_per_team, fair_order
 
 log = logging.getLogger(__name__)
 FINISHED_TRACK = ("completed", "cancelled", "failed")
-LockedAttempt = tuple[Attempt, Track, Job, Candidate | None]
 
 
 @dataclass
@@ -157,28 +160,6 @@ def ingest_result(session: Session, attempt_id: int, result: dict, max_tries: in
         return True
     apply_result(session, attempt, result)
     return True
-
-
-def lock_attempt(session: Session, attempt_id: int) -> LockedAttempt | None:
-    """The attempt, locked, with its track, job, candidate and the job's last event number.
-
-    Applying a result reads all of them; one round trip instead of five. Only the attempt row
-    is locked (FOR UPDATE OF attempts): that lock makes a result apply at most once. Keep the
-    returned tuple while applying: the session's identity map holds objects weakly, and the
-    tuple is what keeps the track, job and candidate there for `session.get_one` to find.
-    """
-    last_event = (select(func.max(Event.seq)).where(Event.job_id == Attempt.job_id)
-                  .correlate(Attempt).scalar_subquery())
-    query = (select(Attempt, Track, Job, Candidate, last_event)
-             .join(Track, Track.id == Attempt.track_id).join(Job, Job.id == Attempt.job_id)
-             .outerjoin(Candidate, Candidate.id == Attempt.candidate_id)
-             .where(Attempt.id == attempt_id).with_for_update(of=Attempt))
-    row = session.execute(query).first()
-    if row is None:
-        return None
-    attempt, track, job, candidate, last = row
-    prime_event_counters(session, {job.id: last or 0})
-    return attempt, track, job, candidate
 
 
 def ingest_safely(ctx: EngineContext, attempt_id: int, result: dict) -> bool:

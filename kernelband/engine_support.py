@@ -348,22 +348,25 @@ def task_payloads(session: Session, attempts: Sequence[Attempt]) -> list[dict[st
     payload is built, so nothing is read (or flushed) once per attempt.
     """
     candidate_ids = {a.candidate_id for a in attempts if a.candidate_id is not None}
-    held = _rows_by_id(session, Track, {a.track_id for a in attempts})
-    jobs = _rows_by_id(session, Job, {a.job_id for a in attempts})
-    held |= jobs | _rows_by_id(session, Problem, {j.problem_id for j in jobs.values()})
-    candidates = _rows_by_id(session, Candidate, candidate_ids)
-    parents = {c.parent_id for c in candidates.values() if c.parent_id is not None}
-    held |= candidates | _rows_by_id(session, Candidate, parents - candidate_ids)
+    jobs = _rows(session, Job, {a.job_id for a in attempts})
+    candidates = _rows(session, Candidate, candidate_ids)
+    parent_ids = {c.parent_id for c in candidates if c.parent_id is not None} - candidate_ids
+    # The identity map holds rows weakly: `held` keeps them there while payloads are built.
+    held = [jobs, candidates, _rows(session, Track, {a.track_id for a in attempts}),
+            _rows(session, Problem, {j.problem_id for j in jobs}),
+            _rows(session, Candidate, parent_ids)]
     newest = latest_measurements(session, (a.candidate_id for a in attempts
                                            if a.kind == "generate" and a.candidate_id))
-    return [_payload(session, attempt, newest) for attempt in attempts]  # `held` keeps rows
+    payloads = [_payload(session, attempt, newest) for attempt in attempts]
+    del held
+    return payloads
 
 
-def _rows_by_id(session: Session, model: Any, ids: set[int]) -> dict[Any, Any]:
-    """Rows of `model` with these ids, keyed by (model, id), now in the identity map."""
+def _rows(session: Session, model: Any, ids: set[int]) -> list[Any]:
+    """The rows of `model` with these ids (one query; none for no ids)."""
     if not ids:
-        return {}
-    return {(model, row.id): row for row in session.scalars(select(model).where(model.id.in_(ids)))}
+        return []
+    return list(session.scalars(select(model).where(model.id.in_(ids))))
 
 
 def _payload(session: Session, attempt: Attempt,
