@@ -64,7 +64,7 @@ def run_scheduler(settings: Settings, name: str, stop: threading.Event) -> None:
     dispatcher = CeleryDispatcher(settings)
     try:
         while not stop.is_set():
-            epoch = lock.try_acquire()
+            epoch = take_lock(lock, name)
             if epoch is None:
                 stop.wait(STANDBY_POLL_S)
                 continue
@@ -83,6 +83,20 @@ def run_scheduler(settings: Settings, name: str, stop: threading.Event) -> None:
         engine.dispose()
 
 
+def take_lock(lock: LeaderLock, name: str) -> int | None:
+    """The new epoch when this replica took the lock; None when it is held or Postgres failed.
+
+    Postgres dropping the connection while the lock is being taken (a restart, terminated
+    backends) is a reason to try again at the next poll, not to exit.
+    """
+    try:
+        return lock.try_acquire()
+    except (DatabaseError, SQLAlchemyError) as exc:
+        log.warning("%s could not take the leader lock (%s); trying again", name, exc)
+        lock.release()  # a fresh connection next time; a lock taken on the dead one is gone
+        return None
+
+
 def recheck_after_takeover(ctx: EngineContext, name: str) -> None:
     """Tries the previous leader may never have sent get a short grace instead of a lease.
 
@@ -92,7 +106,7 @@ def recheck_after_takeover(ctx: EngineContext, name: str) -> None:
         with fenced(ctx) as session:
             shortened = recheck_untaken(session, ctx.clock(), TAKEOVER_GRACE_S,
                                         ctx.dispatcher.waiting)
-    except (FencingError, SQLAlchemyError) as exc:
+    except (FencingError, DatabaseError, SQLAlchemyError) as exc:
         log.warning("%s: untaken tries not rechecked (%s); their leases will bring them back",
                     name, exc)
         return
