@@ -26,12 +26,10 @@ class ReportData:
     sources: dict[int, str] = field(default_factory=dict)  # best and original regions (DB only)
 
 
-def from_server(url: str, token: str, job_id: int, timeout_s: float = 30.0,
-                transport: httpx.BaseTransport | None = None) -> ReportData:
-    """Read the job through the REST API with a team token (`transport`: e.g. an in-process app)."""
+def from_server(url: str, token: str, job_id: int, timeout_s: float = 30.0) -> ReportData:
+    """Read the job through the REST API with a team token."""
     headers = {"Authorization": f"Bearer {token}"}
-    with httpx.Client(base_url=url.rstrip("/"), headers=headers, timeout=timeout_s,
-                      transport=transport) as client:
+    with httpx.Client(base_url=url.rstrip("/"), headers=headers, timeout=timeout_s) as client:
         job = _get(client, f"/v1/jobs/{job_id}")
         candidates: list[dict[str, Any]] = []
         while True:

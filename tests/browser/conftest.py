@@ -4,15 +4,14 @@ Chromium driven by Playwright. A missing Chromium FAILS the tests: run `make bro
 from __future__ import annotations
 
 import os
-import socket
-import threading
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from sqlalchemy.orm import Session, sessionmaker
+
+from tests.utils.live_server import serve_in_thread
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
@@ -32,17 +31,9 @@ class LiveServer:
     other_token: str
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @pytest.fixture(scope="session")
 def live_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
     """uvicorn in a thread with the embedded scheduler, like `kernelband serve`."""
-    import uvicorn
-
     from kernelband.config import Settings
     from kernelband.db import open_database, session_scope
     from services.api.app import create_app
@@ -58,18 +49,8 @@ def live_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer
     app = create_app(settings, session_factory=factory, embedded=True)
     scheduler = EmbeddedScheduler(factory, settings, workers=2)
     scheduler.start()
-    port = _free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started:
-        if time.monotonic() > deadline:
-            raise RuntimeError("the dashboard server did not start within 30 s")
-        time.sleep(0.05)
-    yield LiveServer(f"http://127.0.0.1:{port}", factory, token, other)
-    server.should_exit = True
-    thread.join(10)
+    with serve_in_thread(app) as base_url:
+        yield LiveServer(base_url, factory, token, other)
     scheduler.stop()
 
 

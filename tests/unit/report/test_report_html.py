@@ -6,7 +6,6 @@ import re
 from pathlib import Path
 
 import pytest
-from fastapi.testclient import TestClient
 from sqlalchemy.orm import Session, sessionmaker
 from typer.testing import CliRunner
 
@@ -23,6 +22,7 @@ from kernelband.report import (
     write_report,
 )
 from kernelband.report.charts import speedup_series
+from tests.utils.live_server import serve_in_thread
 
 ORIGINAL = "def kernel():\n    BLOCK = 64\n    return BLOCK\n"
 FASTER = "def kernel():\n    BLOCK = 256\n    return BLOCK\n"
@@ -88,11 +88,10 @@ def test_report_from_server_matches_database_view(
         other = create_token(session, "beta")
     app = create_app(Settings(data_dir=tmp_path, broker_url=""), session_factory=sqlite_factory,
                      embedded=True)
-    with TestClient(app) as client:
-        transport = client._transport  # the real app in-process, through httpx
-        data = from_server("http://testserver", token, job_id, transport=transport)
+    with serve_in_thread(app) as base_url:  # the real app over real HTTP
+        data = from_server(base_url, token, job_id)
         with pytest.raises(ReportError, match="404"):
-            from_server("http://testserver", other, job_id, transport=transport)
+            from_server(base_url, other, job_id)
     assert speedup_series(data)[0].points == ((1, 4.0),)
     assert data.job["tracks"][0]["best"]["label"] == "measured"
     assert len(data.candidates) == 3 and data.arms["h100"][0]["masked"] is True
