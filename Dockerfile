@@ -1,4 +1,4 @@
-# One image for every KernelBand service in docker-compose.yml: migrate (alembic), api (uvicorn),
+# One image for every KernelBand service in docker-compose.yml: migrate (kernelband migrate), api (uvicorn),
 # scheduler (python -m services.scheduler) and the Celery workers. Compose gives each service
 # its command and its healthcheck, so this file sets neither CMD nor HEALTHCHECK.
 #
@@ -26,31 +26,30 @@ RUN apt-get update \
     && apt-get install -y --no-install-recommends procps gcc libc6-dev \
     && rm -rf /var/lib/apt/lists/*
 
-WORKDIR /app
+# The project is installed as a wheel would be (migrations, examples and dashboard assets are
+# package data); the sources are built in /src and removed, so nothing runs from a source tree.
+WORKDIR /src
 
 # Heaviest layers first, so editing the code does not download torch and the dependencies again.
 RUN pip install --index-url "${TORCH_INDEX_URL}" "${TORCH_SPEC}"
 COPY pyproject.toml README.md ./
-RUN python -c "import tomllib; print('\n'.join(tomllib.load(open('pyproject.toml', 'rb'))['project']['dependencies']))" \
-        > /tmp/requirements.txt \
-    && pip install -r /tmp/requirements.txt \
+COPY requirements/ requirements/
+# Everything else at the locked versions (requirements/service.txt: no dev tools). torch stays the
+# build chosen above, and so does the triton a CUDA torch brought with it.
+RUN grep -vE '^(torch|triton)==' requirements/service.txt > /tmp/requirements.txt \
+    && pip install --no-deps -r /tmp/requirements.txt \
+    && (python -c "import triton" 2>/dev/null \
+        || pip install --no-deps "$(grep -E '^triton==' requirements/service.txt)") \
     && rm /tmp/requirements.txt
 
 COPY kernelband/ kernelband/
 COPY services/ services/
-COPY migrations/ migrations/
-COPY alembic.ini ./
-# Non-editable install: console scripts (kernelband) and any dependency the layer above missed.
 # pip check fails the build if a dependency broke torch's own pins (triton, with a CUDA torch).
-RUN pip install . \
+RUN pip install --no-deps . \
     && pip check \
-    && rm -rf build kernelband.egg-info \
-    && python -m compileall -q kernelband services migrations
+    && cd / && rm -rf /src
 
-# The code runs from /app, not from the installed copy: kernelband.db finds migrations/ and
-# alembic.ini beside the kernelband/ package, and the dashboard's templates and static files are
-# not package data. The image carries no dev extra (pytest, ruff, mypy, playwright).
-ENV PYTHONPATH=/app
+WORKDIR /app
 
 # A non-root user owns only the data directory (KERNELBAND_DATA_DIR defaults to
 # ./kernelband-data); the code stays root-owned, so candidate kernels cannot rewrite it.

@@ -4,18 +4,56 @@ PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 export LITELLM_LOCAL_MODEL_COST_MAP := True
 
-.PHONY: install demo test lint bench up down migrate worker gpu-validate screenshot reliability
+.PHONY: install lock wheelhouse demo test lint bench up down migrate worker gpu-validate screenshot reliability
 
-$(VENV)/.installed: pyproject.toml
+# Every package comes from the committed lock at its exact version (pip-tools; `make lock`).
+# A CPU machine takes the lock as it is, with the CPU build of torch (torch==2.13.0 is in it);
+# a GPU node keeps its own CUDA torch and triton and takes everything else from the lock.
+LOCK := requirements/lock.txt
+NODE_LOCK := requirements/node.txt
+SERVICE_LOCK := requirements/service.txt
+GPU_NODE := command -v nvidia-smi >/dev/null 2>&1 && $(PY) -c "import torch, triton" 2>/dev/null
+
+$(VENV)/.installed: pyproject.toml $(LOCK)
 	python3.11 -m venv $(VENV) 2>/dev/null || python3 -m venv $(VENV)
-	$(PIP) install -q --upgrade pip
-	# CPU machines take the local CPU build of torch; a GPU node keeps its CUDA torch.
-	if command -v nvidia-smi >/dev/null 2>&1 && $(PY) -c "import torch" 2>/dev/null; then :; \
-	else $(PIP) install -q torch==2.13.0; fi
-	$(PIP) install -q -e ".[dev]"
+	$(PIP) install -q --no-deps $$(grep -E '^pip==' $(LOCK))
+	if $(GPU_NODE); then \
+		grep -vE '^(torch|triton)==' $(LOCK) > $(VENV)/lock-gpu-node.txt; \
+		$(PIP) install -q --no-deps -r $(VENV)/lock-gpu-node.txt; \
+	else $(PIP) install -q --no-deps -r $(LOCK); fi
+	$(PIP) install -q --no-deps --no-build-isolation -e .
+	$(PIP) check
 	touch $@
 
 install: $(VENV)/.installed
+
+# Refresh the lock after changing pyproject.toml's dependencies: requirements/lock.txt (everything,
+# dev tools and the CPU torch included), requirements/service.txt (the container image: no dev
+# tools) and requirements/node.txt (a GPU worker: no dev tools, no litellm), all at the same versions.
+# Pins already in the lock stay unless they must move; `make lock UPGRADE=1` takes the newest.
+PIP_COMPILE := $(VENV)/bin/pip-compile -q --strip-extras --allow-unsafe --no-emit-index-url \
+	--no-emit-find-links $(if $(UPGRADE),--upgrade)
+lock:
+	test -x $(VENV)/bin/pip-compile || { python3.11 -m venv $(VENV) && $(PIP) install -q pip-tools; }
+	$(PIP_COMPILE) --extra dev --extra llm -o $(LOCK) pyproject.toml requirements/torch-cpu.in
+	$(PIP_COMPILE) -c $(LOCK) --extra llm -o $(SERVICE_LOCK) pyproject.toml
+	$(PIP_COMPILE) -c $(LOCK) -o $(NODE_LOCK) pyproject.toml
+
+# Wheels that install the project on a GPU node without internet (README, "Installing on a GPU
+# node"). Pick the node's Python and platform with WHEEL_PYTHON / WHEEL_PLATFORM.
+WHEELHOUSE ?= wheelhouse
+WHEEL_PYTHON ?= 3.11
+WHEEL_PLATFORM ?= manylinux2014_x86_64
+wheelhouse: install
+	rm -rf $(WHEELHOUSE) && mkdir -p $(WHEELHOUSE)
+	grep -vE '^(torch|triton)==' $(NODE_LOCK) > $(WHEELHOUSE)/requirements.txt
+	$(PIP) download -q --no-deps --only-binary=:all: --python-version $(WHEEL_PYTHON) \
+		--platform $(WHEEL_PLATFORM) --platform manylinux_2_17_x86_64 \
+		--platform manylinux_2_28_x86_64 --platform linux_x86_64 --platform any \
+		-d $(WHEELHOUSE) -r $(WHEELHOUSE)/requirements.txt
+	$(PIP) wheel -q --no-deps --no-build-isolation -w $(WHEELHOUSE) .
+	@echo "$(WHEELHOUSE)/: $$(ls $(WHEELHOUSE)/*.whl | wc -l) wheels; on the node:"
+	@echo "  pip install --no-index --find-links $(WHEELHOUSE) -r $(WHEELHOUSE)/requirements.txt kernelband"
 
 demo: install
 	$(PY) -m kernelband.demo
@@ -40,7 +78,7 @@ down:
 
 # Upgrade the database at KERNELBAND_DATABASE_URL (embedded SQLite file when unset).
 migrate: install
-	$(VENV)/bin/alembic upgrade head
+	$(VENV)/bin/kernelband migrate
 
 # One worker on this machine: `make worker QUEUE=gpu.h100` (KERNELBAND_BROKER_URL -> shared Redis).
 QUEUE ?= cpu

@@ -22,6 +22,7 @@ COMMAND_MODULES = (
     "report",
     "suite",
     "doctor",
+    "migrate",
 )
 
 

@@ -6,8 +6,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
-
+from kernelband.bundled import examples_dir
 
 DEMO_EXAMPLE = "softmax"
 DEMO_BUDGET = 6
@@ -31,7 +30,7 @@ def optimize_example() -> int:
     from kernelband.sandbox import load_problem_sandboxed, shutdown_pool
 
     console = Console()
-    path = EXAMPLES / f"{DEMO_EXAMPLE}.py"
+    path = examples_dir() / f"{DEMO_EXAMPLE}.py"
     console.print(f"\n[bold]kernelband optimize {path.name} --target cpu --budget {DEMO_BUDGET}"
                   "[/] (offline rules generator; cpu times are cost-model estimates)")
     with tempfile.TemporaryDirectory(prefix="kernelband-demo-") as tmp:
@@ -64,7 +63,7 @@ def check_examples() -> int:
         table.add_column(column)
     failures = 0
     try:
-        for path in sorted(EXAMPLES.glob("*.py")):
+        for path in sorted(examples_dir().glob("*.py")):
             try:
                 problem = load_problem_sandboxed(path.read_text(encoding="utf-8"), "native", path.stem)
             except ProblemLoadError as exc:

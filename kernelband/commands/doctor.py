@@ -12,12 +12,11 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import Annotated
 
 import typer
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "vector_add.py"
+EXAMPLE_NAME = "vector_add"
 
 
 @dataclass(frozen=True)
@@ -83,10 +82,11 @@ def check_nsight(target: str | None) -> Finding:
     if ncu is None:
         return Finding("nsight", False, "ncu not found: kernelband policies get an estimated h",
                        "install Nsight Compute and put `ncu` on PATH")
+    from kernelband.bundled import example
     from kernelband.problem.loader import load_problem
     from kernelband.profile import measure_candidate
 
-    problem = load_problem(EXAMPLE.read_text(), "native", EXAMPLE.stem)
+    problem = load_problem(example(EXAMPLE_NAME).read_text(), "native", EXAMPLE_NAME)
     start = time.monotonic()
     _, features = measure_candidate(problem, None, target)
     seconds = time.monotonic() - start
@@ -112,9 +112,11 @@ def check_broker(url: str) -> Finding:
     """The Redis broker workers take tasks from."""
     import redis
 
+    if not url:
+        return Finding("broker", True, "none configured: embedded mode (in-process workers)")
     try:
         redis.Redis.from_url(url, socket_connect_timeout=3, socket_timeout=3).ping()
-    except redis.RedisError as exc:
+    except (redis.RedisError, ValueError) as exc:
         return Finding("broker", False, f"{_redacted(url)}: {type(exc).__name__}: {exc}",
                        "set KERNELBAND_BROKER_URL to the shared Redis (workers need nothing else)")
     return Finding("broker", True, f"{_redacted(url)} answers")

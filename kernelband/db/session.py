@@ -11,9 +11,6 @@ from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 from sqlalchemy.orm.exc import StaleDataError
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-MIGRATIONS_DIR = REPO_ROOT / "migrations"
-
 # Connection pool per engine (Postgres). Holders release connections within one call, so the
 # pool only needs to match the API's worker threads (deps.API_WORKER_THREADS = size + overflow -
 # reserve). A short timeout turns exhaustion into a quick 503 instead of a 30 s hang.
@@ -107,8 +104,11 @@ def session_scope(factory: sessionmaker[Session]) -> Iterator[Session]:
 def _alembic_config(url: str) -> object:
     from alembic.config import Config
 
-    config = Config(str(REPO_ROOT / "alembic.ini"))
-    config.set_main_option("script_location", str(MIGRATIONS_DIR))
+    from kernelband.bundled import migrations_dir
+
+    config = Config()  # no alembic.ini needed: an installed wheel has none
+    config.set_main_option("script_location", str(migrations_dir()))
+    config.set_main_option("path_separator", "os")
     config.set_main_option("sqlalchemy.url", normalize_url(url).replace("%", "%%"))
     return config
 
@@ -119,7 +119,7 @@ def head_revision() -> str:
 
     head = ScriptDirectory.from_config(_alembic_config("sqlite://")).get_current_head()  # type: ignore[arg-type]
     if head is None:
-        raise SchemaVersionError(f"no migrations found in {MIGRATIONS_DIR}")
+        raise SchemaVersionError("no migrations found in the installed kernelband package")
     return head
 
 
@@ -159,7 +159,7 @@ def check_schema_version(engine: Engine) -> None:
     if found != expected:
         raise SchemaVersionError(
             f"database schema is at revision {found or 'none'} but this code needs {expected}; "
-            "run `make migrate` (alembic upgrade head) against KERNELBAND_DATABASE_URL"
+            "run `kernelband migrate` (or `make migrate` in a checkout) against KERNELBAND_DATABASE_URL"
         )
 
 

@@ -10,7 +10,14 @@ from types import ModuleType
 def load_litellm() -> ModuleType:
     """litellm, imported on first use: the rules generator and GPU nodes never need it."""
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # must precede the import
-    import litellm
+    try:
+        import litellm
+    except ImportError as exc:
+        raise ImportError(
+            "litellm is not installed on this node, so it cannot call an LLM: install the "
+            "project's `llm` extra (pip install 'kernelband[llm]'), or use the rules generator "
+            "(an empty KERNELBAND_LLM_MODEL)"
+        ) from exc
 
     return litellm
 

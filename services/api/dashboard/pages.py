@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
+from importlib import resources
 from pathlib import Path as FilePath
 from typing import Annotated
 
@@ -20,7 +21,7 @@ from services.api.errors import ERROR_RESPONSES, ApiError
 from services.api.schemas import JobOut
 from services.api.views import job_out
 
-HERE = FilePath(__file__).resolve().parent
+HERE = FilePath(str(resources.files("services.api.dashboard")))  # package data in a wheel too
 STATIC = HERE / "static"
 templates = Jinja2Templates(directory=str(HERE / "templates"))
 router = APIRouter(tags=["dashboard"], responses=ERROR_RESPONSES)

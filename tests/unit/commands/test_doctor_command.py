@@ -55,6 +55,17 @@ def test_an_unreachable_broker_is_a_finding_with_advice_and_no_password(app: typ
     assert human.exit_code == 1 and "FIX  broker" in human.output and "-> set" in human.output
 
 
+def test_an_embedded_node_without_a_broker_is_fine_and_a_bad_url_is_a_finding(
+        app: typer.Typer) -> None:
+    code, findings, output = _run(app, {"KERNELBAND_BROKER_URL": "", "KERNELBAND_DATABASE_URL": ""})
+    broker = next(f for f in findings if f["check"] == "broker")
+    assert broker["ok"] and "embedded" in broker["detail"], output
+    code, findings, output = _run(app, {"KERNELBAND_BROKER_URL": "localhost:6379",
+                                        "KERNELBAND_DATABASE_URL": ""})
+    broker = next(f for f in findings if f["check"] == "broker")
+    assert code == 1 and not broker["ok"] and "KERNELBAND_BROKER_URL" in broker["advice"], output
+
+
 def test_on_a_gpu_node_an_estimated_h_is_a_finding_with_its_reason(
         monkeypatch: pytest.MonkeyPatch) -> None:
     # No GPU here: the pass itself is stood in for; what is checked is how its answer is judged.

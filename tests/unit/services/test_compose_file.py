@@ -21,7 +21,7 @@ COMPOSE = ROOT / "docker-compose.yml"
 DOCKERFILE = ROOT / "Dockerfile"
 DOCKERIGNORE = ROOT / ".dockerignore"
 # Executables the compose commands call, and the pyproject dependency that installs each.
-CONSOLE_SCRIPTS = {"uvicorn": "uvicorn", "celery": "celery", "alembic": "alembic"}
+CONSOLE_SCRIPTS = {"uvicorn": "uvicorn", "celery": "celery"}
 # Executables the healthchecks call that come from a Debian package the Dockerfile installs.
 APT_EXECUTABLES = {"pgrep": "procps"}
 LONG_RUNNING = ("postgres", "redis", "api", "scheduler", "worker-llm", "worker-cpu",
@@ -65,9 +65,12 @@ def _built(compose: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {name: s for name, s in _services(compose).items() if "build" in s}
 
 
+def _project() -> dict[str, Any]:
+    return tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]  # type: ignore[no-any-return]
+
+
 def _dependencies() -> set[str]:
-    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    return {re.split(r"[\[<>=!~; ]", d, maxsplit=1)[0].lower() for d in project["dependencies"]}
+    return {re.split(r"[\[<>=!~; ]", d, maxsplit=1)[0].lower() for d in _project()["dependencies"]}
 
 
 def _image_has(executable: str, dockerfile: list[tuple[str, str]]) -> bool:
@@ -75,6 +78,8 @@ def _image_has(executable: str, dockerfile: list[tuple[str, str]]) -> bool:
     if executable in APT_EXECUTABLES:
         installs = " ".join(_arguments(dockerfile, "RUN"))
         return bool(re.search(rf"apt-get install .*\b{APT_EXECUTABLES[executable]}\b", installs))
+    if executable in _project()["scripts"]:  # the project's own console script
+        return any(re.search(r"pip install (\S+ )*\.( |$)", r) for r in _arguments(dockerfile, "RUN"))
     return executable == "python" or CONSOLE_SCRIPTS.get(executable) in _dependencies()
 
 
@@ -101,7 +106,7 @@ def test_long_running_services_have_healthchecks(compose: dict[str, Any]) -> Non
 
 def test_commands_point_at_modules_that_exist(compose: dict[str, Any]) -> None:
     services = _services(compose)
-    assert services["migrate"]["command"] == ["alembic", "upgrade", "head"]
+    assert services["migrate"]["command"] == ["kernelband", "migrate"]
     api = services["api"]["command"]
     assert api[0] == "uvicorn"
     target = next(a for a in api[1:] if not a.startswith("-"))
@@ -185,10 +190,13 @@ def test_image_installs_the_project_from_pyproject(dockerfile: list[tuple[str, s
     assert any(re.search(r"pip install (\S+ )*\.( |$)", r) for r in _arguments(dockerfile, "RUN"))
 
 
-def test_image_runs_the_code_from_its_workdir(dockerfile: list[tuple[str, str]]) -> None:
-    # kernelband.db finds migrations/ beside the package, which only the source tree has.
-    workdir = _arguments(dockerfile, "WORKDIR")[-1]
-    assert f"PYTHONPATH={workdir}" in " ".join(_arguments(dockerfile, "ENV"))
+def test_image_runs_the_installed_package_with_locked_dependencies(
+        dockerfile: list[tuple[str, str]]) -> None:
+    # Migrations, examples and dashboard assets are package data: no source tree on the path.
+    assert "PYTHONPATH" not in " ".join(_arguments(dockerfile, "ENV"))
+    copied = " ".join(_arguments(dockerfile, "COPY"))
+    assert "migrations" not in copied and "requirements/" in copied
+    assert any("requirements/service.txt" in r for r in _arguments(dockerfile, "RUN"))
     assert "LITELLM_LOCAL_MODEL_COST_MAP=True" in " ".join(_arguments(dockerfile, "ENV"))
 
 
