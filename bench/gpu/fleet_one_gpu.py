@@ -37,8 +37,10 @@ from bench.gpu.fleet_deploy import REPO
 from bench.gpu.fleet_report import environment, write_outputs
 from bench.gpu.fleet_run import Fleet, Plan
 
-DEFAULT_PICKS = ("vector_addition", "sin_computation", "triton_softmax", "rmsnorm_triton",
-                 "swiglu_triton", "matrix_reduction", "l2_norm_bwd", "masked_add_cuda")
+# Small corpus kernels that load in the sandbox on the CPU interpreter too (sin_computation
+# does not: `arange` arguments that triton's interpreter refuses).
+DEFAULT_PICKS = ("vector_addition", "triton_softmax", "rmsnorm_triton", "swiglu_triton",
+                 "matrix_reduction", "l2_norm_bwd", "masked_add_cuda", "vector_addition_custom")
 CORPUS = REPO / ".corpus" / "tritonbench-g" / "kernels"
 BUNDLED = REPO / "kernelband" / "examples" / "tritonbench"
 

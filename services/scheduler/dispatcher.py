@@ -25,6 +25,7 @@ from kombu.message import Message
 
 from kernelband.config import Settings
 from kernelband.dispatch import Dispatcher, TaskMessage, TaskResult
+from services.scheduler.workers import note_current
 from services.worker.app import make_app
 from services.worker.messages import RESULTS, Heartbeat, MessageFormatError, parse_message
 from services.worker.tasks import TASK_NAMES
@@ -62,6 +63,8 @@ class CeleryDispatcher(Dispatcher):
         self._pending: dict[int, list[Message]] = defaultdict(list)
         self._failures: dict[int, int] = defaultdict(int)  # failed ingestions per attempt
         self._heartbeats: list[Heartbeat] = []
+        self._current: dict[str, int | None] = {}  # worker -> attempt it is on (fleet page)
+        self._current_changed: set[str] = set()
         self.submitted: dict[str, int] = {}  # attempts per kind, for reports
 
     def submit(self, task: TaskMessage) -> str:
@@ -106,6 +109,9 @@ class CeleryDispatcher(Dispatcher):
             message.ack()
             return None
         self._pending[parsed.attempt_id].append(message)
+        if note_current(self._current, parsed.worker, parsed.attempt_id,
+                        bool(parsed.result.get("heartbeat"))):
+            self._current_changed.add(parsed.worker)
         meta = {"name": parsed.worker, "wall_s": parsed.wall_s, "sent_at": parsed.sent_at}
         return TaskResult(parsed.attempt_id, {**parsed.result, "_worker": meta})
 
@@ -153,13 +159,18 @@ class CeleryDispatcher(Dispatcher):
         self._queue.declare()
 
     def has_heartbeats(self) -> bool:
-        """True when heartbeats wait to be recorded."""
-        return bool(self._heartbeats)
+        """True when heartbeats (or changes of what a worker is on) wait to be recorded."""
+        return bool(self._heartbeats or self._current_changed)
 
     def take_heartbeats(self) -> list[Heartbeat]:
         """Heartbeats received since the last call."""
         beats, self._heartbeats = self._heartbeats, []
         return beats
+
+    def take_current(self) -> dict[str, int | None]:
+        """Workers whose current attempt changed since the last call (None: it finished)."""
+        changed, self._current_changed = self._current_changed, set()
+        return {name: self._current.get(name) for name in sorted(changed)}
 
     def recover_unacked(self) -> int:
         """Put back every result a dead leader took but never acknowledged; returns how many."""

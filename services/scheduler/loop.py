@@ -193,6 +193,6 @@ def write_heartbeats(ctx: EngineContext, dispatcher: CeleryDispatcher, name: str
     try:
         with session_scope(ctx.factory) as session:
             verify_epoch(session, ctx.leader_epoch)
-            record_heartbeats(session, beats)
+            record_heartbeats(session, beats, dispatcher.take_current())
     except (DatabaseError, SQLAlchemyError, FencingError) as exc:
         log.warning("heartbeats not recorded: %s", exc)

@@ -13,8 +13,27 @@ from services.worker.messages import Heartbeat
 SCHEDULER_QUEUE = "scheduler"
 
 
-def record_heartbeats(session: Session, beats: list[Heartbeat]) -> int:
-    """Upsert one row per worker name with its latest heartbeat; returns rows written."""
+def note_current(current: dict[str, int | None], worker: str, attempt_id: int,
+                 lease_beat: bool) -> bool:
+    """Follow what a worker is on: a lease beat names its attempt, that attempt's result ends
+    it (a worker with several processes shows the attempt it took last). True on a change."""
+    before = current.get(worker)
+    if not worker:
+        return False
+    if lease_beat:
+        current[worker] = attempt_id
+    elif before == attempt_id:
+        current[worker] = None
+    return current.get(worker) != before
+
+
+def record_heartbeats(session: Session, beats: list[Heartbeat],
+                      current: dict[str, int | None] | None = None) -> int:
+    """Upsert one row per worker name with its latest heartbeat; returns rows written.
+
+    `current` (worker name -> attempt id, None when its last attempt ended) sets
+    `current_attempt_id` of the workers it names that have a row.
+    """
     latest: dict[str, Heartbeat] = {}
     for beat in beats:
         if beat.worker not in latest or beat.sent_at >= latest[beat.worker].sent_at:
@@ -29,6 +48,10 @@ def record_heartbeats(session: Session, beats: list[Heartbeat]) -> int:
                         "holds_database_credentials": beat.holds_database_credentials}
         row.last_heartbeat = datetime.fromtimestamp(beat.sent_at, UTC)
     session.flush()
+    for name, attempt_id in (current or {}).items():
+        row = session.scalars(select(Worker).where(Worker.name == name)).one_or_none()
+        if row is not None:
+            row.current_attempt_id = attempt_id
     return len(latest)
 
 
