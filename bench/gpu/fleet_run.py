@@ -292,9 +292,9 @@ class Fleet:
                 self.results.setdefault("gather_error", f"{type(exc).__name__}: {exc}")
         order = ["suite"] + [n for n in self.children if n.startswith("worker")] + ["scheduler", "api"]
         stopped = {}
-        for name in order:
+        for name in order:  # a worker's warm shutdown waits for its task: 5 s, then SIGKILL
             if name in self.children:
-                stopped[name] = self.children[name].stop(timeout_s=10)
+                stopped[name] = self.children[name].stop(timeout_s=5 if name != "api" else 10)
         self.results["orphans_alive_at_end"] = alive_pids(self.orphans)
         kill_pids(self.orphans)
         if self.engine is not None:

@@ -3,7 +3,7 @@
 The dashboard is static HTML plus scripts that fetch JSON with the team token. A snapshot is
 those exact responses, fetched at one moment, with a manifest mapping each URL (path and
 query, as the scripts ask for it) to its file; bench/gpu/render_dashboard.py serves them
-back to a browser elsewhere. The token itself is never saved.
+back to a browser elsewhere. The token itself is never saved, nor any kernel source.
 """
 
 from __future__ import annotations
@@ -26,12 +26,9 @@ def _job_urls(job: dict[str, Any]) -> list[str]:
     urls = [f"/ui/jobs/{jid}", f"/v1/jobs/{jid}", f"/v1/jobs/{jid}/stages",
             f"/v1/jobs/{jid}/candidates?limit=1000&offset=0",
             f"/v1/jobs/{jid}/events?after=0&limit=1000"]
-    urls += [f"/v1/jobs/{jid}/tracks/{target}/bandit" for target in job.get("targets", [])]
-    for track in job.get("tracks", []):
-        best = (track.get("best") or {}).get("candidate_id")
-        if best:
-            urls.append(f"/ui/api/jobs/{jid}/candidates/{best}/source")
-    return urls
+    # Not the kernel source behind the diff panel: problems may come from a corpus that must
+    # not be copied into the project (render_dashboard.py shows a placeholder there).
+    return urls + [f"/v1/jobs/{jid}/tracks/{target}/bandit" for target in job.get("targets", [])]
 
 
 def featured_job(jobs: list[dict[str, Any]]) -> dict[str, Any] | None:

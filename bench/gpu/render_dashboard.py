@@ -27,6 +27,8 @@ CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networki
                  "--disable-component-update", "--disable-sync", "--no-first-run",
                  "--disable-quic"]
 LATER_EVENTS = re.compile(r"^/v1/jobs/\d+/events\?after=(\d+)")
+SOURCE = re.compile(r"^/ui/api/jobs/(\d+)/candidates/(\d+)/source$")
+NO_SOURCE = "# kernel source not saved in the snapshot (the problems may come from a corpus)"
 PAGE_NAMES = (("/ui/jobs/", "job"), ("/ui/suites/", "suite"), ("/ui/fleet", "fleet"),
               ("/ui/suites", "suites"), ("/ui/jobs", "jobs"))
 
@@ -40,6 +42,9 @@ def answer(manifest: dict[str, Any], root: Path, url: str) -> tuple[int, str, by
     entry = manifest["responses"].get(url)
     if entry and entry.get("file"):
         return int(entry["status"]), str(entry["content_type"]), (root / entry["file"]).read_bytes()
+    source = SOURCE.match(url)
+    if source:
+        return 200, "application/json", json.dumps(_no_source(manifest, root, source)).encode()
     later = LATER_EVENTS.match(url)
     if later and int(later.group(1)) > 0:
         after = int(later.group(1))
@@ -47,6 +52,20 @@ def answer(manifest: dict[str, Any], root: Path, url: str) -> tuple[int, str, by
         return 200, "application/json", json.dumps(body).encode()
     body = {"error": "not_captured", "message": f"{url} was not captured in this snapshot."}
     return 404, "application/json", json.dumps(body).encode()
+
+
+def _no_source(manifest: dict[str, Any], root: Path, match: re.Match[str]) -> dict[str, Any]:
+    """The diff panel's answer without code: the candidate's facts from the saved list."""
+    job_id, candidate_id = int(match.group(1)), int(match.group(2))
+    entry = manifest["responses"].get(f"/v1/jobs/{job_id}/candidates?limit=1000&offset=0")
+    found: dict[str, Any] = {}
+    if entry and entry.get("file"):
+        saved = json.loads((root / entry["file"]).read_text())
+        found = next((c for c in saved.get("candidates", []) if c.get("id") == candidate_id), {})
+    return {"candidate_id": candidate_id, "target": found.get("target", "?"),
+            "status": found.get("status", "?"), "reason": found.get("reason"),
+            "strategy": found.get("strategy"), "editable": NO_SOURCE,
+            "original_editable": NO_SOURCE, "problem_name": None}
 
 
 @contextmanager
@@ -99,8 +118,10 @@ def _add_banner(page: Any, text: str) -> None:
     }""", text)
 
 
-def render(root: Path, out: Path, chromium: Path = CHROMIUM, width: int = 1400) -> list[Path]:
-    """One full-page PNG per captured page, plus screenshots.md with captions."""
+def render(root: Path, out: Path, chromium: Path = CHROMIUM, width: int = 1400,
+           only: tuple[str, ...] = ()) -> list[Path]:
+    """One full-page PNG per captured page (or per page named in `only`: job, suite, fleet,
+    jobs, suites), plus screenshots.md with captions."""
     from playwright.sync_api import sync_playwright
 
     if not chromium.exists():
@@ -108,13 +129,14 @@ def render(root: Path, out: Path, chromium: Path = CHROMIUM, width: int = 1400) 
                          "(`make browser-deps`) or pass --chromium PATH")
     manifest = json.loads((root / "manifest.json").read_text())
     text = banner_text(manifest)
+    pages = [u for u in manifest["pages"] if not only or page_name(u) in only]
     out.mkdir(parents=True, exist_ok=True)
     shots: list[Path] = []
     with serve_snapshot(root) as base, sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=str(chromium), args=CHROMIUM_ARGS)
         context = browser.new_context(viewport={"width": width, "height": 900}, timezone_id="UTC")
         context.add_init_script("sessionStorage.setItem('kb_token', 'kb_snapshot')")
-        for url in manifest["pages"]:
+        for url in pages:
             page = context.new_page()
             page.clock.set_fixed_time(datetime.fromtimestamp(float(manifest["captured_at"]), UTC))
             page.goto(base + url)
@@ -126,16 +148,16 @@ def render(root: Path, out: Path, chromium: Path = CHROMIUM, width: int = 1400) 
             shots.append(path)
             page.close()
         browser.close()
-    (out / "screenshots.md").write_text(_captions(shots, manifest, text))
+    (out / "screenshots.md").write_text(_captions(shots, pages, manifest, text))
     return shots
 
 
-def _captions(shots: list[Path], manifest: dict[str, Any], text: str) -> str:
+def _captions(shots: list[Path], pages: list[str], manifest: dict[str, Any], text: str) -> str:
     lines = ["# Dashboard screenshots", "", f"{text}.", "",
              "Rendered by `python -m bench.gpu.render_dashboard` in headless Chromium from the "
              "saved snapshot (pages, scripts and the JSON answers they poll, as served at capture "
              f"time); suite {manifest.get('suite_id')}, featured job {manifest.get('job_id')}.", ""]
-    for shot, url in zip(shots, manifest["pages"], strict=False):
+    for shot, url in zip(shots, pages, strict=True):
         lines += [f"![{page_name(url)} page, snapshot]({shot.name})", "",
                   f"*{url}: rendered from responses captured {manifest.get('moment')} on "
                   f"{manifest.get('device')}.*", ""]
@@ -148,11 +170,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--out", type=Path, default=None, help="where the PNGs go (default: "
                         "the snapshot's parent folder)")
     parser.add_argument("--chromium", type=Path, default=CHROMIUM)
+    parser.add_argument("--pages", default="job,suite,fleet",
+                        help="comma-separated: job, suite, fleet, jobs, suites (default "
+                             "job,suite,fleet; empty: every captured page)")
     args = parser.parse_args(argv)
     if not (args.snapshot / "manifest.json").is_file():
         raise SystemExit(f"{args.snapshot} has no manifest.json; pass the snapshot-mid folder "
                          "that bench/gpu/fleet_one_gpu.py wrote")
-    for path in render(args.snapshot, args.out or args.snapshot.parent, args.chromium):
+    only = tuple(p.strip() for p in args.pages.split(",") if p.strip())
+    for path in render(args.snapshot, args.out or args.snapshot.parent, args.chromium, only=only):
         print(path)
 
 

@@ -70,7 +70,7 @@ def test_snapshot_features_the_running_job_with_most_progress() -> None:
     urls = snapshot_urls("s1", jobs)
     assert "/ui/jobs/2" in urls and "/v1/jobs/2/tracks/h100/bandit" in urls
     assert "/v1/jobs/2/candidates?limit=1000&offset=0" in urls
-    assert "/ui/api/jobs/2/candidates/12/source" in urls
+    assert not any("/source" in url for url in urls)  # no kernel source leaves the run
     assert featured_job([]) is None
 
 
@@ -84,4 +84,6 @@ def test_snapshot_server_answers_saved_urls_and_nothing_new_after_them(tmp_path:
     status, _, body = answer(manifest, tmp_path, "/v1/jobs/2/events?after=7&limit=1000")
     assert status == 200 and json.loads(body) == {"events": [], "next_after": 7, "has_more": False}
     assert answer(manifest, tmp_path, "/v1/fleet")[0] == 404
+    status, _, body = answer(manifest, tmp_path, "/ui/api/jobs/2/candidates/5/source")
+    assert status == 200 and "not saved" in json.loads(body)["editable"]
     assert "captured mid-run" in banner_text(manifest) and "NVIDIA H100" in banner_text(manifest)
