@@ -41,7 +41,8 @@ from bench.gpu.fleet_run import Fleet, Plan
 # does not: `arange` arguments that triton's interpreter refuses).
 DEFAULT_PICKS = ("vector_addition", "triton_softmax", "rmsnorm_triton", "swiglu_triton",
                  "matrix_reduction", "l2_norm_bwd", "masked_add_cuda", "vector_addition_custom")
-CORPUS = REPO / ".corpus" / "tritonbench-g" / "kernels"
+CORPUS_DIRS = (REPO / ".corpus" / "tritonbench-g" / "kernels", REPO / ".corpus" / "kernels")
+CORPUS = next((d for d in CORPUS_DIRS if d.is_dir()), CORPUS_DIRS[0])
 BUNDLED = REPO / "kernelband" / "examples" / "tritonbench"
 
 

@@ -19,7 +19,7 @@ if [ ! -x "$VENV/bin/python" ]; then
   # --system-site-packages does not reach): put that folder on the new venv's path too.
   NODE_SITE=$("$PY" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
   VENV_SITE=$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
-  echo "$NODE_SITE" > "$VENV_SITE/zz-node-site.pth"
+  echo "import site; site.addsitedir('$NODE_SITE')" > "$VENV_SITE/zz-node-site.pth"
   "$VENV/bin/pip" install -q --no-index --find-links .whl --no-deps .whl/*.whl
   # Offline, pip cannot fetch setuptools for an isolated build; without a usable setuptools
   # the checkout itself goes on the path (sandbox children need kernelband importable).

@@ -88,6 +88,9 @@ class Fleet:
         self.specs = {s.name: s for s in worker_specs(plan.target, plan.cpu_concurrency, 2)}
         self.queue = measure_queue(plan.target)
         self.watch = Watch()
+        self._snapshot_by = float("inf")
+        self.worker_env: dict[str, str] = {}
+        self.db_env: dict[str, str] = {}
         self.t0 = time.time()
         results.update(target=plan.target, measure_queue=self.queue, budget=plan.budget,
                        parallel=plan.parallel, problems=[p.stem for p in plan.problem_files],
@@ -138,7 +141,7 @@ class Fleet:
     def submit(self) -> None:
         """`kernelband suite DIR --server URL` as a child; it waits until the suite finished."""
         p = self.plan
-        folder = p.workdir / f"suite-{p.problems_dir.parent.name or 'problems'}"
+        folder = p.workdir / f"fleet-{p.target}"  # the suite's name on the dashboard
         folder.mkdir()
         for path in p.problem_files:
             shutil.copy(path, folder / path.name)
@@ -150,6 +153,8 @@ class Fleet:
         env = {**self.db_env, "KERNELBAND_TOKEN": self.token}
         env.pop("KERNELBAND_DATABASE_URL")
         self.watch.submitted = time.time()
+        # at the latest a third of the way from submission to the suite's time limit
+        self._snapshot_by = time.monotonic() + (p.deadline - RESERVE_S - time.monotonic()) / 3
         self.children["suite"] = start_child("suite-cli", [sys.executable, "-m", "kernelband.cli",
                                                            "suite", *args], env, self.log_dir,
                                              cwd=REPO)
@@ -195,7 +200,8 @@ class Fleet:
         kill = self.watch.kill
         if kill and "survivors_after_10s" not in kill and time.time() > kill["killed_at"] + 10:
             kill["survivors_after_10s"] = alive_pids(kill["survivors"])
-        if not self.watch.snapshot_taken and measured >= max(2, expected // 2):
+        if not self.watch.snapshot_taken and measured >= 2 and (
+                measured >= expected // 3 or time.monotonic() > self._snapshot_by):
             self.snapshot("snapshot-mid", "mid-run")
 
     # --- the crash --------------------------------------------------------------------------
@@ -279,7 +285,7 @@ class Fleet:
         self.submit()
         self.watch_loop()
         if not self.watch.snapshot_taken:
-            self.snapshot("snapshot-mid", "late (the suite ended before the mid-run mark)")
+            self.snapshot("snapshot-mid", "after the suite client stopped (no mid-run mark reached)")
         self.snapshot("snapshot-end", "end")
         self.gather()
 

