@@ -150,17 +150,20 @@ def _metrics(factory: Any, job_id: int, wall_s: float) -> dict[str, Any]:
         track = repository.job_tracks(session, job_id)[0]
         children = select(Candidate).where(Candidate.track_id == track.id,
                                            Candidate.id != track.original_candidate_id)
-        status = [c.status for c in session.scalars(children)]
+        rows = list(session.scalars(children))
+        status = [c.status for c in rows]
+        distinct = {c.source_hash for c in rows if c.status == "measured"}
         turns = session.scalars(select(Attempt.payload).where(
             Attempt.job_id == job_id, Attempt.kind == "generate")).all()
         evaluations = session.scalar(select(func.count(Attempt.id)).where(
             Attempt.job_id == job_id, Attempt.kind.in_(("compile", "profile")),
             Attempt.decision_id.is_not(None))) or 0
-        accepted = status.count("measured")
+        accepted = len(distinct)  # a repeat evaluated again is no new child
         pulls = track.iterations_done
         return {"pulls": pulls, "replies": len(turns),
                 "repair_turns_sent": sum(1 for p in turns if int(p.get("turn") or 0) > 0),
-                "accepted": accepted, "duplicates": status.count("duplicate"),
+                "accepted": accepted, "measured": status.count("measured"),
+                "duplicates": status.count("duplicate"),
                 "evaluations": int(evaluations), "tokens": job.tokens_used, "wall_s": wall_s,
                 "correct_rate": accepted / pulls if pulls else 0.0,
                 "tokens_per_accepted": job.tokens_used / accepted if accepted else float("nan"),
@@ -188,7 +191,8 @@ def main(quick: list[str] | bool = False) -> dict[str, Any]:
 
 def section(data: dict[str, Any]) -> str:
     """The RESULTS.md section: one row per configuration."""
-    rows = [(r["config"], r["pulls"], r["replies"], r["repair_turns_sent"], r["accepted"],
+    rows = [(r["config"], r["pulls"], r["replies"], r["repair_turns_sent"], r["measured"],
+             r["accepted"],
              f"{100 * r['correct_rate']:.0f}%", r["duplicates"], r["evaluations"], r["tokens"],
              fmt(r["tokens_per_accepted"], 0), fmt(r["wall_s"], 1),
              fmt(r["wall_per_accepted_s"], 2)) for r in data["rows"]]
@@ -201,10 +205,13 @@ def section(data: dict[str, Any]) -> str:
             f"{data['reply_delay_s']} s (simulated model latency); tokens are the server's "
             "simulated usage (1 token per 4 characters). Every configuration gets the same first "
             f"replies; {data['pulls']} pulls each, parallelism 1, target cpu (interpreter check "
-            "and cost-model estimate). Accepted = distinct correct, measured children; "
-            "evaluations = compile and profile attempts of children.\n\n" + data["machine"]
+            "and cost-model estimate). Measured = children that passed and were measured; accepted = "
+            "the distinct ones among them (normalised source), so a repeat evaluated again counts "
+            "once; correct-child rate = accepted / pulls; evaluations = compile and profile "
+            "attempts of children.\n\n" + data["machine"]
             + "\n\n" + markdown_table(
-                ("config", "pulls", "replies", "repair turns", "accepted", "correct-child rate",
+                ("config", "pulls", "replies", "repair turns", "measured", "accepted",
+                 "correct-child rate",
                  "duplicates", "evaluations", "tokens", "tokens / accepted", "wall s",
                  "wall s / accepted"), rows))
 

@@ -58,9 +58,10 @@ def recent_lines(session: Session, track: Track, parent: Candidate,
         Candidate.track_id == track.id, Candidate.parent_id == parent.id, same)
         .order_by(Candidate.id.desc()).limit(MAX_RECENT)).all()
     lines = [f"earlier attempt #{c.id}: {outcome_text(session, track, c)}" for c in children]
+    same_turn = (Transcript.strategy == strategy) if strategy else Transcript.strategy.is_(None)
     failed = session.scalars(select(Transcript.outcome).where(
-        Transcript.track_id == track.id, Transcript.parent_id == parent.id,
-        Transcript.strategy == strategy, Transcript.candidate_id.is_(None))
+        Transcript.track_id == track.id, Transcript.parent_id == parent.id, same_turn,
+        Transcript.candidate_id.is_(None))
         .order_by(Transcript.id.desc()).limit(MAX_RECENT)).all()
     lines += [f"earlier reply without usable code: {reason}" for reason in failed if reason]
     return lines[:MAX_RECENT]

@@ -24,10 +24,10 @@ def test_weak_model_script_is_seeded_and_mixes_broken_and_repeated_replies(
 
 def test_section_is_labelled_simulated() -> None:
     row = {"config": "repair + dedupe", "pulls": 4, "replies": 5, "repair_turns_sent": 1,
-           "accepted": 2, "correct_rate": 0.5, "duplicates": 1, "evaluations": 6, "tokens": 600,
+           "measured": 2, "accepted": 2, "correct_rate": 0.5, "duplicates": 1, "evaluations": 6, "tokens": 600,
            "tokens_per_accepted": 300.0, "wall_s": 10.0, "wall_per_accepted_s": 5.0}
     data = {"label": generation_loop.SIMULATED, "pulls": 4, "broken_share": 0.4,
             "fix_share": 0.6, "repeat_share": 0.25, "reply_delay_s": 0.2, "machine": "m",
             "rows": [row]}
     text = generation_loop.section(data)
-    assert "SIMULATED" in text and "| repair + dedupe | 4 | 5 | 1 | 2 | 50% |" in text
+    assert "SIMULATED" in text and "| repair + dedupe | 4 | 5 | 1 | 2 | 2 | 50% |" in text

@@ -39,8 +39,9 @@ def _children(session: Session, job_id: int) -> list[Candidate]:
 
 
 def test_compile_error_then_fix_is_repaired_within_one_pull(
-        sqlite_factory: sessionmaker[Session], problem: KernelProblem, tmp_path: Path,
+        db_factory: sessionmaker[Session], problem: KernelProblem, tmp_path: Path,
         monkeypatch: pytest.MonkeyPatch) -> None:
+    sqlite_factory = db_factory  # the same test on SQLite and Postgres
     root = write_script(tmp_path, [reply(region(problem, 32, bug="syntax"))],
                         [reply(region(problem, 32), "Fixed the missing colon.")])
     with scripted_llm(monkeypatch, root) as fake:
