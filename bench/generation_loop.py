@@ -66,23 +66,26 @@ def weak_model_script(root: Path, problem: KernelProblem, pulls: int, seed: int)
     shapes = [(b, w) for b in (32, 128, 256, 512, 1024) for w in (1, 2, 8)]
     rng.shuffle(shapes)
     first: list[dict[str, Any]] = []
+    repairs: list[dict[str, Any]] = []  # one per broken first reply, in order (R=1, one pull at a time)
     emitted: list[str] = []
     for _ in range(pulls):
         block, warps = shapes[len(first) % len(shapes)]
         if rng.random() < BROKEN_SHARE:
             first.append(_reply(variant(problem, block, warps, rng.choice(("syntax", "wrong")))))
+            fixed = rng.random() < FIX_SHARE  # the repair fixes this reply, or breaks it again
+            repairs.append(_reply(variant(problem, block, warps, "" if fixed else "syntax"),
+                                  "Fixed." if fixed else "Fixed?"))
         elif emitted and rng.random() < REPEAT_SHARE:  # the same program, reformatted
             first.append(_reply(rng.choice(emitted).replace("n = x.numel()",
                                                             "n = x.numel()  # elements")))
         else:
             emitted.append(variant(problem, block, warps))
             first.append(_reply(emitted[-1]))
-    repairs = [_reply(variant(problem, *rng.choice(shapes)), "Fixed.") if rng.random() < FIX_SHARE
-               else _reply(variant(problem, 32, 1, "syntax"), "Fixed?") for _ in range(pulls)]
     folder = root / "vector_add"
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "default.json").write_text(json.dumps({"sequence": first}))
-    (folder / "default.repair.json").write_text(json.dumps({"sequence": repairs}))
+    (folder / "default.repair.json").write_text(
+        json.dumps({"sequence": repairs or [_reply(variant(problem, 32, 1))]}))
 
 
 @contextmanager
