@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from bench import api_load, fleet_scaling, scheduler_throughput
+from bench import api_load, fleet_scaling, generation_loop, scheduler_throughput
 from bench.common import (
     RESULTS_DIR,
     ROOT,
@@ -95,6 +95,8 @@ def main(argv: list[str] | None = None) -> None:
     fleet = timed("fleet scaling", lambda: fleet_scaling.main(quick))
     rerun = not (args.skip_evaluator or args.quick)
     evaluator = timed("evaluator overhead", lambda: run_evaluator_overhead(rerun) or {})
+    loop = timed("generation loop (SIMULATED model)", lambda: generation_loop.main(quick))
+    write_section("generation-loop", generation_loop.section(loop))
     command = "python -m bench.run_all " + " ".join(argv if argv is not None else sys.argv[1:])
     render(api, sched, fleet, evaluator, rerun, command.strip(), start)
 

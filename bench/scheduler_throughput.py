@@ -65,7 +65,8 @@ def _unit(text: str) -> float:
 
 def sim_generate(payload: dict[str, Any]) -> dict[str, Any]:
     """SIMULATED generation: the parent plus a marker line; no LLM is called."""
-    editable = f"{payload['parent_editable']}\n# {payload.get('strategy')} {payload.get('seed')}"
+    seed = payload.get("seed")  # a code line: a comment alone would be a duplicate (dedupe)
+    editable = f"{payload['parent_editable']}\nstep_{seed} = 0  # {payload.get('strategy')} {seed}"
     return {"ok": True, "editable": editable[-2000:], "reason": "", "prompt_tokens": 0,
             "completion_tokens": 0, "cost_usd": 0.0, "cost_known": True, "model": "simulated"}
 

@@ -48,6 +48,7 @@ from kernelband.engine_support import (
     verify_epoch,
 )
 from kernelband.fairshare import cap_per_team, fair_order
+from kernelband.generate.normalize import source_hash
 
 log = logging.getLogger(__name__)
 FINISHED_TRACK = ("completed", "cancelled", "failed")
@@ -133,7 +134,8 @@ def start_job(session: Session, job: Job) -> None:
         session.add(track)
         session.flush()
         original = Candidate(track_id=track.id, editable=problem.loaded["editable"],
-                             status="compiled", lineage_depth=0, strategy=None)
+                             status="compiled", lineage_depth=0, strategy=None,
+                             source_hash=source_hash(problem.loaded["editable"]))
         session.add(original)
         session.flush()
         track.original_candidate_id = original.id

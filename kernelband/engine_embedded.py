@@ -36,6 +36,8 @@ class JobOptions:
     budget_tokens: int | None = None
     budget_usd: float | None = None
     budget_wall_s: float | None = None
+    repair_turns: int = 1  # LLM only; see docs/generation-loop.md
+    dedupe: bool = True
 
 
 @dataclass(frozen=True)
@@ -81,7 +83,8 @@ def job_columns(options: JobOptions) -> dict[str, Any]:
             "generator": "llm" if options.model else "rules", "model": options.model,
             "seed": options.seed, "budget_iterations": options.budget,
             "parallelism": options.parallel, "budget_tokens": options.budget_tokens,
-            "budget_usd": options.budget_usd, "budget_wall_s": options.budget_wall_s}
+            "budget_usd": options.budget_usd, "budget_wall_s": options.budget_wall_s,
+            "repair_turns": options.repair_turns, "dedupe": options.dedupe}
 
 
 def submit_local_job(factory: sessionmaker[Session], problem: Any,

@@ -19,6 +19,7 @@ from kernelband.db.models import (
     LlmUsage,
     Measurement,
     Track,
+    Transcript,
     utcnow,
 )
 from kernelband.engine_support import (
@@ -30,6 +31,11 @@ from kernelband.engine_support import (
     prime_event_counters,
     save_state,
 )
+from kernelband.generate.normalize import source_hash
+from kernelband.loop.dedupe import find_duplicate, mark_duplicate
+from kernelband.loop.repairs import failure_of, schedule_repair
+from kernelband.loop.skills import record_skill
+from kernelband.loop.transcripts import record_transcript, without_transcript
 
 LockedAttempt = tuple[Attempt, Track, Job, Candidate | None]
 
@@ -86,21 +92,65 @@ def fail_lost_attempt(session: Session, attempt: Attempt, reason: str) -> None:
 
 def apply_generate(session: Session, job: Job, track: Track, attempt: Attempt,
                    result: dict[str, Any]) -> None:
-    """Record LLM usage; a generated child goes on to compile, a failure ends the pull."""
+    """Record usage and the transcript; a new child goes on to compile, a duplicate is
+    recorded with its original's outcome, a failure gets a repair turn or ends the pull."""
     record_usage(session, job, attempt, result)
-    if not (result.get("ok") and result.get("editable")):
-        finish_pull(session, job, track, attempt, None, str(result.get("reason") or "no code"))
+    attempt.result = without_transcript(result)
+    child = None
+    if result.get("ok") and result.get("editable"):
+        child = new_child(session, track, attempt, str(result["editable"]))
+    transcript = record_transcript(session, attempt, result, child)
+    if child is None:
+        fail_pull(session, job, track, attempt, None, result, transcript)
         return
-    parent = session.get_one(Candidate, attempt.candidate_id)
-    child = Candidate(track_id=track.id, parent_id=parent.id, decision_id=attempt.decision_id,
-                      strategy=attempt.payload.get("strategy"), editable=result["editable"],
-                      status="generated", lineage_depth=parent.lineage_depth + 1)
-    session.add(child)
-    session.flush()
+    original = find_duplicate(session, job, child)
+    if original is not None:
+        apply_duplicate(session, job, track, attempt, child, original)
+        return
     new_attempt(session, track, "compile", child.id, attempt.decision_id)
     append_event(session, job.id, "candidate_generated", {
-        "target": track.target, "candidate": child.id, "parent": parent.id,
-        "strategy": child.strategy})
+        "target": track.target, "candidate": child.id, "parent": child.parent_id,
+        "strategy": child.strategy, "turn": child.turn})
+
+
+def new_child(session: Session, track: Track, attempt: Attempt, editable: str) -> Candidate:
+    """The generated child of the pull's parent (a repair turn's child too), with its hash."""
+    parent = session.get_one(Candidate, attempt.candidate_id)
+    repair = attempt.payload.get("repair")
+    child = Candidate(track_id=track.id, parent_id=parent.id, decision_id=attempt.decision_id,
+                      strategy=attempt.payload.get("strategy"), editable=editable,
+                      status="generated", lineage_depth=parent.lineage_depth + 1,
+                      source_hash=source_hash(editable),
+                      turn=int(attempt.payload.get("turn") or 0),
+                      repair_of=repair.get("failed_candidate") if isinstance(repair, dict)
+                      else None)
+    session.add(child)
+    session.flush()
+    return child
+
+
+def apply_duplicate(session: Session, job: Job, track: Track, attempt: Attempt,
+                    child: Candidate, original: Candidate) -> None:
+    """A child equal to `original` is never evaluated: it takes the original's outcome."""
+    outcome = mark_duplicate(session, track, child, original)
+    append_event(session, job.id, "candidate_duplicate", {
+        "target": track.target, "candidate": child.id, "duplicate_of": original.id,
+        "outcome": outcome})
+    if original.status == "rejected":  # the same failure: a repair turn may follow
+        fail_pull(session, job, track, attempt, child, failure_of(session, original))
+        return
+    # Nothing new joins the frontier, so the pull ends as a failed one (reward: failure reward).
+    finish_pull(session, job, track, attempt, child, child.reason or "duplicate")
+
+
+def fail_pull(session: Session, job: Job, track: Track, attempt: Attempt,
+              child: Candidate | None, result: dict[str, Any],
+              transcript: Transcript | None = None) -> None:
+    """A failed child gets its next repair turn when one is due; otherwise the pull ends."""
+    if schedule_repair(session, job, track, attempt, child, result, transcript):
+        return
+    reason = (child.reason if child is not None else None) or str(result.get("reason") or "")
+    finish_pull(session, job, track, attempt, child, reason or "no code")
 
 
 def apply_compile(session: Session, job: Job, track: Track, attempt: Attempt,
@@ -110,7 +160,7 @@ def apply_compile(session: Session, job: Job, track: Track, attempt: Attempt,
     child.static_profile = result.get("static_profile")
     if not result.get("ok"):
         reject(child, result)
-        finish_pull(session, job, track, attempt, child, child.reason or "rejected")
+        fail_pull(session, job, track, attempt, child, result)
         return
     child.status = "compiled"
     new_attempt(session, track, "profile", child.id, attempt.decision_id)
@@ -122,12 +172,13 @@ def apply_profile(session: Session, job: Job, track: Track, attempt: Attempt,
     child = session.get_one(Candidate, attempt.candidate_id)
     if not (result.get("ok") and result.get("measurement")):
         reject(child, result)
-        finish_pull(session, job, track, attempt, child, child.reason or "rejected")
+        fail_pull(session, job, track, attempt, child, result)
         return
     measurement = store_measurement(session, child, result)
     child.status = "measured"
     entry = frontier_entry(child, measurement)
     finish_pull(session, job, track, attempt, child, "measured", entry)
+    record_skill(session, job, track, child, measurement)
     if track.best_time_ms is None or measurement.time_ms < track.best_time_ms:
         set_best(session, job, track, child, measurement)
 
@@ -205,7 +256,9 @@ def finish_pull(session: Session, job: Job, track: Track, attempt: Attempt,
     track.iterations_done += 1
     append_event(session, job.id, "pull_finished", {
         "target": track.target, "decision": attempt.decision_id,
-        "candidate": child.id if child else None, "outcome": outcome, "reward": reward})
+        "candidate": child.id if child else None, "outcome": outcome, "reward": reward,
+        "repair_turns": int(attempt.payload.get("turn") or 0) if attempt.kind == "generate"
+        else (child.turn if child is not None else 0)})
 
 
 def record_usage(session: Session, job: Job, attempt: Attempt, result: dict[str, Any]) -> None:

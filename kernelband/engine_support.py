@@ -380,8 +380,11 @@ def _payload(session: Session, attempt: Attempt,
     if candidate is None:
         return payload
     if attempt.kind == "generate":
+        from kernelband.loop.context import generation_context  # the loop reads these helpers
+
         payload.update(parent_editable=candidate.editable, model=job.model,
                        profile_summary=profile_summary(newest.get(candidate.id)))
+        payload.update(generation_context(session, attempt, job, candidate))
         return payload
     payload["editable"] = candidate.editable
     if attempt.kind == "profile":  # the class says it; no need to build the job's policy

@@ -32,14 +32,18 @@ CHECK_SEEDS = 3
 
 def generate(payload: dict[str, Any]) -> dict[str, Any]:
     """One child kernel from (parent, strategy) by the job's generator (LLM or rules)."""
-    from kernelband.generate.messages import GenerationRequest, ProfileFact
+    from kernelband.generate.messages import GenerationRequest, ProfileFact, RepairTurn
 
     facts = payload.get("profile_summary") or []
+    repair = payload.get("repair")
     request = GenerationRequest(
         problem=_problem(payload), parent_editable=payload["parent_editable"],
         strategy=payload.get("strategy"),
         profile_summary=tuple(ProfileFact(**f) for f in facts if isinstance(f, dict)),
-        seed=int(payload.get("seed") or 0))
+        seed=int(payload.get("seed") or 0), memory=tuple(payload.get("memory") or ()),
+        example=payload.get("example") or None,
+        repair=RepairTurn.from_dict(repair) if isinstance(repair, dict) and "reply" in repair
+        else None)
     return _generator(str(payload.get("model") or "")).generate(request).to_dict()
 
 

@@ -9,7 +9,10 @@ import typer
 
 
 def fake_llm(
-    directory: Annotated[Path, typer.Argument(help="Script directory: DIR/<problem>/<strategy>.md|.json.")],
+    directory: Annotated[Path | None, typer.Argument(
+        help="Script directory: DIR/<problem>/<strategy>.md|.json.")] = None,
+    replay: Annotated[Path | None, typer.Option(
+        help="Serve a job's recorded replies: the JSON of GET /v1/jobs/{id}/transcripts.")] = None,
     port: Annotated[int, typer.Option(help="Port to listen on (127.0.0.1).")] = 8089,
     host: Annotated[str, typer.Option(help="Interface to bind.")] = "127.0.0.1",
 ) -> None:
@@ -18,8 +21,21 @@ def fake_llm(
 
     from kernelband.generate.fake_server import create_app
 
-    if not directory.is_dir():
-        typer.echo(f"{directory} is not a directory: create DIR/<problem>/<strategy>.md first", err=True)
+    if replay is not None:
+        from kernelband.generate.replay import ReplayScript
+
+        try:
+            script = ReplayScript(replay)
+        except ValueError as exc:
+            typer.echo(str(exc), err=True)
+            raise typer.Exit(2) from exc
+        typer.echo(f"replaying {script.recorded} recorded replies from {replay} on "
+                   f"http://{host}:{port}/v1", err=True)
+        uvicorn.run(create_app(script=script), host=host, port=port, log_level="warning")
+        return
+    if directory is None or not directory.is_dir():
+        typer.echo(f"{directory} is not a directory: create DIR/<problem>/<strategy>.md first, "
+                   "or pass --replay JOB_EXPORT", err=True)
         raise typer.Exit(2)
     typer.echo(f"scripted LLM on http://{host}:{port}/v1 (model 'openai/<any>', replies from {directory})", err=True)
     uvicorn.run(create_app(directory), host=host, port=port, log_level="warning")

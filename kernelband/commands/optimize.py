@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -45,10 +46,15 @@ def optimize(
     max_tokens: Annotated[int | None, typer.Option(help="LLM token budget of the job.")] = None,
     max_usd: Annotated[float | None, typer.Option(help="LLM cost budget (USD) of the job.")] = None,
     max_wall_s: Annotated[float | None, typer.Option(help="Wall-time budget in seconds.")] = None,
+    repair_turns: Annotated[int, typer.Option(help="Repair turns a failed child gets in its pull (LLM only, 0-5).")] = 1,
+    dedupe: Annotated[bool, typer.Option(help="Record children equal to one already tried as duplicates instead of evaluating them.")] = True,
 ) -> None:
     """Optimize FILE's kernel with the bandit search and write the best verified version."""
     options = _options(target, policy, budget, model, parallel, seed, max_tokens, max_usd,
                        max_wall_s, param)
+    if not 0 <= repair_turns <= 5:
+        _fail(f"--repair-turns must be between 0 and 5; got {repair_turns}")
+    options = replace(options, repair_turns=repair_turns, dedupe=dedupe)
     problem = _load(file, format)
     settings = get_settings()
     console.print(f"[bold]{problem.name}[/]: {len(problem.cases)} public + "

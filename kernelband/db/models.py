@@ -21,6 +21,7 @@ from sqlalchemy import (
     String,
     Text,
     UniqueConstraint,
+    true,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
@@ -37,8 +38,13 @@ JOB_STATUSES = ("queued", "running", "completed", "cancelled", "failed")
 TRACK_STATUSES = ("pending", "running", "accepting", "completed", "cancelled", "failed")
 ATTEMPT_KINDS = ("generate", "compile", "profile", "verify")
 ATTEMPT_STATES = ("pending", "dispatched", "done", "failed", "expired")
-CANDIDATE_STATUSES = ("generated", "compiled", "rejected", "measured")
+CANDIDATE_STATUSES = ("generated", "compiled", "rejected", "measured", "duplicate")
 FINISHED_JOB_STATUSES = ("completed", "cancelled", "failed")
+
+
+def sa_true() -> Any:
+    """A boolean server default that reads alike on SQLite and Postgres."""
+    return true()
 
 
 def utcnow() -> datetime:
@@ -59,6 +65,8 @@ class Team(Base):
     __tablename__ = "teams"
     id: Mapped[int] = mapped_column(primary_key=True)
     name: Mapped[str] = mapped_column(String(120), unique=True)
+    # Off: the team's verified improvements are neither stored nor retrieved as examples.
+    skill_library: Mapped[bool] = mapped_column(Boolean, default=True, server_default=sa_true())
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
 
 
@@ -127,6 +135,10 @@ class Job(Base):
     budget_usd: Mapped[float | None] = mapped_column(Float, default=None)
     budget_wall_s: Mapped[float | None] = mapped_column(Float, default=None)
     parallelism: Mapped[int] = mapped_column(Integer, default=1)  # pulls in flight per track
+    # Repair turns a failed child gets inside its pull (LLM generator only), and whether a
+    # child equal (normalised source) to one already in the track is recorded, not re-evaluated.
+    repair_turns: Mapped[int] = mapped_column(Integer, default=1, server_default="1")
+    dedupe: Mapped[bool] = mapped_column(Boolean, default=True, server_default=sa_true())
     cancel_requested: Mapped[bool] = mapped_column(Boolean, default=False)
     suite_id: Mapped[str | None] = mapped_column(String(64), default=None, index=True)
     tokens_used: Mapped[int] = mapped_column(Integer, default=0)
@@ -216,6 +228,15 @@ class Candidate(Base):
     status: Mapped[str] = mapped_column(String(16), default="generated")
     reason: Mapped[str | None] = mapped_column(Text, default=None)
     lineage_depth: Mapped[int] = mapped_column(Integer, default=0)
+    # sha256 of the normalised source (kernelband.generate.normalize): duplicates share it.
+    source_hash: Mapped[str | None] = mapped_column(String(64), default=None, index=True)
+    duplicate_of: Mapped[int | None] = mapped_column(
+        ForeignKey("candidates.id", ondelete="SET NULL"), default=None
+    )
+    repair_of: Mapped[int | None] = mapped_column(  # the failed child this one repairs
+        ForeignKey("candidates.id", ondelete="SET NULL"), default=None
+    )
+    turn: Mapped[int] = mapped_column(Integer, default=0, server_default="0")  # 0: first reply
     static_profile: Mapped[dict[str, Any] | None] = mapped_column(default=None)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
 
@@ -338,3 +359,49 @@ class LeaderEpoch(Base):
     epoch: Mapped[int] = mapped_column(Integer, default=0)
     holder: Mapped[str] = mapped_column(String(200), default="")
     updated_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class Transcript(Base):
+    """The prompt and reply of one generation or repair turn (secrets scrubbed)."""
+
+    __tablename__ = "transcripts"
+    id: Mapped[int] = mapped_column(primary_key=True)
+    job_id: Mapped[int] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"), index=True)
+    track_id: Mapped[int] = mapped_column(ForeignKey("tracks.id", ondelete="CASCADE"))
+    attempt_id: Mapped[int | None] = mapped_column(
+        ForeignKey("attempts.id", ondelete="SET NULL"), default=None
+    )
+    decision_id: Mapped[str | None] = mapped_column(String(40), default=None)
+    parent_id: Mapped[int | None] = mapped_column(Integer, default=None)
+    candidate_id: Mapped[int | None] = mapped_column(Integer, default=None, index=True)
+    turn: Mapped[int] = mapped_column(Integer, default=0)  # 0: generation, 1..R: repairs
+    strategy: Mapped[str | None] = mapped_column(String(40), default=None)
+    model: Mapped[str] = mapped_column(String(200), default="")
+    messages: Mapped[list[Any]] = mapped_column(default=list)  # [{role, content}] sent
+    reply: Mapped[str] = mapped_column(Text, default="")
+    outcome: Mapped[str | None] = mapped_column(Text, default=None)
+    prompt_tokens: Mapped[int] = mapped_column(Integer, default=0)
+    completion_tokens: Mapped[int] = mapped_column(Integer, default=0)
+    cost_usd: Mapped[float] = mapped_column(Float, default=0.0)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class Skill(Base):
+    """A verified improvement in a team's skill library (a one-shot example for later jobs)."""
+
+    __tablename__ = "skills"
+    id: Mapped[int] = mapped_column(primary_key=True)
+    team_id: Mapped[int] = mapped_column(ForeignKey("teams.id", ondelete="CASCADE"), index=True)
+    job_id: Mapped[int | None] = mapped_column(
+        ForeignKey("jobs.id", ondelete="SET NULL"), default=None
+    )
+    candidate_id: Mapped[int | None] = mapped_column(Integer, default=None)
+    problem_name: Mapped[str] = mapped_column(String(200), default="")
+    strategy: Mapped[str] = mapped_column(String(40))
+    target: Mapped[str] = mapped_column(String(16))
+    description: Mapped[str] = mapped_column(Text, default="")
+    before: Mapped[str] = mapped_column(Text)
+    after: Mapped[str] = mapped_column(Text)
+    speedup: Mapped[float] = mapped_column(Float)
+    label: Mapped[str] = mapped_column(String(16))  # measured | estimated
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)

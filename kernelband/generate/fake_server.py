@@ -7,6 +7,11 @@ Layout of the script directory DIR (the problem and strategy come from the promp
     DIR/<problem>/<strategy>.json   a sequence of steps, consumed one per request; the last repeats
     DIR/<problem>/default.*, DIR/default/<strategy>.*, DIR/default/default.*   fallbacks
 
+On a repair turn (the prompt holds `<!-- kernelband: repair turn=N -->`) the files
+`<strategy>.repair.json|.md` (then `default.repair.*`) are tried first, so a script can answer a
+broken first reply with a fix. `--replay EXPORT` serves the replies of a job's transcript export
+instead (kernelband.generate.replay).
+
 A step is a JSON object: {"file": "reply.md"} or {"text": "..."} (the reply), optional
 "finish_reason" ("length" simulates a truncated reply), {"status": 429} / {"status": 500} /
 {"status": 401} (an HTTP error), optional "delay_s". Usage figures are simulated: 1 token per
@@ -27,6 +32,13 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
 _MARKER = re.compile(r"kernelband: problem=(\S+) strategy=(\S+)")
+_REPAIR = re.compile(r"kernelband: repair turn=(\d+)")
+
+
+def repair_turn(prompt: str) -> int:
+    """The repair turn a prompt asks for (the last marker), 0 for a first generation."""
+    found = _REPAIR.findall(prompt)
+    return int(found[-1]) if found else 0
 
 
 class Script:
@@ -39,21 +51,23 @@ class Script:
         self._cursor: dict[Path, int] = {}
         self._lock = threading.Lock()
         self.requests: list[dict[str, Any]] = []
+        self.prompts: list[str] = []  # the full prompt text of each request, in order
         self.in_flight = 0
         self.max_in_flight = 0  # lets tests check a client's concurrency limit
 
-    def _find(self, problem: str, strategy: str) -> Path | None:
+    def _find(self, problem: str, strategy: str, repair: bool = False) -> Path | None:
+        kinds = (".repair", "") if repair else ("",)
         for folder, stem in ((problem, strategy), (problem, "default"),
                              ("default", strategy), ("default", "default")):
-            for suffix in (".json", ".md"):
+            for suffix in (f"{kind}{ext}" for kind in kinds for ext in (".json", ".md")):
                 path = self.root / folder / f"{stem}{suffix}"
                 if path.is_file():
                     return path
         return None
 
-    def next_step(self, problem: str, strategy: str) -> dict[str, Any]:
+    def next_step(self, problem: str, strategy: str, prompt: str = "") -> dict[str, Any]:
         """The step for this request: a reply, or an HTTP error to send."""
-        path = self._find(problem, strategy)
+        path = self._find(problem, strategy, repair_turn(prompt) > 0)
         if path is None:
             return {"status": 404, "text": f"no canned reply for problem={problem} strategy={strategy}"}
         if path.suffix == ".md":
@@ -91,9 +105,12 @@ def _error(status: int, text: str) -> JSONResponse:
     return JSONResponse(status_code=status, content={"error": {"message": text, "type": kind, "code": kind}})
 
 
-def create_app(root: Path) -> FastAPI:
-    """The FastAPI app serving the script in `root`."""
-    script = Script(root)
+def create_app(root: Path | None = None, script: Any = None) -> FastAPI:
+    """The FastAPI app serving the script in `root` (or `script`, e.g. a ReplayScript)."""
+    if script is None:
+        if root is None:
+            raise ValueError("create_app needs a script directory or a script object")
+        script = Script(root)
     app = FastAPI(title="KernelBand scripted LLM (canned replies)")
     app.state.script = script
 
@@ -109,7 +126,8 @@ def create_app(root: Path) -> FastAPI:
         problem, strategy = match.groups() if match else ("default", "default")
         script.requests.append({"problem": problem, "strategy": strategy,
                                 "has_key": bool(request.headers.get("authorization"))})
-        step = script.next_step(problem, strategy)
+        script.prompts.append(prompt)
+        step = script.next_step(problem, strategy, prompt)
         script.in_flight += 1
         script.max_in_flight = max(script.max_in_flight, script.in_flight)
         try:

@@ -14,7 +14,8 @@ from kernelband.generate.base import Generator
 from kernelband.generate.budget import BudgetGuard, estimate_cost, load_litellm, price_tokens
 from kernelband.generate.extract import extract_code
 from kernelband.generate.messages import GenerationRequest, GenerationResult
-from kernelband.generate.prompts import render_prompt
+from kernelband.generate.prompts import request_messages
+from kernelband.generate.scrub import scrub, scrub_messages
 
 log = logging.getLogger(__name__)
 litellm: Any = load_litellm()
@@ -105,7 +106,7 @@ class LLMGenerator(Generator):
 
     def estimate(self, request: GenerationRequest) -> Any:
         """Estimated tokens and USD of `request` before sending it (for the scheduler's budget)."""
-        messages = render_prompt(request).messages()
+        messages = request_messages(request)
         return estimate_cost(self.model, messages, self._max_completion_tokens)
 
     def _call(self, messages: list[dict[str, str]]) -> Any:
@@ -138,8 +139,9 @@ class LLMGenerator(Generator):
         self, request: GenerationRequest, budget: BudgetGuard | None = None
     ) -> GenerationResult:
         """One rewrite of the request's parent; failures are results with a reason, not raises."""
-        messages = render_prompt(request).messages()
-        base: dict[str, Any] = {"model": self.model, "strategy": request.strategy}
+        messages = request_messages(request)
+        base: dict[str, Any] = {"model": self.model, "strategy": request.strategy,
+                                "messages": tuple(scrub_messages(messages, self._secrets()))}
         if budget is not None:
             estimate = estimate_cost(self.model, messages, self._max_completion_tokens)
             if not budget.allows(estimate):
@@ -159,10 +161,14 @@ class LLMGenerator(Generator):
                 ok=False, reason=failure_reason(exc), message=message,
                 latency_s=time.monotonic() - started, attempts=tries, **base,
             )
-        return self._result(request, response, attempts, time.monotonic() - started)
+        return self._result(request, response, attempts, time.monotonic() - started, base)
+
+    def _secrets(self) -> list[str]:
+        return [self._api_key] if self._api_key else []
 
     def _result(
-        self, request: GenerationRequest, response: Any, attempts: int, latency_s: float
+        self, request: GenerationRequest, response: Any, attempts: int, latency_s: float,
+        base: dict[str, Any],
     ) -> GenerationResult:
         choice = response.choices[0]
         reply = choice.message.content or ""
@@ -182,9 +188,9 @@ class LLMGenerator(Generator):
             cost_usd=cost_usd,
             cost_known=cost_known,
             latency_s=latency_s,
-            model=self.model,
-            strategy=request.strategy,
             attempts=attempts,
+            reply=scrub(reply, self._secrets()),
+            **base,
         )
 
     def _cost(self, response: Any, prompt_tokens: int, completion_tokens: int) -> tuple[float, bool]:

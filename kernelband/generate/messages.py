@@ -33,6 +33,9 @@ class GenerationRequest:
     strategy: str | None
     profile_summary: tuple[ProfileFact, ...] = ()
     seed: int = 0
+    memory: tuple[str, ...] = ()  # the parent's lineage and recent attempts, one line each
+    example: dict[str, str] | None = None  # a one-shot example chosen by the scheduler
+    repair: RepairTurn | None = None  # set on a repair turn: continue that conversation
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -41,6 +44,9 @@ class GenerationRequest:
             "strategy": self.strategy,
             "profile_summary": [asdict(f) for f in self.profile_summary],
             "seed": self.seed,
+            "memory": list(self.memory),
+            "example": self.example,
+            "repair": None if self.repair is None else self.repair.to_dict(),
         }
 
     @classmethod
@@ -51,7 +57,30 @@ class GenerationRequest:
             strategy=data.get("strategy"),
             profile_summary=tuple(ProfileFact(**f) for f in data.get("profile_summary", ())),
             seed=int(data.get("seed", 0)),
+            memory=tuple(str(line) for line in data.get("memory") or ()),
+            example=data.get("example"),
+            repair=RepairTurn.from_dict(data["repair"]) if data.get("repair") else None,
         )
+
+
+@dataclass(frozen=True)
+class RepairTurn:
+    """Turn `turn` of a repair: the earlier messages, the failed reply and what went wrong."""
+
+    turn: int
+    conversation: tuple[dict[str, str], ...]
+    reply: str
+    feedback: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"turn": self.turn, "conversation": [dict(m) for m in self.conversation],
+                "reply": self.reply, "feedback": self.feedback}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> RepairTurn:
+        return cls(turn=int(data["turn"]), reply=str(data.get("reply") or ""),
+                   conversation=tuple(dict(m) for m in data.get("conversation") or ()),
+                   feedback=str(data.get("feedback") or ""))
 
 
 @dataclass(frozen=True)
@@ -76,6 +105,9 @@ class GenerationResult:
     strategy: str | None = None
     attempts: int = 0
     notes: tuple[str, ...] = field(default_factory=tuple)
+    # The transcript of this turn: the messages sent and the raw reply (empty: no call made).
+    messages: tuple[dict[str, str], ...] = ()
+    reply: str = ""
 
     @property
     def total_tokens(self) -> int:
@@ -84,10 +116,12 @@ class GenerationResult:
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["notes"] = list(self.notes)
+        data["messages"] = [dict(m) for m in self.messages]
         return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> GenerationResult:
         fields = dict(data)
         fields["notes"] = tuple(data.get("notes", ()))
+        fields["messages"] = tuple(dict(m) for m in data.get("messages") or ())
         return cls(**fields)

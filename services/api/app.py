@@ -20,7 +20,7 @@ from services.api.errors import ErrorBody, install_error_handlers
 from services.api.logs import install_log_redaction
 from services.api.metrics import ApiMetrics, MetricsMiddleware
 from services.api.problems import ProblemLoader, sandboxed_loader
-from services.api.routers import fleet, health, jobs, results, suites
+from services.api.routers import fleet, health, jobs, loop, results, suites
 from services.api.schemas import WorkerOut
 
 DESCRIPTION = (
@@ -73,7 +73,7 @@ def create_app(
     install_error_handlers(app)
     install_log_redaction()
     _install_middleware(app, _body_limit(settings))
-    for module in (health, jobs, results, fleet, suites):
+    for module in (health, jobs, results, loop, fleet, suites):
         app.include_router(module.router)
     app.include_router(dashboard_router)  # HTML dashboard under /ui (engineer H)
     return app

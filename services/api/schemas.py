@@ -60,6 +60,14 @@ class GeneratorIn(_Strict):
     """Which generator writes rewrites; an empty model means the offline rules generator."""
 
     model: str = Field(default="", max_length=200, description="litellm model name, or '' for rules.")
+    repair_turns: int = Field(
+        default=1, ge=0, le=5,
+        description="Repair turns a failed child gets inside its pull (LLM only; the rules "
+                    "generator never repairs). Each turn is an attempt within the budgets.")
+    dedupe: bool = Field(
+        default=True, description="Record a child equal to one already in the track (comments, "
+                                  "docstrings and formatting aside) as its duplicate instead "
+                                  "of evaluating it again.")
 
 
 class JobCreate(_Strict):
@@ -150,6 +158,8 @@ class JobOut(BaseModel):
     policy_params: dict[str, Any]
     generator: str
     model: str
+    repair_turns: int = 1
+    dedupe: bool = True
     seed: int
     budget: BudgetOut
     parallelism: int
@@ -217,6 +227,10 @@ class CandidateOut(BaseModel):
     reason: str | None = Field(default=None, description="Why it was rejected, e.g. wrong_result:case=3.")
     created_at: datetime | None = None
     measurements: list[MeasurementOut] = []
+    turn: int = Field(default=0, description="0: the first reply of its pull; n: repair turn n.")
+    repair_of: int | None = Field(default=None, description="The failed child this one repairs.")
+    duplicate_of: int | None = Field(
+        default=None, description="The candidate with the same normalised source (not re-run).")
 
 
 class CandidateDetail(CandidateOut):

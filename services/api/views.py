@@ -73,6 +73,8 @@ def job_out(session: Session, job: Job, problem: Problem) -> JobOut:
         id=job.id, status=job.status, cancel_requested=job.cancel_requested,
         problem=problem_out(problem), targets=list(job.targets), policy=job.policy,
         policy_params=job.policy_params, generator=job.generator, model=job.model, seed=job.seed,
+        repair_turns=job.repair_turns if job.repair_turns is not None else 1,
+        dedupe=job.dedupe if job.dedupe is not None else True,
         budget=budget_out(job), parallelism=job.parallelism, suite=job.suite_id,
         created_at=job.created_at, started_at=job.started_at, finished_at=job.finished_at,
         reason=job.reason, tracks=outs, spend=spend,
@@ -112,6 +114,7 @@ def candidate_out(c: Candidate, track: Track, measurements: list[Measurement]) -
         id=c.id, target=track.target, parent_id=c.parent_id, lineage_depth=c.lineage_depth,
         strategy=c.strategy, status=c.status, reason=c.reason, created_at=c.created_at,
         measurements=[measurement_out(m, track.original_time_ms) for m in measurements],
+        turn=c.turn or 0, repair_of=c.repair_of, duplicate_of=c.duplicate_of,
     )
 
 

@@ -114,7 +114,8 @@ def test_adversarial_children_are_rejected_with_reasons_and_no_secret_leaks(
                 source = (REPO / "examples" / "vector_add.py").read_text()
                 created = client.post("/v1/jobs", headers=headers, json={
                     "problem": {"source": source, "name": "vector_add"}, "targets": ["cpu"],
-                    "generator": {"model": "openai/kb-scripted"},
+                    # one reply per pull: a repair turn would consume the next adversarial file
+                    "generator": {"model": "openai/kb-scripted", "repair_turns": 0},
                     "budget": {"iterations": len(EXPECTED)}, "parallelism": 2})
                 assert created.status_code == 201, created.text
                 job_id = created.json()["id"]

@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import uvicorn
 
@@ -22,7 +23,7 @@ class FakeLLM:
     """A running scripted server: its base URL for litellm and the requests it received."""
 
     api_base: str
-    script: Script
+    script: Script  # or a ReplayScript: both record requests and prompts
 
 
 def free_port() -> int:
@@ -32,9 +33,9 @@ def free_port() -> int:
 
 
 @contextmanager
-def running_fake_llm(root: Path = REPLIES) -> Iterator[FakeLLM]:
-    """Serve `root` over real HTTP until the block exits."""
-    app = create_app(root)
+def running_fake_llm(root: Path | None = REPLIES, script: Any = None) -> Iterator[FakeLLM]:
+    """Serve `root` (or `script`, e.g. a ReplayScript) over real HTTP until the block exits."""
+    app = create_app(root, script=script)
     port = free_port()
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
     thread = threading.Thread(target=server.run, daemon=True)

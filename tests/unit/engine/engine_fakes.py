@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import re
 import time
 from typing import Any
 
@@ -24,8 +25,13 @@ EFFECT = {"tiling": 0.8, "fusion": 0.95}
 TOKENS_PER_GENERATION = 150
 
 
+_STEP = re.compile(r"# (\w+) seed=")
+
+
 def fake_generate(payload: dict[str, Any]) -> dict[str, Any]:
-    editable = f"{payload['parent_editable']}\n# {payload['strategy']} seed={payload['seed']}"
+    # one code line per step (a comment alone would make every child a duplicate of its parent)
+    strategy, seed = payload["strategy"], payload["seed"]
+    editable = f"{payload['parent_editable']}\nstep_{seed} = 0  # {strategy} seed={seed}"
     return {"ok": True, "editable": editable, "reason": "", "prompt_tokens": 100,
             "completion_tokens": 50, "cost_usd": 0.001, "cost_known": True, "model": "fake"}
 
@@ -39,7 +45,8 @@ def fake_compile(payload: dict[str, Any]) -> dict[str, Any]:
 def fake_time(editable: str) -> float:
     time = 1.0
     for line in editable.splitlines()[1:]:
-        time *= EFFECT.get(line.split()[1], 1.02)
+        found = _STEP.search(line)
+        time *= EFFECT.get(found.group(1) if found else "", 1.02)
     jitter = int(hashlib.sha256(editable.encode()).hexdigest()[:4], 16) / 65535 / 100
     return time * (1 + jitter)
 

@@ -107,13 +107,22 @@ function renderCandidates() {
     return el("tr", { "data-candidate": c.id }, [
       el("td", {}, [String(c.id)]), el("td", {}, [c.target]), el("td", {}, [c.parent_id === null ? "-" : String(c.parent_id)]),
       el("td", {}, [String(c.lineage_depth)]), el("td", {}, [c.strategy || (c.lineage_depth ? "free" : "original")]),
-      el("td", {}, [c.status]), el("td", {}, [c.reason || ""]),
+      el("td", {}, [c.status]), el("td", {}, [c.reason || "", loopNote(c)]),
       el("td", {}, m ? [num(m.time_ms, 4), label(m.label)] : ["-"]),
       el("td", {}, m && m.speedup ? [m.speedup.toFixed(3) + "x", label(m.label)] : ["-"]),
       signatureCell(m && m.signature),
-      el("td", {}, [el("button", { type: "button", class: "diff-candidate", onclick: () => showDiff(c.id) }, ["diff"])]),
+      el("td", {}, [el("button", { type: "button", class: "diff-candidate", onclick: () => showDiff(c.id) }, ["diff"]),
+        c.lineage_depth ? el("button", { type: "button", class: "transcript-candidate", onclick: () => kbTranscript.show(jobId, c.id) }, ["transcript"]) : ""]),
     ]);
   }));
+}
+
+// Repair turn and duplicate links of the generation loop, under the reason.
+function loopNote(c) {
+  const notes = [];
+  if (c.turn) notes.push(`repair turn ${c.turn}` + (c.repair_of ? ` of #${c.repair_of}` : ""));
+  if (c.duplicate_of) notes.push(`duplicate of #${c.duplicate_of} (not re-run)`);
+  return notes.length ? kb.el("div", { class: "muted loop-note" }, [notes.join(" · ")]) : "";
 }
 
 // h as SM / DRAM / L2 % of peak, with where it came from; the note (why it is an estimate
