@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from conftest import LiveServer, shot
 from sqlalchemy.orm import Session, sessionmaker
 
 from kernelband.db import repository, session_scope
 from kernelband.db.models import Candidate, Event, Measurement, Track, Transcript
+from tests.browser.conftest import LiveServer, shot
 
 MARKER = "<!-- kernelband: problem=seeded_repair strategy=tiling -->"
 FIX_REPLY = "Fixed the mask.\n```python\n@triton.jit\ndef kernel(x_ptr):\n    pass  # repaired\n```"
