@@ -7,6 +7,7 @@ from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from sqlalchemy import event as orm_events
 from sqlalchemy import func, insert, select, update
 from sqlalchemy.orm import Session, object_session
 
@@ -83,7 +84,33 @@ def append_event(session: Session, job_id: int, kind: str, payload: dict[str, An
     counters[job_id] = (last or 0) + 1
     event = Event(job_id=job_id, seq=counters[job_id], kind=kind, payload=payload)
     session.add(event)
+    touch_job(session, job_id)
     return event
+
+
+_TOUCHED_JOBS = "kb_touched_jobs"
+
+
+def touch_job(session: Session, job_id: int) -> None:
+    """Bump the job's `version` when this transaction commits (once, however many events)."""
+    transaction = session.get_transaction()
+    held = session.info.get(_TOUCHED_JOBS)
+    if held is None or held[0] is not transaction:
+        held = session.info[_TOUCHED_JOBS] = (transaction, set[int]())
+        if not orm_events.contains(session, "before_commit", _bump_versions):
+            orm_events.listen(session, "before_commit", _bump_versions)
+    jobs: set[int] = held[1]
+    jobs.add(job_id)
+
+
+def _bump_versions(session: Session) -> None:
+    """before_commit: one UPDATE for every job touched in the committing transaction."""
+    held = session.info.pop(_TOUCHED_JOBS, None)
+    if held is None or held[0] is not session.get_transaction() or not held[1]:
+        return
+    session.execute(update(Job).where(Job.id.in_(sorted(held[1])))
+                    .values(version=Job.version + 1)
+                    .execution_options(synchronize_session=False))
 
 
 _EVENT_COUNTERS = "kb_event_counters"

@@ -161,9 +161,9 @@ def test_a_pass_reads_each_table_once_however_many_pulls(db_factory: sessionmake
     # numbers. Claiming reads attempts, tracks, jobs, problems, candidates, measurements once.
     assert selecting.count("SELECT") == 4 and dispatching.count("SELECT") == 6
     if db_factory.kw["bind"].dialect.name == "postgresql":  # SQLite inserts row by row, locally
-        # One multi-row INSERT for the attempts and one for the events, one UPDATE per track;
-        # one batched UPDATE claims every attempt.
-        assert selecting.count("INSERT") == 2 and selecting.count("UPDATE") == 3
+        # One multi-row INSERT for the attempts and one for the events, one UPDATE per track
+        # and one bumping every touched job's version; one batched UPDATE claims every attempt.
+        assert selecting.count("INSERT") == 2 and selecting.count("UPDATE") == 4
         assert dispatching.count("UPDATE") == 1
     payloads = [m.payload for m in ctx.dispatcher.submitted[-12:]]  # type: ignore[attr-defined]
     assert all(p["parent_editable"] == "ORIGINAL" and p["problem"] for p in payloads)
