@@ -91,16 +91,34 @@ def apply_generate(session: Session, job: Job, track: Track, attempt: Attempt,
     if not (result.get("ok") and result.get("editable")):
         finish_pull(session, job, track, attempt, None, str(result.get("reason") or "no code"))
         return
-    parent = session.get_one(Candidate, attempt.candidate_id)
-    child = Candidate(track_id=track.id, parent_id=parent.id, decision_id=attempt.decision_id,
-                      strategy=attempt.payload.get("strategy"), editable=result["editable"],
-                      status="generated", lineage_depth=parent.lineage_depth + 1)
-    session.add(child)
-    session.flush()
+    child = generated_child(session, track, attempt, result)
+    if child.id is None:
+        session.flush()
     new_attempt(session, track, "compile", child.id, attempt.decision_id)
     append_event(session, job.id, "candidate_generated", {
-        "target": track.target, "candidate": child.id, "parent": parent.id,
+        "target": track.target, "candidate": child.id, "parent": child.parent_id,
         "strategy": child.strategy})
+
+
+_CHILDREN = "kb_generated_children"
+
+
+def generated_child(session: Session, track: Track, attempt: Attempt,
+                    result: dict[str, Any]) -> Candidate:
+    """The child a successful generate result describes, added to the session once.
+
+    A batch adds the children of all its generate results first and flushes once, so their
+    ids come back in one INSERT instead of one round trip per result."""
+    prepared: dict[int, Candidate] = session.info.setdefault(_CHILDREN, {})
+    child = prepared.get(attempt.id)
+    if child is None:
+        parent = session.get_one(Candidate, attempt.candidate_id)
+        child = Candidate(track_id=track.id, parent_id=parent.id, decision_id=attempt.decision_id,
+                          strategy=attempt.payload.get("strategy"), editable=result["editable"],
+                          status="generated", lineage_depth=parent.lineage_depth + 1)
+        session.add(child)
+        prepared[attempt.id] = child
+    return child
 
 
 def apply_compile(session: Session, job: Job, track: Track, attempt: Attempt,
