@@ -7,7 +7,9 @@ what is timed is the scheduler's own work: policy select/update, clustering, SQL
 
 Cycle definitions: a select+dispatch cycle is one `select_and_dispatch` call (one pass over all
 jobs with free capacity, committing new pulls and sending every pending attempt); an ingest cycle
-is one `ingest_safely` call (one worker result applied in its own transaction).
+is one `ingest_batch` call (every result that arrived since the last pass, applied in batches of
+up to 500 per transaction). Pulls/s counts new pulls selected per second of wall time after
+WARMUP_STEPS untimed passes (the first pass parses every policy state from the database).
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ from kernelband.engine import (
     dispatch_pending,
     fenced,
     finish_tracks_and_jobs,
+    ingest_batch,
     ingest_safely,
     select_and_dispatch,
     start_queued_jobs,
@@ -97,9 +100,15 @@ SIM_TASKS = {"generate": sim_generate, "compile": sim_compile, "profile": sim_pr
              "verify": sim_verify}
 
 
+# Every benchmark job belongs to one team; the default fair-share cap (32 attempts in flight
+# per team) would make the cap, not the scheduler, the limit. Lifted: every slot is used.
+TEAM_CAP = 100_000
+
+
 def make_context(factory: sessionmaker[Session]) -> EngineContext:
     """An embedded-mode engine context whose dispatcher answers with simulated results."""
-    return EngineContext(factory, InlineDispatcher(SIM_TASKS), Settings())
+    return EngineContext(factory, InlineDispatcher(SIM_TASKS),
+                         Settings(max_in_flight_per_team=TEAM_CAP))
 
 
 def seed_jobs(ctx: EngineContext, jobs: int, frontier: int, parallelism: int = 2) -> list[int]:
@@ -152,15 +161,18 @@ class Timings:
     ingest: list[float] = field(default_factory=list)
     finish: list[float] = field(default_factory=list)
     pulls: int = 0
+    results: int = 0
     wall_s: float = 0.0
 
 
 def timed_step(ctx: EngineContext, t: Timings) -> None:
     """One scheduler pass, as `engine.step` does it, timing each cycle."""
-    for item in ctx.dispatcher.drain():
+    items = ctx.dispatcher.drain()
+    if items:
         start = time.perf_counter()
-        ingest_safely(ctx, item.attempt_id, item.result)
+        ingest_batch(ctx, items)
         t.ingest.append(time.perf_counter() - start)
+        t.results += len(items)
     start = time.perf_counter()
     with fenced(ctx) as session:
         finish_tracks_and_jobs(session, ctx.clock())
@@ -171,8 +183,13 @@ def timed_step(ctx: EngineContext, t: Timings) -> None:
     t.pulls += selected
 
 
+WARMUP_STEPS = 3
+
+
 def measure(ctx: EngineContext, seconds: float, min_steps: int = 3) -> Timings:
-    """Run timed scheduler passes for about `seconds`."""
+    """Run timed scheduler passes for about `seconds`, after WARMUP_STEPS untimed ones."""
+    for _ in range(WARMUP_STEPS):
+        timed_step(ctx, Timings())
     t = Timings()
     start = time.perf_counter()
     steps = 0
@@ -193,6 +210,9 @@ def summarize(jobs: int, frontier: int, t: Timings) -> dict[str, Any]:
         "pulls_selected": t.pulls,
         "select_ms_per_pull": 1000 * sel_s / t.pulls if t.pulls else float("nan"),
         "ingest_cycles_per_s": len(t.ingest) / ing_s if ing_s else float("nan"),
+        "results_applied": t.results,
+        "results_per_s_ingesting": t.results / ing_s if ing_s else float("nan"),
+        "ingest_ms_per_result": 1000 * ing_s / t.results if t.results else float("nan"),
         "ingest_p50_ms": percentile_ms(t.ingest, 50), "ingest_p99_ms": percentile_ms(t.ingest, 99),
         "finish_p99_ms": percentile_ms(t.finish, 99),
         "pulls_per_s": t.pulls / t.wall_s if t.wall_s else float("nan"),
@@ -262,39 +282,39 @@ def run_grid(job_counts: tuple[int, ...], frontiers: tuple[int, ...], seconds: f
             "hotspots": shares}
 
 
-TARGET_CPS, TARGET_P99_MS = 200.0, 20.0
+TARGET_PULLS_PER_S, TARGET_P99_MS = 300.0, 50.0
 
 
 def targets(data: dict[str, Any]) -> list[tuple[str, bool | None, str]]:
-    """>= 200 cycles/s and p99 <= 20 ms at 100 jobs x 1,000 candidates, per cycle kind."""
+    """At 100 jobs x 1,000 candidates: >= 300 pulls/s, select+dispatch p99 <= 50 ms."""
     row = next((r for r in data["rows"] if r["jobs"] == 100 and r["frontier"] == 1000), None)
     if row is None:
         return [("100 jobs x 1,000 candidates", None, "not run (quick mode)")]
-    out = []
-    for kind in ("select", "ingest"):
-        rate, p99 = row[f"{kind}_cycles_per_s"], row[f"{kind}_p99_ms"]
-        out.append((f"{kind} cycles >= 200/s, p99 <= 20 ms",
-                    rate >= TARGET_CPS and p99 <= TARGET_P99_MS,
-                    f"{fmt(rate)} cycles/s, p99 {fmt(p99)} ms"))
-    return out
+    rate, p99 = row["pulls_per_s"], row["select_p99_ms"]
+    return [(">= 300 pulls/s sustained", rate >= TARGET_PULLS_PER_S,
+             f"{fmt(rate)} pulls/s ({100 * rate / TARGET_PULLS_PER_S:.0f}% of target)"),
+            ("select+dispatch p99 <= 50 ms", p99 <= TARGET_P99_MS, f"p99 {fmt(p99)} ms")]
 
 
 def section(data: dict[str, Any]) -> str:
     """The RESULTS.md section: method, table, targets, profile and plot."""
-    rows = [(r["jobs"], r["frontier"], fmt(r["select_cycles_per_s"]), fmt(r["select_p50_ms"]),
-             fmt(r["select_p99_ms"]), fmt(r["select_ms_per_pull"]), fmt(r["ingest_cycles_per_s"]),
-             fmt(r["ingest_p50_ms"]), fmt(r["ingest_p99_ms"]), fmt(r["pulls_per_s"]))
+    rows = [(r["jobs"], r["frontier"], fmt(r["pulls_per_s"]), fmt(r["select_cycles_per_s"]),
+             fmt(r["select_p50_ms"]), fmt(r["select_p99_ms"]), fmt(r["select_ms_per_pull"]),
+             r.get("results_applied", "-"), fmt(r.get("ingest_ms_per_result", float("nan")), 2),
+             fmt(r["ingest_p99_ms"]))
             for r in data["rows"]]
-    table = markdown_table(("jobs", "frontier", "select+dispatch cycles/s", "p50 ms", "p99 ms",
-                            "ms per pull", "ingest cycles/s", "p50 ms", "p99 ms",
-                            "pulls/s overall"), rows)
+    table = markdown_table(("jobs", "frontier", "pulls/s overall", "select+dispatch cycles/s",
+                            "p50 ms", "p99 ms", "ms per pull", "results applied",
+                            "ingest ms per result", "ingest batch p99 ms"), rows)
     lines = [f"- {name}: **{'not evaluated' if met is None else verdict(met)}** ({why})"
              for name, met, why in targets(data)]
-    lines.append("\nRound trips do not grow with the number of pulls: a pass reads 4 times to "
-                 "select and 6 times to claim attempts and build their payloads, whatever the "
-                 "number of pulls, and applying one result reads once (the attempt, locked, "
-                 "with its track, job, candidate and the job's last event number). "
-                 "tests/unit/engine/test_engine_throughput.py counts them.")
+    lines.append("\nResults are applied in batches: one fenced transaction, one locking read of "
+                 "every attempt with its rows, the children inserted in one statement, and "
+                 "frontier rows, arm/cluster views and job versions written once per "
+                 "transaction, so a batch costs the same statements whatever its size. A pass "
+                 "reads 4 times to select and 6 times to claim attempts and build their "
+                 "payloads, whatever the number of pulls; each track's row is updated once per "
+                 "transaction. tests/unit/engine/test_engine_throughput.py counts them.")
     shares = data.get("hotspots") or {}
     where = "; ".join(f"{100 * share:.0f}% {HOTSPOTS[name]} (`{name}`)"
                       for name, share in sorted(shares.items(), key=lambda kv: -kv[1]))
@@ -307,11 +327,14 @@ def section(data: dict[str, Any]) -> str:
     return ("## Scheduler throughput\n\n"
             f"**{data['label']}.** Command: `python -m bench.scheduler_throughput`. Postgres "
             "(fresh database per configuration); each job has one `cpu` track, parallelism 2, "
-            "and a kernelband policy state seeded with N frontier entries (k-means clustered). "
-            "A select+dispatch cycle is one `select_and_dispatch` call (a pass over every job "
-            "with free capacity); an ingest cycle is one `ingest_safely` call (one result, one "
-            f"transaction). {data['seconds_per_config']:g} s of scheduler passes per "
-            f"configuration.\n\n{table}\n\n" + "\n".join(lines) + profile
+            "and a kernelband policy state seeded with N frontier entries (k-means clustered); "
+            "all jobs belong to one team whose fair-share cap is lifted (the default 32 "
+            "attempts in flight per team would be the limit, not the scheduler). A pull takes "
+            "three results (generate, compile, profile). A select+dispatch cycle is one "
+            "`select_and_dispatch` call (a pass over every job with free capacity); an ingest "
+            "cycle is one `ingest_batch` call (every result that arrived since the last pass). "
+            f"{WARMUP_STEPS} untimed passes, then {data['seconds_per_config']:g} s of scheduler "
+            f"passes per configuration.\n\n{table}\n\n" + "\n".join(lines) + profile
             + "\n\n![scheduler throughput](results/scheduler_throughput.png)")
 
 
@@ -323,17 +346,20 @@ def _trim(text: str, lines: int = 30) -> str:
 
 
 def plot(data: dict[str, Any]) -> None:
-    """Cycles per second against frontier size, one line per job count and cycle kind."""
+    """Pulls per second and select+dispatch p99 against frontier size, one line per job count."""
     fig, axes = new_figure(2)
     for jobs in sorted({r["jobs"] for r in data["rows"]}):
         rows = [r for r in data["rows"] if r["jobs"] == jobs]
         sizes = [r["frontier"] for r in rows]
-        axes[0].plot(sizes, [r["select_cycles_per_s"] for r in rows], "o-", label=f"{jobs} jobs")
-        axes[1].plot(sizes, [r["ingest_cycles_per_s"] for r in rows], "o-", label=f"{jobs} jobs")
-    for ax, kind in zip(axes, ("select+dispatch", "ingest"), strict=True):
-        ax.axhline(TARGET_CPS, ls="--", c="grey", label="target")
-        ax.set(xscale="log", yscale="log", xlabel="frontier size", ylabel="cycles/s",
-               title=f"{kind} cycles (simulated task results)")
+        axes[0].plot(sizes, [r["pulls_per_s"] for r in rows], "o-", label=f"{jobs} jobs")
+        axes[1].plot(sizes, [r["select_p99_ms"] for r in rows], "o-", label=f"{jobs} jobs")
+    axes[0].axhline(TARGET_PULLS_PER_S, ls="--", c="grey", label="target")
+    axes[1].axhline(TARGET_P99_MS, ls="--", c="grey", label="target")
+    axes[0].set(xscale="log", yscale="log", xlabel="frontier size", ylabel="pulls/s",
+                title="pulls per second (simulated task results)")
+    axes[1].set(xscale="log", yscale="log", xlabel="frontier size", ylabel="ms",
+                title="select+dispatch p99")
+    for ax in axes:
         ax.legend()
     save_figure(fig, "scheduler_throughput.png")
 

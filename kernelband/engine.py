@@ -11,7 +11,7 @@ Celery dispatcher; embedded mode runs it in-process with a thread pool.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -22,7 +22,8 @@ from sqlalchemy.orm import Session, sessionmaker
 from kernelband.config import Settings
 from kernelband.db.models import Attempt, Candidate, Job, Problem, Track, utcnow
 from kernelband.db.session import DatabaseError, session_scope
-from kernelband.dispatch import Dispatcher, TaskMessage
+from kernelband.dispatch import Dispatcher, TaskMessage, TaskResult
+from kernelband.engine_batch import BATCH_SIZE, apply_batch
 from kernelband.engine_ingest import (
     apply_result,
     fail_lost_attempt,
@@ -96,10 +97,7 @@ def step(ctx: EngineContext, drain_timeout_s: float = 0.0) -> StepReport:
         report.expired = expire_leases(session, ctx.clock(), ctx.settings.max_tries,
                                        ctx.settings.lease_s, ctx.dispatcher.waiting,
                                        ctx.settings.queue_timeout_s)
-    for item in ctx.dispatcher.drain(timeout_s=drain_timeout_s):
-        applied = ingest_safely(ctx, item.attempt_id, item.result)
-        report.ingested += int(applied)
-        report.ignored += int(not applied)
+    report.ingested, report.ignored = ingest_batch(ctx, ctx.dispatcher.drain(drain_timeout_s))
     with fenced(ctx) as session:
         report.finished = finish_tracks_and_jobs(session, ctx.clock())
     report.selected, report.dispatched = select_and_dispatch(ctx)
@@ -162,6 +160,24 @@ def ingest_result(session: Session, attempt_id: int, result: dict, max_tries: in
         return True
     apply_result(session, attempt, result)
     return True
+
+
+def ingest_batch(ctx: EngineContext, items: Sequence[TaskResult]) -> tuple[int, int]:
+    """Apply results (and lease heartbeats) many per transaction; returns (applied, ignored).
+    A batch failing on a result (not the fence or database) is retried one per transaction."""
+    outcomes: list[bool] = []
+    for start in range(0, len(items), BATCH_SIZE):
+        chunk = items[start:start + BATCH_SIZE]
+        try:
+            with fenced(ctx) as session:
+                outcomes += apply_batch(session, chunk, ctx.clock(), ctx.settings.lease_s,
+                                        ctx.settings.max_tries)
+        except (FencingError, DatabaseError):
+            raise
+        except Exception:
+            log.exception("a batch of %s results failed; applying them one by one", len(chunk))
+            outcomes += [ingest_safely(ctx, item.attempt_id, item.result) for item in chunk]
+    return sum(outcomes), len(outcomes) - sum(outcomes)
 
 
 def ingest_safely(ctx: EngineContext, attempt_id: int, result: dict) -> bool:
@@ -368,6 +384,7 @@ __all__ = [
     "extend_lease",
     "finish_tracks_and_jobs",
     "in_flight_by_team",
+    "ingest_batch",
     "ingest_result",
     "requeue_orphans",
     "retry_or_fail",

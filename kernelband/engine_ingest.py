@@ -114,18 +114,10 @@ def apply_generate(session: Session, job: Job, track: Track, attempt: Attempt,
 
 
 def new_child(session: Session, track: Track, attempt: Attempt, editable: str) -> Candidate:
-    """The generated child of the pull's parent (a repair turn's child too), with its hash."""
-    parent = session.get_one(Candidate, attempt.candidate_id)
-    repair = attempt.payload.get("repair")
-    child = Candidate(track_id=track.id, parent_id=parent.id, decision_id=attempt.decision_id,
-                      strategy=attempt.payload.get("strategy"), editable=editable,
-                      status="generated", lineage_depth=parent.lineage_depth + 1,
-                      source_hash=source_hash(editable),
-                      turn=int(attempt.payload.get("turn") or 0),
-                      repair_of=repair.get("failed_candidate") if isinstance(repair, dict)
-                      else None)
-    session.add(child)
-    session.flush()
+    """The generated child of the pull's parent (a repair turn's child too), flushed for its id."""
+    child = generated_child(session, track, attempt, {"editable": editable})
+    if child.id is None:
+        session.flush()
     return child
 
 
@@ -151,6 +143,33 @@ def fail_pull(session: Session, job: Job, track: Track, attempt: Attempt,
         return
     reason = (child.reason if child is not None else None) or str(result.get("reason") or "")
     finish_pull(session, job, track, attempt, child, reason or "no code")
+
+
+_CHILDREN = "kb_generated_children"
+
+
+def generated_child(session: Session, track: Track, attempt: Attempt,
+                    result: dict[str, Any]) -> Candidate:
+    """The child a successful generate result describes, added to the session once.
+
+    A batch adds the children of all its generate results first and flushes once, so their
+    ids come back in one INSERT instead of one round trip per result."""
+    prepared: dict[int, Candidate] = session.info.setdefault(_CHILDREN, {})
+    child = prepared.get(attempt.id)
+    if child is None:
+        parent = session.get_one(Candidate, attempt.candidate_id)
+        editable = str(result["editable"])
+        repair = attempt.payload.get("repair")
+        child = Candidate(track_id=track.id, parent_id=parent.id, decision_id=attempt.decision_id,
+                          strategy=attempt.payload.get("strategy"), editable=editable,
+                          status="generated", lineage_depth=parent.lineage_depth + 1,
+                          source_hash=source_hash(editable),
+                          turn=int(attempt.payload.get("turn") or 0),
+                          repair_of=repair.get("failed_candidate") if isinstance(repair, dict)
+                          else None)
+        session.add(child)
+        prepared[attempt.id] = child
+    return child
 
 
 def apply_compile(session: Session, job: Job, track: Track, attempt: Attempt,

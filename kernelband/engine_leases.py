@@ -113,7 +113,13 @@ def extend_lease(session: Session, attempt_id: int, deadline: datetime,
     The first heartbeat of a try also records when a worker took it (`started_at`).
     """
     attempt = session.get(Attempt, attempt_id, with_for_update=True)
-    if attempt is None or attempt.state != "dispatched":
+    return attempt is not None and extend_locked_lease(attempt, deadline, task_id, now)
+
+
+def extend_locked_lease(attempt: Attempt, deadline: datetime, task_id: str = "",
+                        now: datetime | None = None) -> bool:
+    """`extend_lease` for an attempt this transaction already holds locked."""
+    if attempt.state != "dispatched":
         return False
     if task_id and attempt.task_id and task_id != attempt.task_id:
         return False  # a superseded try: only the task now holding the lease may extend it

@@ -28,7 +28,11 @@ _LISTENING = "kb_policy_listening"
 
 
 def cached_state(session: Session, track: Track) -> PolicyState | None:
-    """A copy of the committed state of `track` when this process parsed it before."""
+    """A copy of the state of `track` this transaction saved, else of its committed state
+    when this process parsed it before."""
+    pending = session.info.get(_PENDING, {}).get(id(track))
+    if pending is not None and pending[0] is track:  # saved earlier in this transaction
+        return copy_state(pending[1])
     info = inspect(track)
     if info.attrs.policy_state.history.has_changes():
         return None  # written in this transaction and not flushed yet: the row is not current

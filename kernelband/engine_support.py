@@ -2,21 +2,18 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import func, insert, select, update
+from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session, object_session
 
 from kernelband.bandit import POLICIES, FrontierEntry, PolicyState, make_policy
 from kernelband.bandit.policy import Policy
 from kernelband.db.models import (
-    ArmStat,
     Attempt,
     Candidate,
-    Cluster,
     Event,
     FrontierRow,
     Job,
@@ -26,9 +23,9 @@ from kernelband.db.models import (
     Track,
     utcnow,
 )
-from kernelband.db.upsert import upsert_rows
 from kernelband.dispatch import queue_for
 from kernelband.engine_state import cached_state, remember_state
+from kernelband.engine_views import deferred_writes, touch_job
 
 ACTIVE_ATTEMPT_STATES = ("pending", "dispatched", "expired")
 
@@ -83,6 +80,7 @@ def append_event(session: Session, job_id: int, kind: str, payload: dict[str, An
     counters[job_id] = (last or 0) + 1
     event = Event(job_id=job_id, seq=counters[job_id], kind=kind, payload=payload)
     session.add(event)
+    touch_job(session, job_id)
     return event
 
 
@@ -147,15 +145,14 @@ def save_state(session: Session, track: Track, state: PolicyState,
     size = track.frontier_size or 0
     if len(state.frontier) < size:
         raise RuntimeError(f"track {track.id}: a policy state may only append to its frontier")
-    new = [{"track_id": track.id, "position": i, "entry": e.to_dict()}
-           for i, e in enumerate(state.frontier[size:], start=size)]
-    if new:
-        session.execute(insert(FrontierRow), new)
+    writes = deferred_writes(session)  # rows and views go out at commit, batched
+    writes.frontier_rows += [{"track_id": track.id, "position": i, "entry": e.to_dict()}
+                             for i, e in enumerate(state.frontier[size:], start=size)]
     track.policy_state = stored
     track.frontier_size = len(state.frontier)
     remember_state(session, track, state, stored)
     if previous is None or view_key(previous) != view_key(state):
-        write_arm_view(session, track, state)
+        writes.views[track.id] = (track, session.get_one(Job, track.job_id), state)
 
 
 def view_key(state: PolicyState) -> tuple[Any, ...]:
@@ -163,72 +160,6 @@ def view_key(state: PolicyState) -> tuple[Any, ...]:
     # Frontier entries are only ever appended, so its length stands for its content.
     return (state.t, state.arm_n, state.arm_mu, state.labels, state.n_clusters,
             state.centroids, len(state.frontier))
-
-
-def write_arm_view(session: Session, track: Track, state: PolicyState) -> None:
-    """Arm statistics and clusters as rows, for the dashboard (derived, never read back).
-
-    One upsert per table: rows whose values did not change are left alone, so `updated_at`
-    keeps meaning "last changed".
-    """
-    from kernelband.bandit.strategies import STRATEGY_NAMES
-
-    config = policy_for(session.get_one(Job, track.job_id)).config
-    ucb = _ucb_or_none(state, float(getattr(config, "c", 2.0)))
-    theta = getattr(config, "theta_sat", None)
-    open_mask = _open_mask(state, theta) if theta is not None else None
-    now = utcnow()
-    arms = [{"track_id": track.id, "cluster": cluster,
-             "strategy": STRATEGY_NAMES[index] if index < len(STRATEGY_NAMES) else f"arm{index}",
-             "pulls": float(pulls), "mean_reward": float(state.arm_mu[cluster][index]),
-             "ucb_score": None if ucb is None else ucb[cluster][index],
-             "masked": open_mask is not None and not open_mask[cluster][index],
-             "updated_at": now}
-            for cluster, row in enumerate(state.arm_n) for index, pulls in enumerate(row)]
-    upsert_rows(session, ArmStat, arms, ("track_id", "cluster", "strategy"),
-                ("pulls", "mean_reward", "ucb_score", "masked"), touched="updated_at")
-    _write_clusters(session, track, state, now)
-
-
-def _ucb_or_none(state: PolicyState, c: float) -> list[list[float]] | None:
-    try:
-        from kernelband.bandit.arms import ucb_scores
-
-        scores = ucb_scores(state, c, False)
-    except Exception:  # a policy with another arm layout: the view just omits the score
-        return None
-    return [[float(v) if math.isfinite(float(v)) else 0.0 for v in row] for row in scores]
-
-
-def _open_mask(state: PolicyState, theta: Any) -> list[list[bool]]:
-    """The saturation mask per arm of a masking (KernelBand) policy, with the job's theta."""
-    import numpy as np
-
-    from kernelband.bandit.arms import cluster_members, open_arms
-
-    members = cluster_members(state, len(state.arm_n))
-    mask = open_arms(state, members, np.array(theta, dtype=float))
-    return [[bool(v) for v in row] for row in mask]
-
-
-def _write_clusters(session: Session, track: Track, state: PolicyState, now: datetime) -> None:
-    """One row per cluster: members, size, fastest member (representative) and centroid."""
-    labels = state.labels or [0] * len(state.frontier)
-    members: dict[int, list[str]] = {}
-    fastest: dict[int, FrontierEntry] = {}
-    for entry, label in zip(state.frontier, labels, strict=False):  # one pass, not one per cluster
-        members.setdefault(label, []).append(entry.kernel_id)
-        if label not in fastest or entry.time_ms < fastest[label].time_ms:
-            fastest[label] = entry
-    rows = []
-    for cluster in range(max(state.n_clusters, 1)):
-        best, ids = fastest.get(cluster), members.get(cluster, [])
-        rows.append({"track_id": track.id, "cluster": cluster, "members": ids, "size": len(ids),
-                     "representative_id": int(best.kernel_id) if best else None,
-                     "centroid": state.centroids[cluster] if cluster < len(state.centroids)
-                     else [], "updated_at": now})
-    upsert_rows(session, Cluster, rows, ("track_id", "cluster"),
-                ("members", "size", "representative_id", "centroid"), touched="updated_at")
 
 
 def budget_reason(job: Job, now: datetime) -> str | None:

@@ -148,6 +148,10 @@ class Job(Base):
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     started_at: Mapped[datetime | None] = mapped_column(default=None)
     finished_at: Mapped[datetime | None] = mapped_column(default=None)
+    # Bumped by the scheduler in every transaction that appends an event to the job (each
+    # change the job detail shows comes with one) and by a cancel request; the API's ETags.
+    # Not an ORM version counter: the API and the scheduler both write job rows.
+    version: Mapped[int] = mapped_column(Integer, default=1, server_default="1")
 
 
 class Track(Base):

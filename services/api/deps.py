@@ -69,3 +69,16 @@ def get_current_team(
 
 
 CurrentTeam = Annotated[TeamRef, Depends(get_current_team)]
+
+
+async def get_bearer_token(
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+) -> str:
+    """The bearer token, unchecked: for polled endpoints that authenticate in their own
+    session together with their first read (one round trip instead of two sessions)."""
+    if credentials is None:
+        raise missing_token()
+    return credentials.credentials
+
+
+BearerToken = Annotated[str, Depends(get_bearer_token)]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from datetime import UTC, datetime
 
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -29,6 +30,7 @@ class EmbeddedScheduler:
         self._thread = threading.Thread(target=self._run, name="kb-scheduler", daemon=True)
         self._workers = workers
         self._last_step = time.monotonic()
+        self._last_step_at = datetime.now(UTC)
         self.steps = 0
 
     def start(self) -> None:
@@ -49,6 +51,7 @@ class EmbeddedScheduler:
                 step(self.context, drain_timeout_s=poll)
                 self.steps += 1
                 self._last_step = time.monotonic()
+                self._last_step_at = datetime.now(UTC)
             except Exception:  # one bad step must not stop the service; the next one retries
                 log.exception("scheduler step failed; retrying in %.1fs", poll)
                 self._stop.wait(poll)
@@ -58,7 +61,8 @@ class EmbeddedScheduler:
         """The in-process workers as fleet entries; the heartbeat is the last scheduler step."""
         age = round(time.monotonic() - self._last_step, 3)
         return [WorkerOut(name=f"embedded ({self._workers} threads)", queue="embedded",
-                          heartbeat_age_s=age)]
+                          heartbeat_age_s=age,
+                          last_heartbeat=self._last_step_at)]
 
 
 def register_bootstrap_token(factory: sessionmaker[Session], token: str, team: str) -> bool:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+from functools import lru_cache
+from typing import Any
 
 from sqlalchemy.orm import Session
 
@@ -18,18 +20,20 @@ KNOWN_QUEUES: tuple[str, ...] = (
 )
 
 
-def broker_depths(broker_url: str, queues: tuple[str, ...] = KNOWN_QUEUES) -> dict[str, int]:
-    """LLEN of each Celery queue list in Redis; raises when the broker cannot be reached."""
+@lru_cache(maxsize=4)
+def _redis_client(broker_url: str) -> Any:
+    """One client (with its connection pool) per broker URL: a poll reuses connections."""
     import redis
 
-    client = redis.Redis.from_url(broker_url, socket_connect_timeout=0.5, socket_timeout=0.5)
-    try:
-        pipe = client.pipeline()
-        for name in queues:
-            pipe.llen(name)
-        return {q: int(n) for q, n in zip(queues, pipe.execute(), strict=True)}
-    finally:
-        client.close()
+    return redis.Redis.from_url(broker_url, socket_connect_timeout=0.5, socket_timeout=0.5)
+
+
+def broker_depths(broker_url: str, queues: tuple[str, ...] = KNOWN_QUEUES) -> dict[str, int]:
+    """LLEN of each Celery queue list in Redis; raises when the broker cannot be reached."""
+    pipe = _redis_client(broker_url).pipeline()
+    for name in queues:
+        pipe.llen(name)
+    return {q: int(n) for q, n in zip(queues, pipe.execute(), strict=True)}
 
 
 def queue_depths(session: Session, broker_url: str | None) -> list[QueueDepth]:

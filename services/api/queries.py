@@ -32,6 +32,13 @@ def team_job(session: Session, team_id: int, job_id: int) -> Job:
     return job
 
 
+def found_version(job_id: int, version: int | None) -> int:
+    """The version from `authenticate_for_job`, or 404 (another team's job looks missing)."""
+    if version is None:
+        raise not_found("job", job_id)
+    return version
+
+
 def job_track(session: Session, job: Job, target: str) -> Track | None:
     """The job's track for a target (None while the scheduler has not started it)."""
     if target not in job.targets:
@@ -145,18 +152,32 @@ def arm_stats(session: Session, track_id: int) -> list[ArmStat]:
 
 
 def events_after(session: Session, job_id: int, after: int, limit: int) -> tuple[list[Event], bool]:
-    """Up to `limit` events with seq > after, and whether more follow."""
-    stmt = (
-        select(Event).where(Event.job_id == job_id, Event.seq > after)
-        .order_by(Event.seq).limit(limit + 1)
-    )
-    rows = list(session.scalars(stmt).all())
-    return rows[:limit], len(rows) > limit
+    """Up to `limit` events with seq > after, and whether more follow.
+
+    The numbers come first from the (job_id, seq) index alone; event rows (with their
+    payloads) are read only when there is something new, which most polls find there is not.
+    """
+    seqs = list(session.scalars(
+        select(Event.seq).where(Event.job_id == job_id, Event.seq > after)
+        .order_by(Event.seq).limit(limit + 1)))
+    if not seqs:
+        return [], False
+    last = seqs[min(limit, len(seqs)) - 1]
+    stmt = (select(Event).where(Event.job_id == job_id, Event.seq > after, Event.seq <= last)
+            .order_by(Event.seq))
+    return list(session.scalars(stmt).all()), len(seqs) > limit
 
 
 def workers(session: Session) -> list[Worker]:
     """All workers that have sent a heartbeat."""
     return list(session.scalars(select(Worker).order_by(Worker.queue, Worker.name)).all())
+
+
+def workers_fingerprint(session: Session) -> tuple[int, int, str]:
+    """Count, newest id and newest heartbeat of the workers table: changes with any beat."""
+    count, newest_id, newest_beat = session.execute(
+        select(func.count(Worker.id), func.max(Worker.id), func.max(Worker.last_heartbeat))).one()
+    return int(count or 0), int(newest_id or 0), str(newest_beat)
 
 
 def pending_attempts_by_queue(session: Session) -> dict[str, int]:

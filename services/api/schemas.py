@@ -304,7 +304,8 @@ class WorkerOut(BaseModel):
     queue: str
     target: str | None = None
     gpu_name: str | None = None
-    heartbeat_age_s: float
+    heartbeat_age_s: float = Field(description="Seconds since `last_heartbeat`, at answer time.")
+    last_heartbeat: datetime | None = None
     current_attempt_id: int | None = None
 
 

@@ -4,12 +4,22 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Query, Response, status
+from fastapi import APIRouter, Query, Request, Response, status
 
 from kernelband.db import session_scope
-from kernelband.db.models import FINISHED_JOB_STATUSES, JOB_STATUSES, Problem
+from kernelband.db.models import FINISHED_JOB_STATUSES, JOB_STATUSES, Job, Problem
 from services.api import queries, submission
-from services.api.deps import MAX_ID, CurrentTeam, DbDep, JobId, ProblemLoaderDep, SettingsDep
+from services.api.auth import authenticate_for_job
+from services.api.conditional import NOT_MODIFIED, etag, is_current, not_modified, tag_response
+from services.api.deps import (
+    MAX_ID,
+    BearerToken,
+    CurrentTeam,
+    DbDep,
+    JobId,
+    ProblemLoaderDep,
+    SettingsDep,
+)
 from services.api.errors import ERROR_RESPONSES, ApiError, ErrorBody
 from services.api.problems import check_size
 from services.api.schemas import JobCreate, JobList, JobOut, Target
@@ -82,13 +92,23 @@ def list_jobs(
     "/{job_id}",
     summary="Inspect a job",
     description="Status per track, the best speedup per target with its label "
-    "(measured | estimated), and what the job has spent.",
+    "(measured | estimated), and what the job has spent. Send the `ETag` of the last answer "
+    "in `If-None-Match` to get 304 while nothing changed (elapsed time aside).",
+    response_model=JobOut,
+    responses=NOT_MODIFIED,
 )
-def get_job(job_id: JobId, team: CurrentTeam, db: DbDep) -> JobOut:
+def get_job(job_id: JobId, token: BearerToken, db: DbDep, request: Request,
+            response: Response) -> JobOut | Response:
     with session_scope(db) as session:
+        # The version is read before the job: content can only be newer than its tag.
+        team, version = authenticate_for_job(session, token, job_id)
+        tag = etag("job", job_id, queries.found_version(job_id, version))
+        if is_current(request, tag):
+            return not_modified(tag)
         job = queries.team_job(session, team.id, job_id)
         problem = session.get(Problem, job.problem_id)
         assert problem is not None  # foreign key
+        tag_response(response, tag)
         return job_out(session, job, problem)
 
 
@@ -108,6 +128,7 @@ def cancel_job(job_id: JobId, team: CurrentTeam, db: DbDep) -> JobOut:
                 f"Job {job_id} is already {job.status}; there is nothing to cancel.",
             )
         job.cancel_requested = True
+        job.version = Job.version + 1  # pollers' ETags change with the flag
         session.commit()
         problem = session.get(Problem, job.problem_id)
         assert problem is not None

@@ -4,15 +4,17 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Path, Query
+from fastapi import APIRouter, Path, Query, Request, Response
 from fastapi.responses import PlainTextResponse
 
 from kernelband.db import session_scope
 from kernelband.db.models import CANDIDATE_STATUSES, Problem
 from kernelband.stages import stage_times
 from services.api import queries
+from services.api.auth import authenticate_for_job
 from services.api.best import best_kernel_file
-from services.api.deps import MAX_ID, CurrentTeam, DbDep, JobId
+from services.api.conditional import NOT_MODIFIED, etag, is_current, not_modified, tag_response
+from services.api.deps import MAX_ID, BearerToken, CurrentTeam, DbDep, JobId
 from services.api.errors import ERROR_RESPONSES, ApiError
 from services.api.schemas import (
     ArmOut,
@@ -128,16 +130,23 @@ def bandit_arms(job_id: JobId, target: Target, team: CurrentTeam, db: DbDep) -> 
     "/events",
     summary="Poll a job's events",
     description="Events with seq > after, oldest first. Poll again with after=next_after; "
-    "has_more says a full page was returned and more are waiting.",
+    "has_more says a full page was returned and more are waiting. Send the `ETag` of the "
+    "last answer in `If-None-Match` to get 304 while the job has not changed.",
+    response_model=EventPage,
+    responses=NOT_MODIFIED,
 )
 def list_events(
-    job_id: JobId, team: CurrentTeam, db: DbDep,
+    job_id: JobId, token: BearerToken, db: DbDep, request: Request, response: Response,
     after: Annotated[int, Query(ge=0, le=MAX_ID, description="Return events with a larger seq.")] = 0,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
-) -> EventPage:
+) -> EventPage | Response:
     with session_scope(db) as session:
-        job = queries.team_job(session, team.id, job_id)
-        events, more = queries.events_after(session, job.id, after, limit)
+        _, version = authenticate_for_job(session, token, job_id)
+        tag = etag("events", job_id, queries.found_version(job_id, version), after, limit)
+        if is_current(request, tag):
+            return not_modified(tag)
+        events, more = queries.events_after(session, job_id, after, limit)
+        tag_response(response, tag)
         return EventPage(
             events=[EventOut(seq=e.seq, kind=e.kind, payload=e.payload, created_at=e.created_at)
                     for e in events],

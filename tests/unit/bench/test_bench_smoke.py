@@ -20,6 +20,7 @@ def test_scheduler_config_runs_pulls_on_a_seeded_frontier(
     assert row["jobs"] == 2 and row["frontier"] == 12
     assert row["pulls_selected"] > 0 and row["select_cycles_per_s"] > 0
     assert row["ingest_cycles_per_s"] > 0 and row["ingest_p99_ms"] >= row["ingest_p50_ms"]
+    assert row["results_applied"] >= 3 * row["pulls_selected"] // 2  # batches of results
     with session_scope(sqlite_factory) as session:
         for track in session.query(Track):
             assert track.policy_state is not None and "frontier" not in track.policy_state
@@ -30,21 +31,31 @@ def test_scheduler_config_runs_pulls_on_a_seeded_frontier(
     assert "SIMULATED" in text and "| 2 | 12 |" in text and "not evaluated" in text
 
 
-def test_fleet_simulation_reports_busy_fraction_and_efficiency() -> None:
-    data = fleet_scaling.run_scaling((1, 4), evaluations=24, scale=1 / 2000)
-    one, four = data["rows"]
-    assert one["efficiency"] == 1.0 and 0.5 < one["busy_fraction"] <= 1.0
-    assert four["wall_s"] < one["wall_s"] and 0 < four["efficiency"] <= 1.2
-    assert "SIMULATED" in fleet_scaling.section(data)
+def test_fleet_simulation_feeds_simulated_gpus_through_the_real_scheduler() -> None:
+    data = fleet_scaling.run_scaling((4,), warmup_s=4.0, window_s=4.0)
+    (row,) = data["rows"]
+    assert row["gpus"] == 4 and row["gpu_tasks_finished"] > 0 and row["pulls_per_s"] >= 0
+    assert 0 < row["busy_fraction"] <= 1.0 and row["scheduler_cpu_share"] > 0
+    text = fleet_scaling.section(data)
+    assert "SIMULATED" in text and "| 4 |" in text and "not evaluated" in text
+
+
+def test_busy_time_counts_only_the_window_and_tasks_still_running() -> None:
+    spans = {"spans": [[0.0, 2.0], [1.0, 5.0]], "in_service_since": [4.0], "stopped_at": 10.0}
+    assert fleet_scaling.busy_seconds(spans, 1.0, 6.0) == 1.0 + 4.0 + 2.0
 
 
 def test_api_load_serves_polling_at_a_fixed_rate() -> None:
-    data = api_load.run_load((20.0,), seconds=0.5, experiment_threads=4, capped_rate=20.0)
-    row = data["rows"][0]
-    assert row["requests"] == 10 and row["errors"] == 0
-    assert row["p50_ms"] > 0 and data["events_in_job"] > 0
+    data = api_load.run_load((("full", 20.0), ("dashboard", 20.0)), seconds=0.5,
+                             experiment_threads=4, capped_rate=20.0)
+    full, dashboard = data["rows"]
+    assert full["requests"] == 10 and full["errors"] == 0 and full["not_modified"] == 0
+    assert full["p50_ms"] > 0 and data["events_in_job"] > 0
+    # 9 in 10 dashboard polls send a current ETag and get 304, without a body
+    assert dashboard["errors"] == 0 and dashboard["not_modified"] == 9
     assert data["capped_rows"][0]["errors"] == 0  # the thread-capped server variant serves too
-    assert "| 20 |" in api_load.section(data) and "capped at 4" in api_load.section(data)
+    assert "| dashboard | 20 |" in api_load.section(data)
+    assert "capped at 4" in api_load.section(data)
 
 
 def test_sections_are_replaced_in_place_and_summary_goes_on_top(tmp_path: Path) -> None:

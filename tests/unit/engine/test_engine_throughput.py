@@ -15,6 +15,7 @@ from kernelband.engine import (
     EngineContext,
     dispatch_pending,
     fenced,
+    ingest_batch,
     ingest_safely,
     job_is_finished,
     jobs_needing_finish,
@@ -161,9 +162,9 @@ def test_a_pass_reads_each_table_once_however_many_pulls(db_factory: sessionmake
     # numbers. Claiming reads attempts, tracks, jobs, problems, candidates, measurements once.
     assert selecting.count("SELECT") == 4 and dispatching.count("SELECT") == 6
     if db_factory.kw["bind"].dialect.name == "postgresql":  # SQLite inserts row by row, locally
-        # One multi-row INSERT for the attempts and one for the events, one UPDATE per track;
-        # one batched UPDATE claims every attempt.
-        assert selecting.count("INSERT") == 2 and selecting.count("UPDATE") == 3
+        # One multi-row INSERT for the attempts and one for the events, one UPDATE per track
+        # and one bumping every touched job's version; one batched UPDATE claims every attempt.
+        assert selecting.count("INSERT") == 2 and selecting.count("UPDATE") == 4
         assert dispatching.count("UPDATE") == 1
     payloads = [m.payload for m in ctx.dispatcher.submitted[-12:]]  # type: ignore[attr-defined]
     assert all(p["parent_editable"] == "ORIGINAL" and p["problem"] for p in payloads)
@@ -201,3 +202,43 @@ def test_event_numbers_continue_within_and_across_transactions(
         seqs = session.scalars(select(Event.seq).where(Event.job_id == job_id)
                                .order_by(Event.seq)).all()
     assert list(seqs) == list(range(1, 8))
+
+
+def test_a_batch_of_results_costs_the_same_statements_however_many(
+        db_factory: sessionmaker[Session]) -> None:
+    ctx = context(db_factory)
+    _running_jobs(ctx, count=4, parallelism=2)
+    with fenced(ctx) as session:
+        select_pulls(session, ctx.clock())
+    dispatch_pending(ctx)
+    items = sorted(ctx.dispatcher.drain(), key=lambda item: item.attempt_id)
+    assert len(items) == 8  # generate results: a child and its compile attempt each
+    with StatementLog(db_factory) as two:
+        assert ingest_batch(ctx, items[:2]) == (2, 0)
+    with StatementLog(db_factory) as six:
+        assert ingest_batch(ctx, items[2:]) == (6, 0)
+    # One locking read of every attempt with its rows; the children inserted in one statement;
+    # attempts, events and usage rows in one each at commit; one UPDATE bumps job versions.
+    assert two.count("SELECT") == six.count("SELECT") == 1
+    if db_factory.kw["bind"].dialect.name == "postgresql":  # SQLite inserts row by row, locally
+        assert len(six) == len(two) <= 8, (two, six)
+    with session_scope(db_factory) as session:
+        generated = session.scalars(select(Event.kind).where(
+            Event.kind == "candidate_generated")).all()
+    assert len(generated) == 8
+
+
+def test_a_batch_applies_each_result_once_and_ignores_duplicates(
+        db_factory: sessionmaker[Session]) -> None:
+    ctx = context(db_factory)
+    _running_jobs(ctx, count=2, parallelism=2)
+    with fenced(ctx) as session:
+        select_pulls(session, ctx.clock())
+    dispatch_pending(ctx)
+    items = ctx.dispatcher.drain()
+    assert ingest_batch(ctx, [*items, *items]) == (4, 4)  # the copies name closed attempts
+    assert ingest_batch(ctx, items) == (0, 4)
+    with session_scope(db_factory) as session:
+        children = session.scalars(select(Event.payload).where(
+            Event.kind == "candidate_generated")).all()
+    assert len({c["candidate"] for c in children}) == 4

@@ -6,17 +6,27 @@ const kb = (() => {
   const signIn = (t) => sessionStorage.setItem(KEY, t);
   const signOut = () => { sessionStorage.removeItem(KEY); location.href = "/ui/signin"; };
 
+  // GET answers by path with their ETag: a poll sends If-None-Match and a 304 (nothing
+  // changed) reuses the stored answer, so an unchanged job or fleet costs the server one small read.
+  const tagged = new Map();
+
   async function api(path, options = {}) {
     const headers = Object.assign({ Authorization: "Bearer " + (token() || "") }, options.headers || {});
     if (options.body && !headers["Content-Type"]) headers["Content-Type"] = "application/json";
-    const response = await fetch(path, Object.assign({}, options, { headers }));
+    const isGet = !options.method || options.method === "GET";
+    const kept = isGet ? tagged.get(path) : undefined;
+    if (kept) headers["If-None-Match"] = kept.etag;
+    const response = await fetch(path, Object.assign({ cache: "no-store" }, options, { headers }));
     if (response.status === 401) { signOut(); throw new Error("not signed in"); }
+    if (response.status === 304 && kept) return kept.data;
     const text = await response.text();
     const data = text && (response.headers.get("content-type") || "").includes("json") ? JSON.parse(text) : text;
     if (!response.ok) {
       const msg = (data && data.message) || (data && data.detail && JSON.stringify(data.detail)) || response.statusText;
       throw new Error(msg);
     }
+    const etag = response.headers.get("ETag");
+    if (isGet && etag) tagged.set(path, { etag, data }); else tagged.delete(path);
     return data;
   }
 

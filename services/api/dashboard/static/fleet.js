@@ -5,7 +5,7 @@ async function refreshFleet() {
   const workers = [...data.workers].sort((a, b) => String(a.target).localeCompare(String(b.target)));
   document.querySelector("#workers-table tbody").replaceChildren(...workers.map((w) => el("tr", {}, [
     el("td", {}, [w.target || "-"]), el("td", {}, [w.name]), el("td", {}, [w.queue]),
-    el("td", {}, [w.gpu_name || "-"]), el("td", {}, [w.heartbeat_age_s.toFixed(1) + " s"]),
+    el("td", {}, [w.gpu_name || "-"]), el("td", {}, [w.last_heartbeat ? kb.age(w.last_heartbeat) : w.heartbeat_age_s.toFixed(1) + " s"]),
     el("td", {}, [w.current_attempt_id === null ? "idle" : "attempt " + w.current_attempt_id]),
   ])));
   document.querySelector("#queues-table tbody").replaceChildren(...data.queues.map((q) => el("tr", {}, [

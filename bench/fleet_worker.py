@@ -1,0 +1,109 @@
+"""SIMULATED GPU fleet: one process answering the service's task queues in Redis.
+
+It plays `--gpus` GPU workers of one target (`-c 1` each, so at most that many profile or
+verify tasks in service at once) plus instant LLM and CPU workers. Tasks are taken from the
+Celery queues the scheduler fills (Redis lists), and answered on the `results` queue in the
+workers' message format (services/worker/messages.py). A GPU task "runs" for a lognormal time
+(median `--median-s`, sigma `--sigma`); no kernel, compiler or LLM runs. At exit it writes
+every GPU task's (start, end) monotonic times as JSON to `--out`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import heapq
+import json
+import signal
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import redis
+from kombu import Connection
+
+from bench.scheduler_throughput import SIM_TASKS
+from services.worker.messages import ResultMessage, publish
+
+INSTANT_QUEUES = ("llm", "cpu")
+
+
+def task_of(raw: bytes) -> dict[str, Any]:
+    """The TaskMessage dict inside a Celery (protocol 2) message as kombu's Redis transport
+    stores it: a JSON envelope whose body is base64 JSON `[args, kwargs, embed]`."""
+    envelope = json.loads(raw)
+    body = envelope["body"]
+    if envelope.get("properties", {}).get("body_encoding") == "base64":
+        body = base64.b64decode(body)
+    args = json.loads(body)[0]
+    return dict(args[0])
+
+
+def answer(connection: Connection, task: dict[str, Any], wall_s: float) -> None:
+    """Publish the SIMULATED result of one task."""
+    result = SIM_TASKS[task["kind"]](dict(task["payload"]))
+    publish(connection, ResultMessage(attempt_id=int(task["attempt_id"]), kind=task["kind"],
+                                      result=result, worker="simulated", wall_s=wall_s))
+
+
+class Fleet:
+    """The simulated workers' state: GPU tasks in service, ordered by when they finish."""
+
+    def __init__(self, broker_url: str, gpus: int, gpu_queue: str, median_s: float,
+                 sigma: float, seed: int) -> None:
+        self.client = redis.Redis.from_url(broker_url)
+        self.connection = Connection(broker_url)
+        self.gpus, self.gpu_queue = gpus, gpu_queue
+        self.rng = np.random.default_rng(seed)
+        self.median_s, self.sigma = median_s, sigma
+        self.running: list[tuple[float, int, dict[str, Any], float]] = []  # (end, n, task, start)
+        self.spans: list[tuple[float, float]] = []
+        self.taken = 0
+
+    def turn(self) -> bool:
+        """Finish due GPU tasks, take new ones into free slots, answer instant ones."""
+        now = time.monotonic()
+        busy = False
+        while self.running and self.running[0][0] <= now:
+            end, _, task, start = heapq.heappop(self.running)
+            answer(self.connection, task, end - start)
+            self.spans.append((start, end))
+            busy = True
+        free = self.gpus - len(self.running)
+        for raw in (self.client.rpop(self.gpu_queue, free) or []) if free else []:
+            duration = float(self.rng.lognormal(np.log(self.median_s), self.sigma))
+            self.taken += 1
+            heapq.heappush(self.running, (now + duration, self.taken, task_of(raw), now))
+            busy = True
+        for queue in INSTANT_QUEUES:
+            for raw in self.client.rpop(queue, 500) or []:
+                answer(self.connection, task_of(raw), 0.0)
+                busy = True
+        return busy
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Serve until SIGTERM, then write the GPU busy spans."""
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--broker", required=True)
+    parser.add_argument("--gpus", type=int, required=True)
+    parser.add_argument("--queue", default="gpu.h100")
+    parser.add_argument("--median-s", type=float, default=3.0)
+    parser.add_argument("--sigma", type=float, default=0.3)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", type=Path, required=True)
+    args = parser.parse_args(argv)
+    fleet = Fleet(args.broker, args.gpus, args.queue, args.median_s, args.sigma, args.seed)
+    stopping = []
+    signal.signal(signal.SIGTERM, lambda *_: stopping.append(True))
+    args.out.with_suffix(".ready").write_text("ready")  # imports done, SIGTERM handled
+    while not stopping:
+        if not fleet.turn():
+            time.sleep(0.005)
+    args.out.write_text(json.dumps({"spans": fleet.spans, "stopped_at": time.monotonic(),
+                                    "in_service_since": [s for _, _, _, s in fleet.running]}))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,139 @@
+"""Rows a scheduler transaction writes just before it commits, each table in one statement.
+
+New frontier entries, the arm/cluster views the dashboard reads (derived from the policy
+state, never read back) and the `version` of every job the transaction appended events to
+(the API's ETags). Collected while results and pulls are applied, written by one
+`before_commit` hook, so a batch of results costs one statement per table, not per result.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import event as orm_events
+from sqlalchemy import insert, update
+from sqlalchemy.orm import Session
+
+from kernelband.bandit import FrontierEntry, PolicyState, make_policy
+from kernelband.db.models import ArmStat, Cluster, FrontierRow, Job, Track, utcnow
+from kernelband.db.upsert import upsert_rows
+
+
+@dataclass
+class DeferredWrites:
+    """Rows one transaction writes just before it commits, each table in one statement."""
+
+    touched_jobs: set[int] = field(default_factory=set)  # their `version` is bumped
+    frontier_rows: list[dict[str, Any]] = field(default_factory=list)
+    # The latest state per track, with its job (held here: the identity map holds rows weakly).
+    views: dict[int, tuple[Track, Job, PolicyState]] = field(default_factory=dict)
+
+
+_DEFERRED = "kb_deferred_writes"
+
+
+def deferred_writes(session: Session) -> DeferredWrites:
+    """The current transaction's deferred writes (written by `_write_deferred` at commit)."""
+    transaction = session.get_transaction()
+    held = session.info.get(_DEFERRED)
+    if held is None or held[0] is not transaction:
+        held = session.info[_DEFERRED] = (transaction, DeferredWrites())
+        if not orm_events.contains(session, "before_commit", _write_deferred):
+            orm_events.listen(session, "before_commit", _write_deferred)
+    writes: DeferredWrites = held[1]
+    return writes
+
+
+def touch_job(session: Session, job_id: int) -> None:
+    """Bump the job's `version` when this transaction commits (once, however many events)."""
+    deferred_writes(session).touched_jobs.add(job_id)
+
+
+def _write_deferred(session: Session) -> None:
+    """before_commit: new frontier rows, the arm/cluster views and job versions, batched."""
+    held = session.info.pop(_DEFERRED, None)
+    if held is None or held[0] is not session.get_transaction():
+        return
+    writes: DeferredWrites = held[1]
+    if writes.frontier_rows:
+        session.execute(insert(FrontierRow), writes.frontier_rows)
+    arms: list[dict[str, Any]] = []
+    clusters: list[dict[str, Any]] = []
+    now = utcnow()
+    for track, job, state in writes.views.values():
+        arms += arm_rows(job, track, state, now)
+        clusters += cluster_rows(track, state, now)
+    upsert_rows(session, ArmStat, arms, ("track_id", "cluster", "strategy"),
+                ("pulls", "mean_reward", "ucb_score", "masked"), touched="updated_at")
+    upsert_rows(session, Cluster, clusters, ("track_id", "cluster"),
+                ("members", "size", "representative_id", "centroid"), touched="updated_at")
+    if writes.touched_jobs:
+        session.execute(update(Job).where(Job.id.in_(sorted(writes.touched_jobs)))
+                        .values(version=Job.version + 1)
+                        .execution_options(synchronize_session=False))
+
+
+def arm_rows(job: Job, track: Track, state: PolicyState, now: datetime) -> list[dict[str, Any]]:
+    """Arm statistics as rows, for the dashboard (derived, never read back).
+
+    Upserted, so rows whose values did not change keep their `updated_at` ("last changed").
+    """
+    from kernelband.bandit.strategies import STRATEGY_NAMES
+
+    config = make_policy(job.policy, dict(job.policy_params or {})).config
+    ucb = _ucb_or_none(state, float(getattr(config, "c", 2.0)))
+    theta = getattr(config, "theta_sat", None)
+    open_mask = _open_mask(state, theta) if theta is not None else None
+    return [{"track_id": track.id, "cluster": cluster,
+             "strategy": STRATEGY_NAMES[index] if index < len(STRATEGY_NAMES) else f"arm{index}",
+             "pulls": float(pulls), "mean_reward": float(state.arm_mu[cluster][index]),
+             "ucb_score": None if ucb is None else ucb[cluster][index],
+             "masked": open_mask is not None and not open_mask[cluster][index],
+             "updated_at": now}
+            for cluster, row in enumerate(state.arm_n) for index, pulls in enumerate(row)]
+
+
+def _ucb_or_none(state: PolicyState, c: float) -> list[list[float]] | None:
+    try:
+        from kernelband.bandit.arms import ucb_scores
+
+        scores = ucb_scores(state, c, False)
+    except Exception:  # a policy with another arm layout: the view just omits the score
+        return None
+    return [[float(v) if math.isfinite(float(v)) else 0.0 for v in row] for row in scores]
+
+
+def _open_mask(state: PolicyState, theta: Any) -> list[list[bool]]:
+    """The saturation mask per arm of a masking (KernelBand) policy, with the job's theta."""
+    import numpy as np
+
+    from kernelband.bandit.arms import cluster_members, open_arms
+
+    members = cluster_members(state, len(state.arm_n))
+    mask = open_arms(state, members, np.array(theta, dtype=float))
+    return [[bool(v) for v in row] for row in mask]
+
+
+def cluster_rows(track: Track, state: PolicyState, now: datetime) -> list[dict[str, Any]]:
+    """One row per cluster: members, size, fastest member (representative) and centroid."""
+    labels = state.labels or [0] * len(state.frontier)
+    members: dict[int, list[str]] = {}
+    fastest: dict[int, FrontierEntry] = {}
+    for entry, label in zip(state.frontier, labels, strict=False):  # one pass, not one per cluster
+        members.setdefault(label, []).append(entry.kernel_id)
+        if label not in fastest or entry.time_ms < fastest[label].time_ms:
+            fastest[label] = entry
+    rows = []
+    for cluster in range(max(state.n_clusters, 1)):
+        best, ids = fastest.get(cluster), members.get(cluster, [])
+        rows.append({"track_id": track.id, "cluster": cluster, "members": ids, "size": len(ids),
+                     "representative_id": int(best.kernel_id) if best else None,
+                     "centroid": state.centroids[cluster] if cluster < len(state.centroids)
+                     else [], "updated_at": now})
+    return rows
+
+
+__all__ = ["DeferredWrites", "arm_rows", "cluster_rows", "deferred_writes", "touch_job"]
