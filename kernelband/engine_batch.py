@@ -23,6 +23,7 @@ from kernelband.dispatch import TaskResult
 from kernelband.engine_ingest import LockedAttempt, apply_result, generated_child
 from kernelband.engine_leases import extend_locked_lease
 from kernelband.engine_support import lease_deadline, prime_event_counters
+from kernelband.loop.dedupe import prefetch_same_source
 
 BATCH_SIZE = 500  # results per transaction: bounds how long attempt locks are held
 OPEN_STATES = ("pending", "dispatched", "expired")
@@ -54,6 +55,7 @@ def add_children(session: Session, locked: dict[int, LockedAttempt],
 
     Only an attempt's first result is looked at: it is the one that will be applied."""
     seen: set[int] = set()
+    children = []
     for item in items:
         if item.result.get("heartbeat") or item.attempt_id in seen:
             continue
@@ -62,8 +64,9 @@ def add_children(session: Session, locked: dict[int, LockedAttempt],
         if (attempt is not None and track is not None and attempt.kind == "generate"
                 and attempt.state in OPEN_STATES and item.result.get("ok")
                 and item.result.get("editable")):
-            generated_child(session, track, attempt, item.result)
+            children.append(generated_child(session, track, attempt, item.result))
     session.flush()
+    prefetch_same_source(session, children)
 
 
 def apply_locked(session: Session, attempt: Attempt, result: dict, max_tries: int) -> bool:

@@ -9,12 +9,32 @@ from sqlalchemy.orm import Session
 from kernelband.db.models import Candidate, Job, Measurement, Track
 
 IN_EVALUATION = ("generated", "compiled")
+_PREFETCHED = "kb_same_source"  # session.info: (track, hash) -> candidates, for a result batch
+
+
+def prefetch_same_source(session: Session, children: list[Candidate]) -> None:
+    """One read of every candidate sharing a track and normalised source with these children,
+    so that a batch of generate results looks duplicates up without a query per result."""
+    keys = {(c.track_id, c.source_hash) for c in children if c.source_hash is not None}
+    if not keys:
+        return
+    query = (select(Candidate).where(Candidate.track_id.in_({t for t, _ in keys}),
+                                     Candidate.source_hash.in_({h for _, h in keys}),
+                                     Candidate.status != "duplicate")
+             .order_by(Candidate.id))
+    found: dict[tuple[int, str], list[Candidate]] = {key: [] for key in keys}
+    for candidate in session.scalars(query):
+        found.get((candidate.track_id, candidate.source_hash or ""), []).append(candidate)
+    session.info.setdefault(_PREFETCHED, {}).update(found)
 
 
 def find_duplicate(session: Session, job: Job, child: Candidate) -> Candidate | None:
     """The first candidate of the child's track with the same normalised source, if any."""
     if not job.dedupe or child.source_hash is None:
         return None
+    prefetched = session.info.get(_PREFETCHED, {}).get((child.track_id, child.source_hash))
+    if prefetched is not None:
+        return next((c for c in prefetched if c.id != child.id and c.status != "duplicate"), None)
     query = (select(Candidate).where(Candidate.track_id == child.track_id,
                                      Candidate.source_hash == child.source_hash,
                                      Candidate.status != "duplicate", Candidate.id != child.id)
