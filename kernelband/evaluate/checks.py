@@ -63,6 +63,7 @@ class CaseChecker:
         self.seal = seal  # issue 18: TimerSeal taken before the candidate was loaded
         self.run_s = 0.0
         self.worst_err = 0.0
+        self.early: Any = None
 
     def _call(self, who: str, args: list[Any], where: str) -> Any:
         fn = self.runtime.candidate if who == "candidate" else self.runtime.reference
@@ -71,6 +72,7 @@ class CaseChecker:
         context = _capture() if watched else nullcontext(launches)
         work: Any = _torch_work() if watched else nullcontext()
         host: Any = hardening.host_work() if watched else nullcontext()  # issue 18
+        threads = hardening.live_threads()
         start = time.perf_counter()
         try:
             with context as launches, work, host:
@@ -85,7 +87,9 @@ class CaseChecker:
             self.run_s += time.perf_counter() - start
         if who == "candidate" and _violations():
             raise Rejected("sandbox_violation", f"{where}: {_violations()[0]}")
-        if who == "candidate" and (found := hardening.after_candidate_call(self.seal, launches)):
+        if who == "candidate":
+            self.early = hardening.early_copy(out)  # issue 18: the result as it was at return
+        if who == "candidate" and (found := hardening.after_candidate_call(self.seal, launches, threads)):
             raise Rejected(found[0], f"{where}: {found[1]}")  # issue 18: timers, side streams
         if watched and not launches:
             raise Rejected("decoy_no_triton_launch", f"{where}: the candidate launched no Triton kernel "
@@ -119,6 +123,10 @@ class CaseChecker:
             cand_out = self._call("candidate", cand_args, where)
         if not_plain := hardening.output_problem(cand_out):  # issue 18: plain tensors only
             raise Rejected("output_not_plain_tensor", f"{where}: {not_plain}")
+        if hardening.changed_after_return(self.early, cand_out):  # issue 18: threads, streams
+            raise Rejected("output_changed_after_return", f"{where}: the result changed after the "
+                           "candidate returned (work left running on another thread or stream); "
+                           "finish all work before returning")
         inplace = self.problem.inplace_outputs
         if aliased := aliased_indices(cand_out, cand_args, inplace):
             raise Rejected("output_aliases_input", f"{where}: the output shares memory with input "

@@ -8,11 +8,19 @@ from __future__ import annotations
 
 from typing import Any
 
+from kernelband.evaluate.compare import bitwise_equal, tensors
 from kernelband.evaluate.host_work import HostWork, host_work_problem
-from kernelband.evaluate.integrity import TimerSeal, launch_streams, output_problem, stash_and_scrub
+from kernelband.evaluate.integrity import (
+    TimerSeal,
+    launch_streams,
+    output_problem,
+    snapshot_out,
+    stash_and_scrub,
+    synchronize,
+)
 
-__all__ = ["TimerSeal", "after_candidate_call", "host_work", "host_work_problem", "output_problem",
-           "stash_and_scrub"]
+__all__ = ["TimerSeal", "after_candidate_call", "live_threads", "changed_after_return", "early_copy", "host_work",
+           "host_work_problem", "output_problem", "stash_and_scrub"]
 
 # Must match kernelband.evaluate.checks.TORCH_SHARE_LIMIT: host exports weigh like torch work.
 HOST_SHARE_LIMIT = 1.0
@@ -23,8 +31,20 @@ def host_work() -> HostWork:
     return HostWork()
 
 
-def after_candidate_call(seal: TimerSeal | None, records: list[Any]) -> tuple[str, str] | None:
-    """`(reason, message)` when a candidate call replaced a timer or launched on a side stream."""
+def live_threads() -> set[int]:
+    """Identifiers of the Python threads alive now."""
+    import threading
+
+    return {t.ident for t in threading.enumerate() if t.ident is not None}
+
+
+def after_candidate_call(seal: TimerSeal | None, records: list[Any],
+                         threads_before: set[int] | None = None) -> tuple[str, str] | None:
+    """`(reason, message)` when a candidate call replaced a timer, left a thread running or
+    launched on a side stream."""
+    if threads_before is not None and (live_threads() - threads_before):
+        return ("background_thread", "the candidate left a thread running after it returned; "
+                "compute the whole result before returning, on the calling thread")
     if seal is not None and (broken := seal.broken()):
         return ("timer_tampered", f"the candidate replaced {broken}; a kernel must not touch "
                 "timers, events or statistics functions")
@@ -48,3 +68,16 @@ def _current_stream() -> int | None:
     if not (torch.cuda.is_available() and torch.cuda.is_initialized()):
         return None
     return int(torch.cuda.current_stream().cuda_stream)
+
+
+def early_copy(out: Any) -> Any:
+    """A copy of a result taken the moment the call returned (nothing synchronised first)."""
+    return snapshot_out(out)
+
+
+def changed_after_return(early: Any, out: Any) -> bool:
+    """True when a result differs from its copy at return, once every stream has finished."""
+    if output_problem(out) or not any(True for _ in tensors(out)):
+        return False  # not plain (reported as such) or no tensors: nothing runs after return
+    synchronize()
+    return not bitwise_equal(early, out)

@@ -144,3 +144,16 @@ def launch_streams(records: list[Any], timed_stream: Any) -> list[str]:
     """Names of captured launches made on a stream other than `timed_stream`."""
     return [r.kernel_name for r in records
             if getattr(r, "stream", None) is not None and r.stream != timed_stream]
+
+
+def snapshot_out(out: Any) -> Any:
+    """Clones of a result's plain tensors (other values, subclasses included, as they are)."""
+    if isinstance(out, torch.Tensor):
+        plain = type(out) is torch.Tensor and out.device.type != "meta"
+        return out.detach().clone() if plain else out
+    if isinstance(out, list | tuple):
+        items = [snapshot_out(o) for o in out]
+        return type(out)(items) if type(out) in (list, tuple) else items
+    if isinstance(out, dict):
+        return {k: snapshot_out(v) for k, v in out.items()}
+    return out

@@ -148,7 +148,7 @@ class VerifiedRuns:
         start = time.perf_counter()
         # a copy taken now, before any synchronisation: work still running on another stream
         # or thread after the call returned shows up as a difference with the final output
-        early = _snapshot_out(call.out)
+        early = integrity.snapshot_out(call.out)
         if last or self.rng.random() < self.config.fraction:
             self.verified += 1
             self._verify(call, early)
@@ -181,12 +181,3 @@ class VerifiedRuns:
         inplace = self.problem.inplace_outputs
         return (out, [args[i] for i in inplace]) if inplace else out
 
-
-def _snapshot_out(out: Any) -> Any:
-    if isinstance(out, torch.Tensor):
-        return out.detach().clone() if type(out) is torch.Tensor else out
-    if isinstance(out, list | tuple):
-        return [_snapshot_out(o) for o in out]
-    if isinstance(out, dict):
-        return {k: _snapshot_out(v) for k, v in out.items()}
-    return out
