@@ -13,7 +13,13 @@ import pytest
 import torch
 
 from kernelband.evaluate.timing_check import HostDevice, check_timing
-from kernelband.evaluate.verified_timing import STRICT, TimingRejected, VerifiedRuns, VerifyConfig, salt
+from kernelband.evaluate.verified_timing import (
+    STRICT,
+    TimingRejected,
+    VerifiedRuns,
+    VerifyConfig,
+    salt,
+)
 from kernelband.problem import KernelProblem
 from kernelband.profile.timing import TimingConfig, measure
 from kernelband.sandbox import SandboxLimits, load_problem_sandboxed, shutdown_pool
