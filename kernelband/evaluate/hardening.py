@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from kernelband.evaluate import integrity
 from kernelband.evaluate.compare import bitwise_equal, tensors
 from kernelband.evaluate.host_work import HostWork, host_work_problem
 from kernelband.evaluate.integrity import (
@@ -15,12 +16,11 @@ from kernelband.evaluate.integrity import (
     launch_streams,
     output_problem,
     snapshot_out,
-    stash_and_scrub,
     synchronize,
 )
 
 __all__ = ["TimerSeal", "after_candidate_call", "live_threads", "changed_after_return", "early_copy", "host_work",
-           "host_work_problem", "output_problem", "stash_and_scrub"]
+           "host_work_problem", "output_problem", "scrub_reference"]
 
 # Must match kernelband.evaluate.checks.TORCH_SHARE_LIMIT: host exports weigh like torch work.
 HOST_SHARE_LIMIT = 1.0
@@ -81,3 +81,12 @@ def changed_after_return(early: Any, out: Any) -> bool:
         return False  # not plain (reported as such) or no tensors: nothing runs after return
     synchronize()
     return not bitwise_equal(early, out)
+
+
+def scrub_reference(out: Any, ref_args: list[Any], runtime: Any) -> Any:
+    """`integrity.stash_and_scrub` of a reference result, sparing its inputs and model state."""
+    protected: list[Any] = [ref_args]
+    for pair in getattr(runtime, "_models", {}).values():  # KernelBench: Model and ModelNew
+        for module in pair:
+            protected += [list(module.parameters()), list(module.buffers())]
+    return integrity.stash_and_scrub(out, protected)

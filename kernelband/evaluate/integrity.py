@@ -104,13 +104,26 @@ def scrub_free_memory() -> int:
     return sum(int(t.numel()) for t in held)
 
 
-def stash_and_scrub(out: Any) -> Any:
-    """A private copy of the reference's result; the original's memory is poisoned and freed."""
+def stash_and_scrub(out: Any, protected: Any = ()) -> Any:
+    """A private copy of the reference's result; the original's memory is poisoned and freed.
+
+    Tensors sharing storage with `protected` (the reference's inputs, its model's weights) are
+    copied but left intact: the reference still needs them.
+    """
     stash = _clone_tree(out)
+    keep = {_storage_ptr(t) for t in tensors(protected)}
     for t in tensors(out):
-        poison(t)
+        if type(t) is torch.Tensor and t.device.type != "meta" and _storage_ptr(t) not in keep:
+            poison(t)
     scrub_free_memory()
     return stash
+
+
+def _storage_ptr(t: torch.Tensor) -> int:
+    try:
+        return int(t.untyped_storage().data_ptr())
+    except (RuntimeError, NotImplementedError):
+        return -1
 
 
 def _clone_tree(value: Any) -> Any:

@@ -49,9 +49,19 @@ def test_plain_results_pass() -> None:
 
 def test_stash_keeps_a_copy_and_poisons_the_reference_output() -> None:
     out = torch.arange(6, dtype=torch.float32)
-    stash = hardening.stash_and_scrub(out)
+    stash = integrity.stash_and_scrub(out)
     assert torch.equal(stash, torch.arange(6, dtype=torch.float32))
     assert bool(torch.isnan(out).all())  # a candidate reading the freed memory finds NaN
+
+
+def test_a_reference_result_aliasing_its_inputs_or_weights_is_not_poisoned() -> None:
+    x = torch.ones(4)
+    model = torch.nn.Linear(2, 2)
+    runtime = SimpleNamespace(_models={"c": (model, model)})
+    weight = model.weight.detach().clone()
+    stash = hardening.scrub_reference((x[1:], model.weight, torch.zeros(2)), [x], runtime)
+    assert torch.equal(x, torch.ones(4)) and torch.equal(model.weight.detach(), weight)
+    assert torch.equal(stash[0], torch.ones(3))
 
 
 def test_scrub_and_l2_reset_are_no_ops_without_cuda() -> None:
