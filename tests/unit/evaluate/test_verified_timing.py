@@ -187,3 +187,4 @@ def test_timing_phase_cheat_is_rejected_for_its_own_reason(vector_add: KernelPro
     result = check_timing(vector_add, path.read_text(), limits=LIMITS, strict=True)
     assert not result["ok"]
     assert result["reason"].startswith(f"{expect}:call="), result["message"]
+
