@@ -71,7 +71,7 @@ class CaseChecker:
         watched = who == "candidate" and self.count_launches
         context = _capture() if watched else nullcontext(launches)
         work: Any = _torch_work() if watched else nullcontext()
-        host: Any = hardening.host_work() if watched else nullcontext()  # issue 18
+        host: Any = hardening.host_work(args, self.runtime) if watched else nullcontext()  # issue 18
         threads = hardening.live_threads()
         start = time.perf_counter()
         try:

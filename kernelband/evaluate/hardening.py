@@ -26,9 +26,18 @@ __all__ = ["TimerSeal", "after_candidate_call", "live_threads", "changed_after_r
 HOST_SHARE_LIMIT = 1.0
 
 
-def host_work() -> HostWork:
-    """A fresh host-export counter (a torch function mode) for one candidate call."""
-    return HostWork()
+def host_work(args: list[Any], runtime: Any = None) -> HostWork:
+    """A host-export counter (a torch function mode) for one candidate call on `args`; a
+    KernelBench model's weights count as inputs too."""
+    return HostWork([args, *_model_state(runtime)])
+
+
+def _model_state(runtime: Any) -> list[Any]:
+    state: list[Any] = []
+    for pair in getattr(runtime, "_models", {}).values():  # KernelBench: Model and ModelNew
+        for module in pair:
+            state += [list(module.parameters()), list(module.buffers())]
+    return state
 
 
 def live_threads() -> set[int]:
@@ -85,8 +94,4 @@ def changed_after_return(early: Any, out: Any) -> bool:
 
 def scrub_reference(out: Any, ref_args: list[Any], runtime: Any) -> Any:
     """`integrity.stash_and_scrub` of a reference result, sparing its inputs and model state."""
-    protected: list[Any] = [ref_args]
-    for pair in getattr(runtime, "_models", {}).values():  # KernelBench: Model and ModelNew
-        for module in pair:
-            protected += [list(module.parameters()), list(module.buffers())]
-    return integrity.stash_and_scrub(out, protected)
+    return integrity.stash_and_scrub(out, [ref_args, *_model_state(runtime)])

@@ -7,9 +7,9 @@ import torch
 from kernelband.evaluate.host_work import HostWork, host_work_problem
 
 
-def test_numpy_tolist_and_item_exports_are_counted() -> None:
+def test_numpy_tolist_and_item_exports_of_inputs_are_counted() -> None:
     x = torch.randn(100)
-    with HostWork() as host:
+    with HostWork([x]) as host:
         x.numpy()
         x.tolist()
         for i in range(10):
@@ -18,9 +18,26 @@ def test_numpy_tolist_and_item_exports_are_counted() -> None:
     assert set(host.ops) == {"numpy", "tolist", "item"}
 
 
+def test_a_copy_of_an_input_is_still_input_data() -> None:
+    x = torch.randn(100)
+    with HostWork([x]) as host:
+        x.clone().contiguous().reshape(10, 10).tolist()
+    assert host.elements == 100
+
+
+def test_a_result_allocated_for_the_kernel_is_not_input_data() -> None:
+    x = torch.randn(100)
+    with HostWork([x]) as host:
+        out = torch.empty_like(x)
+        out.copy_(torch.ones(100))  # stands in for the Triton kernel writing its result
+        out.numpy()
+        out.tolist()
+    assert host.elements == 0
+
+
 def test_moves_on_the_host_device_are_free() -> None:
     x = torch.randn(50)
-    with HostWork() as host:
+    with HostWork([x]) as host:
         x.cpu()
         x.to("cpu")
         x.shape  # noqa: B018 - metadata
