@@ -212,9 +212,8 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     from kernelband.evaluate.integrity import reset_l2_persistence
-    from kernelband.problem import load_problem
     from kernelband.profile.archs import target_for_capability
-    from kernelband.sandbox import SandboxLimits, shutdown_pool
+    from kernelband.sandbox import SandboxLimits, load_problem_sandboxed, shutdown_pool
 
     if not torch.cuda.is_available():
         print("no CUDA GPU: run this on a GPU node", file=sys.stderr)
@@ -222,7 +221,7 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     target = target_for_capability(*torch.cuda.get_device_capability())
     limits = SandboxLimits.from_settings(wall_s=240.0)
-    problem = load_problem(PROBLEM, "native", "adversarial_add")
+    problem = load_problem_sandboxed(PROBLEM, "native", "adversarial_add", limits)
     names = [n for n in CANDIDATES if not args.only or n in args.only.split(",")]
     rows = []
     try:
