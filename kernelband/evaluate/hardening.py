@@ -6,6 +6,7 @@ launches, plain-tensor outputs and scrubbing the reference's memory.
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 from kernelband.evaluate import integrity
@@ -40,11 +41,20 @@ def _model_state(runtime: Any) -> list[Any]:
     return state
 
 
-def live_threads() -> set[int]:
-    """Identifiers of the Python threads alive now."""
-    import threading
+# Worker threads of thread pools (what a library starts to compile in parallel) are not the
+# kernel's; a thread running any other function, torch's included, is.
+LIBRARY_THREAD_MODULES = ("concurrent.futures", "threading")
 
-    return {t.ident for t in threading.enumerate() if t.ident is not None}
+
+def _library_thread(thread: Any) -> bool:
+    target = getattr(thread, "_target", None) or type(thread).run
+    module = str(getattr(target, "__module__", "") or "")
+    return type(thread).run is threading.Thread.run and module.startswith(LIBRARY_THREAD_MODULES)
+
+
+def live_threads() -> set[int]:
+    """Identifiers of the Python threads alive now, thread-pool workers excepted."""
+    return {t.ident for t in threading.enumerate() if t.ident is not None and not _library_thread(t)}
 
 
 def after_candidate_call(seal: TimerSeal | None, records: list[Any],

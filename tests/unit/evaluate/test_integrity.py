@@ -85,12 +85,16 @@ def test_a_result_changed_after_return_is_noticed() -> None:
     assert hardening.changed_after_return(early, out)
 
 
+def _wait(stop: object) -> None:
+    stop.wait()  # type: ignore[attr-defined]
+
+
 def test_a_thread_left_running_is_reported() -> None:
     import threading
 
     before = hardening.live_threads()
     stop = threading.Event()
-    thread = threading.Thread(target=stop.wait)
+    thread = threading.Thread(target=_wait, args=(stop,))
     thread.start()
     try:
         found = hardening.after_candidate_call(None, [], before)
@@ -98,3 +102,17 @@ def test_a_thread_left_running_is_reported() -> None:
         stop.set()
         thread.join()
     assert found is not None and found[0] == "background_thread"
+
+
+def test_threads_running_library_plumbing_are_not_the_kernels() -> None:
+    import threading
+
+    before = hardening.live_threads()
+    stop = threading.Event()
+    thread = threading.Thread(target=stop.wait)  # a method of the threading module
+    thread.start()
+    try:
+        assert hardening.after_candidate_call(None, [], before) is None
+    finally:
+        stop.set()
+        thread.join()
