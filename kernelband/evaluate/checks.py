@@ -87,10 +87,10 @@ class CaseChecker:
             self.run_s += time.perf_counter() - start
         if who == "candidate" and _violations():
             raise Rejected("sandbox_violation", f"{where}: {_violations()[0]}")
-        if who == "candidate":
-            self.early = hardening.early_copy(out)  # issue 18: the result as it was at return
-        if who == "candidate" and (found := hardening.after_candidate_call(self.seal, launches, threads)):
-            raise Rejected(found[0], f"{where}: {found[1]}")  # issue 18: timers, side streams
+        if who == "candidate":  # issue 18: the result as it was at return; timers, threads, streams
+            self.early = hardening.early_copy(out)
+            if found := hardening.after_candidate_call(self.seal, launches, threads):
+                raise Rejected(found[0], f"{where}: {found[1]}")
         if watched and not launches:
             raise Rejected("decoy_no_triton_launch", f"{where}: the candidate launched no Triton kernel "
                            "(computing the result with torch alone is not an optimized kernel)")
