@@ -67,7 +67,7 @@ def after_candidate_call(seal: TimerSeal | None, records: list[Any],
     if seal is not None and (broken := seal.broken()):
         return ("timer_tampered", f"the candidate replaced {broken}; a kernel must not touch "
                 "timers, events or statistics functions")
-    if records and (side := launch_streams(records, _current_stream())):
+    if records and (side := launch_streams(records, integrity.current_stream())):
         return ("side_stream_launch", f"the candidate launched {sorted(set(side))} on a stream "
                 "other than the current one; the timer sees only the current stream, so launch "
                 "every kernel there")
@@ -79,14 +79,6 @@ def host_work_problem_for(host: Any, work: Any, args: list[Any]) -> tuple[str, s
     if not isinstance(host, HostWork):
         return None
     return host_work_problem(host, int(work.elements), int(work.input_elements(args)), HOST_SHARE_LIMIT)
-
-
-def _current_stream() -> int | None:
-    import torch
-
-    if not (torch.cuda.is_available() and torch.cuda.is_initialized()):
-        return None
-    return int(torch.cuda.current_stream().cuda_stream)
 
 
 def early_copy(out: Any) -> Any:

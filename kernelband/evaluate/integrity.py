@@ -153,6 +153,13 @@ def reset_l2_persistence() -> bool:
     return ok
 
 
+def current_stream() -> int | None:
+    """The current CUDA stream's handle, or None without an initialised CUDA context."""
+    if not (torch.cuda.is_available() and torch.cuda.is_initialized()):
+        return None
+    return int(torch.cuda.current_stream().cuda_stream)
+
+
 def launch_streams(records: list[Any], timed_stream: Any) -> list[str]:
     """Names of captured launches made on a stream other than `timed_stream`."""
     return [r.kernel_name for r in records

@@ -43,6 +43,9 @@ class VerifyConfig:
     buffer_sets: int = 3  # input sets the calls rotate over (distinct seeds and addresses)
     verify_fraction: float = 0.25  # share of calls checked at random; the last call always is
     salt_elements: int = 8  # elements of each floating input overwritten before every call
+    # untimed probe calls slipped in at random: their launches are captured (the stream each
+    # ran on) and their result checked; the candidate cannot tell them from timed calls
+    probe_fraction: float = 0.1
     strict: bool = False
 
     @property
@@ -50,7 +53,7 @@ class VerifyConfig:
         return 1.0 if self.strict else self.verify_fraction
 
 
-STRICT = VerifyConfig(buffer_sets=4, strict=True)
+STRICT = VerifyConfig(buffer_sets=4, probe_fraction=0.25, strict=True)
 
 
 @dataclass
@@ -128,6 +131,8 @@ class VerifiedRuns:
     def prepare(self) -> Callable[[], Any]:
         """Settle the previous call, then bind the next call to a fresh, salted copy."""
         self._settle(last=False)
+        if self.rng.random() < self.config.probe_fraction:
+            self._probe()
         source = self._next_source()
         call = _Call(self.calls, source, _clone_args(source))
         self.calls += 1
@@ -139,6 +144,25 @@ class VerifiedRuns:
             return call.out
 
         return run
+
+    def _probe(self) -> None:
+        """One untimed call with its launches captured: on a side stream it is refused."""
+        from kernelband.profile.launches import capture_launches
+
+        source = self._next_source()
+        call = _Call(self.calls, source, _clone_args(source))
+        self.calls += 1
+        timed_stream = integrity.current_stream()
+        with capture_launches() as records:
+            call.out = self.call(call.args)
+        call.ran = True
+        if side := integrity.launch_streams(records, timed_stream):
+            if not self.lenient:
+                raise TimingRejected(f"timing_side_stream_launch:call={call.index}", f"call={call.index} "
+                                     f"launched {sorted(set(side))} on a stream other than the timed one")
+            self.failure = self.failure or "timing_side_stream_launch"
+        self.pending = call
+        self._settle(last=True)
 
     def finish(self) -> dict[str, Any]:
         """Check the last call (always) and the timer functions; a summary for the result."""
