@@ -207,17 +207,18 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", type=Path, default=Path("bench/gpu/out"))
     p.add_argument("--only", default="", help="comma-separated classes (default: all)")
     args = p.parse_args(argv)
-    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
-    sys.path.insert(0, str(ROOT))
     import torch
-
-    from kernelband.evaluate.integrity import reset_l2_persistence
-    from kernelband.profile.archs import target_for_capability
-    from kernelband.sandbox import SandboxLimits, load_problem_sandboxed, shutdown_pool
 
     if not torch.cuda.is_available():
         print("no CUDA GPU: run this on a GPU node", file=sys.stderr)
         return 2
+    # sandbox children keep PYTHONPATH: they import this checkout (and bench/) too
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
+    sys.path.insert(0, str(ROOT))
+    from kernelband.evaluate.integrity import reset_l2_persistence
+    from kernelband.profile.archs import target_for_capability
+    from kernelband.sandbox import SandboxLimits, load_problem_sandboxed, shutdown_pool
+
     started = time.perf_counter()
     target = target_for_capability(*torch.cuda.get_device_capability())
     limits = SandboxLimits.from_settings(wall_s=240.0)
