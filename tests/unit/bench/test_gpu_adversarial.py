@@ -8,6 +8,7 @@ import pytest
 from bench.gpu import adversarial
 from kernelband.evaluate import check_source
 from kernelband.problem import load_problem
+from kernelband.problem.devices import interpreter_scope
 
 
 @pytest.mark.parametrize("name", sorted(adversarial.CANDIDATES))
@@ -16,8 +17,9 @@ def test_every_gpu_candidate_passes_the_static_checks(name: str) -> None:
 
 
 def test_the_problem_loads_with_the_size_of_the_h100_exploit(tmp_path: object) -> None:
-    problem = load_problem(adversarial.PROBLEM, "native", "adversarial_add", workdir=tmp_path,  # type: ignore[arg-type]
-                           device="cpu")
+    with interpreter_scope("cpu"):  # TRITON_INTERPRET is as before afterwards
+        problem = load_problem(adversarial.PROBLEM, "native", "adversarial_add",
+                               workdir=tmp_path, device="cpu")  # type: ignore[arg-type]
     assert problem.cases[0].params["n"] == 1 << 24 and problem.held_out_cases
 
 
