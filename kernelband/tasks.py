@@ -136,15 +136,24 @@ def _generator(model: str) -> Any:
 def _measure(problem: KernelProblem, editable: str | None, payload: dict[str, Any],
              timings: dict[str, float]) -> tuple[dict[str, Any], dict[str, Any]] | dict[str, Any]:
     """Measurement and features (the profile package runs the candidate sandboxed)."""
+    from kernelband.evaluate.plausibility import gate
+    from kernelband.evaluate.verified_timing import TimingRejected
     from kernelband.profile import MeasureError, StaticProfileError, measure_candidate
 
-    try:
-        measurement, features = measure_candidate(
+    def run(strict: bool) -> tuple[Any, Any]:
+        return measure_candidate(
             problem, editable, payload["target"], parent_editable=payload.get("parent_editable"),
-            hardware_signature=bool(payload.get("hardware_signature", True)), timings=timings)
+            hardware_signature=bool(payload.get("hardware_signature", True)), timings=timings,
+            strict=strict)
+
+    try:
+        # issue 18: an implausible time is measured again, strictly, before it is rewarded
+        measurement, features, _ = gate(*run(False), lambda: run(True))
+    except TimingRejected as rej:
+        return {"ok": False, "reason": rej.reason, "message": f"{rej.reason}: {rej.message}"[:500]}
     except (MeasureError, StaticProfileError) as exc:
-        return {"ok": False, "reason": f"measure_failed:{type(exc).__name__}",
-                "message": str(exc)[:500]}
+        reason = getattr(exc, "reason", "") or f"measure_failed:{type(exc).__name__}"
+        return {"ok": False, "reason": reason, "message": str(exc)[:500]}
     return measurement.to_dict(), features.to_dict()
 
 

@@ -9,6 +9,7 @@ import time
 from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
+from kernelband.evaluate import hardening  # issue 18: integrity and host-work checks
 from kernelband.evaluate.compare import (
     aliased_indices,
     bitwise_equal,
@@ -55,11 +56,14 @@ def _violations() -> list[str]:
 class CaseChecker:
     """Runs the reference and the candidate on fresh inputs and checks what they did."""
 
-    def __init__(self, problem: KernelProblem, runtime: Any, count_launches: bool = True) -> None:
+    def __init__(self, problem: KernelProblem, runtime: Any, count_launches: bool = True,
+                 seal: Any = None) -> None:
         self.problem, self.runtime = problem, runtime
         self.count_launches = count_launches
+        self.seal = seal  # issue 18: TimerSeal taken before the candidate was loaded
         self.run_s = 0.0
         self.worst_err = 0.0
+        self.early: Any = None
 
     def _call(self, who: str, args: list[Any], where: str) -> Any:
         fn = self.runtime.candidate if who == "candidate" else self.runtime.reference
@@ -67,9 +71,11 @@ class CaseChecker:
         watched = who == "candidate" and self.count_launches
         context = _capture() if watched else nullcontext(launches)
         work: Any = _torch_work() if watched else nullcontext()
+        host: Any = hardening.host_work(args, self.runtime) if watched else nullcontext()  # issue 18
+        threads = hardening.live_threads()
         start = time.perf_counter()
         try:
-            with context as launches, work:
+            with context as launches, work, host:
                 out = fn(args)
         except Rejected:
             raise
@@ -81,6 +87,10 @@ class CaseChecker:
             self.run_s += time.perf_counter() - start
         if who == "candidate" and _violations():
             raise Rejected("sandbox_violation", f"{where}: {_violations()[0]}")
+        if who == "candidate":  # issue 18: the result as it was at return; timers, threads, streams
+            self.early = hardening.early_copy(out)
+            if found := hardening.after_candidate_call(self.seal, launches, threads):
+                raise Rejected(found[0], f"{where}: {found[1]}")
         if watched and not launches:
             raise Rejected("decoy_no_triton_launch", f"{where}: the candidate launched no Triton kernel "
                            "(computing the result with torch alone is not an optimized kernel)")
@@ -91,6 +101,8 @@ class CaseChecker:
                                f"torch outside its Triton kernels ({work.top()}, against {inputs} "
                                "input elements); only allocation, views, copies and casts may run "
                                "outside the kernel")
+        if watched and (found := hardening.host_work_problem_for(host, work, args)):  # issue 18
+            raise Rejected(found[0], f"{where}: {found[1]}")
         return out
 
     def _outputs(self, out: Any, args: list[Any]) -> Any:
@@ -107,7 +119,14 @@ class CaseChecker:
             ref_out = self._call("reference", ref_args, where)
         else:
             ref_out = self._call("reference", ref_args, where)
+            ref_out = hardening.scrub_reference(ref_out, ref_args, self.runtime)  # issue 18
             cand_out = self._call("candidate", cand_args, where)
+        if not_plain := hardening.output_problem(cand_out):  # issue 18: plain tensors only
+            raise Rejected("output_not_plain_tensor", f"{where}: {not_plain}")
+        if hardening.changed_after_return(self.early, cand_out):  # issue 18: threads, streams
+            raise Rejected("output_changed_after_return", f"{where}: the result changed after the "
+                           "candidate returned (work left running on another thread or stream); "
+                           "finish all work before returning")
         inplace = self.problem.inplace_outputs
         if aliased := aliased_indices(cand_out, cand_args, inplace):
             raise Rejected("output_aliases_input", f"{where}: the output shares memory with input "
@@ -158,6 +177,7 @@ def evaluate_target(payload: dict[str, Any]) -> dict[str, Any]:
     plan = _case_plan(problem, held_out)
     counts = {"seeds": seeds, "cases_checked": 0, "held_out_checked": 0}
     start = time.perf_counter()
+    seal = hardening.TimerSeal()  # issue 18: before the candidate's module code runs
     try:
         from kernelband.problem.runtime import load_runtime
 
@@ -166,7 +186,7 @@ def evaluate_target(payload: dict[str, Any]) -> dict[str, Any]:
         return Verdict.reject("load_error", f"the candidate could not be loaded: {type(exc).__name__}: {exc}",
                               **counts).to_dict()
     load_s = time.perf_counter() - start
-    checker = CaseChecker(problem, runtime, count_launches=payload.get("count_launches", True))
+    checker = CaseChecker(problem, runtime, count_launches=payload.get("count_launches", True), seal=seal)
     try:
         checks = _run_plan(checker, plan, seeds, base_seed)
     except Rejected as rej:

@@ -4,11 +4,12 @@ profile. Runs only on a GPU node, inside the sandbox child; h comes from a later
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kernelband.problem.model import Case, KernelProblem
+from kernelband.evaluate.plausibility import floor_ms
+from kernelband.problem.model import KernelProblem
 from kernelband.profile.archs import ARCH_LIMITS, resolve_target
 from kernelband.profile.estimate import estimate_case
 from kernelband.profile.features import Features, build_features
@@ -16,17 +17,6 @@ from kernelband.profile.measure import Measurement, capture_case
 from kernelband.profile.ncu_pass import NcuCase
 from kernelband.profile.static import static_profile
 from kernelband.profile.timing import CudaDevice, TimingConfig, TimingStats, measure, measure_paired
-
-
-def _prepare(runtime: Any, case: Case, fresh_inputs: bool) -> Callable[[], Callable[[], Any]]:
-    """A factory of timed runs; inputs are rebuilt per run when the kernel writes in place."""
-    shared = None if fresh_inputs else runtime.inputs(case, 0)
-
-    def prepare() -> Callable[[], Any]:
-        args = runtime.inputs(case, 0) if fresh_inputs else shared
-        return lambda: runtime.candidate(args)
-
-    return prepare
 
 
 def _device_cc(device: CudaDevice) -> int:
@@ -56,49 +46,84 @@ def gpu_features(
 
 def measure_on_gpu(
     problem: KernelProblem, editable: str | None, target: str, *,
-    parent_editable: str | None = None, config: TimingConfig | None = None,
+    parent_editable: str | None = None, config: TimingConfig | None = None, strict: bool = False,
 ) -> tuple[Measurement, Features, NcuCase]:
     """Time every public case with CUDA events (paired with the parent when given).
 
-    h is the labelled estimate; the returned case is what an Nsight Compute pass should profile
-    (kernelband/profile/ncu_pass.py), in another process: this one has a CUDA context.
+    Every timed call runs on rotating, salted input sets and a sample of the calls (all of them
+    when `strict`) is checked against the reference (`kernelband.evaluate.verified_timing`); a
+    wrong timed call raises `TimingRejected`. h is the labelled estimate; the returned case is
+    what an Nsight Compute pass should profile (kernelband/profile/ncu_pass.py), in another
+    process: this one has a CUDA context.
     """
     with tempfile.TemporaryDirectory(prefix="kb-measure-") as workdir:
-        return _measure_in(problem, editable, target, parent_editable, config, Path(workdir))
+        return _measure_in(problem, editable, target, parent_editable, config, Path(workdir), strict)
 
 
 def _measure_in(
     problem: KernelProblem, editable: str | None, target: str, parent_editable: str | None,
-    config: TimingConfig | None, workdir: Path,
+    config: TimingConfig | None, workdir: Path, strict: bool = False,
 ) -> tuple[Measurement, Features, NcuCase]:
+    from kernelband.evaluate.gpu_share import triton_share
+    from kernelband.evaluate.integrity import TimerSeal
+    from kernelband.evaluate.verified_timing import STRICT, VerifyConfig
     from kernelband.problem.runtime import load_runtime
 
+    seal = TimerSeal()  # before candidate code runs: checked after every verified call
     device = CudaDevice()
     runtime = load_runtime(problem, editable, "cuda", workdir=workdir)
     parent = None
     if parent_editable is not None:
         parent = load_runtime(problem, parent_editable, "cuda", workdir=workdir)
-    fresh = bool(problem.inplace_outputs)
-    stats: list[TimingStats] = []
-    weighted_ratio, parent_sum = 0.0, 0.0
-    noisy = False
-    for case in problem.cases:
-        child = _prepare(runtime, case, fresh)
-        if parent is None:
-            stats.append(measure(device, child, config))
-            continue
-        paired = measure_paired(device, _prepare(parent, case, fresh), child, config)
-        stats.append(paired.child)
-        noisy |= paired.noisy
-        weighted_ratio += paired.parent.median_ms * paired.ratio
-        parent_sum += paired.parent.median_ms
+    timed = _time_cases(problem, runtime, parent, device, config, STRICT if strict else VerifyConfig(), seal)
+    stats = timed.stats
     case_times = {c.name: s.median_ms for c, s in zip(problem.cases, stats, strict=True)}
     total = sum(case_times.values())
-    method = "cuda events, L2 flushed per run, median" + (", paired A/B with parent" if parent else "")
+    method = ("cuda events, L2 flushed per run, median, timed calls verified"
+              + (" (every call)" if strict else " (sampled)") + (", paired A/B with parent" if parent else ""))
+    gpu = resolve_target(target if target != "cpu" else "h100")
+    slowest = max(range(len(stats)), key=lambda i: stats[i].median_ms)
     measurement = Measurement(
         "measured", method, device.name, target, total, case_times,
-        cv=max(s.cv for s in stats), noisy=noisy or any(s.noisy for s in stats),
-        paired_ratio=weighted_ratio / parent_sum if parent_sum > 0 else None,
+        cv=max(s.cv for s in stats), noisy=timed.noisy or any(s.noisy for s in stats),
+        paired_ratio=timed.weighted_ratio / timed.parent_sum if timed.parent_sum > 0 else None,
+        floors_ms={name: floor_ms(n, gpu) for name, n in timed.output_bytes.items()},
+        checks={"calls": sum(c["calls"] for c in timed.checks),
+                "verified_calls": sum(c["verified_calls"] for c in timed.checks),
+                "verify_s": round(sum(c["verify_s"] for c in timed.checks), 4), "strict": strict},
+        triton_share=triton_share(runtime, problem.cases[slowest]),
     )
-    slowest = max(range(len(stats)), key=lambda i: stats[i].median_ms)
     return (measurement, *gpu_features(problem, runtime, device, target, slowest, total))
+
+
+@dataclass
+class _Timed:
+    stats: list[TimingStats] = field(default_factory=list)
+    checks: list[dict[str, Any]] = field(default_factory=list)
+    output_bytes: dict[str, int] = field(default_factory=dict)
+    weighted_ratio: float = 0.0
+    parent_sum: float = 0.0
+    noisy: bool = False
+
+
+def _time_cases(problem: KernelProblem, runtime: Any, parent: Any, device: CudaDevice,
+                config: TimingConfig | None, verify: Any, seal: Any) -> _Timed:
+    from kernelband.evaluate.verified_timing import VerifiedRuns
+
+    timed = _Timed()
+    for case in problem.cases:
+        child = VerifiedRuns(runtime, problem, case, verify, seal=seal)
+        if parent is None:
+            timed.stats.append(measure(device, child.prepare, config))
+        else:
+            # the parent is fed the same way (fair), but its checks never reject the child
+            parent_runs = VerifiedRuns(parent, problem, case, verify, seal=seal, lenient=True)
+            paired = measure_paired(device, parent_runs.prepare, child.prepare, config)
+            parent_runs.finish()
+            timed.stats.append(paired.child)
+            timed.noisy |= paired.noisy
+            timed.weighted_ratio += paired.parent.median_ms * paired.ratio
+            timed.parent_sum += paired.parent.median_ms
+        timed.checks.append(child.finish())
+        timed.output_bytes[case.name] = child.output_bytes
+    return timed

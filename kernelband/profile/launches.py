@@ -34,6 +34,7 @@ class LaunchRecord:
     interpreted: bool = False
     autotune_benchmark: bool = False  # launched by an @triton.autotune while timing its configs
     compiled: Any = None  # what the launch returned (a CompiledKernel on a GPU), once it ran
+    stream: int | None = None  # the CUDA stream current at launch (None under the interpreter)
 
     @property
     def num_blocks(self) -> int:
@@ -116,7 +117,17 @@ def _record(jit_fn: Any, args: tuple[Any, ...], grid: Any, kwargs: dict[str, Any
         options={k: v for k, v in options.items() if v is not None and k != "debug"},
         interpreted=isinstance(jit_fn, InterpretedFunction),
         autotune_benchmark=getattr(_benchmarking, "depth", 0) > 0,
+        stream=None if isinstance(jit_fn, InterpretedFunction) else _current_stream(),
     )
+
+
+def _current_stream() -> int | None:
+    """The current CUDA stream's handle (side-stream launches are refused by the checks)."""
+    import torch
+
+    if not (torch.cuda.is_available() and torch.cuda.is_initialized()):
+        return None
+    return int(torch.cuda.current_stream().cuda_stream)
 
 
 def _make_wrapper(original: Callable[..., Any]) -> Callable[..., Any]:

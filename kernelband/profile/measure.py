@@ -23,6 +23,14 @@ class MeasureError(RuntimeError):
     """A candidate that cannot be measured; the message says why and what to change."""
 
 
+class TimingCheckError(MeasureError):
+    """A timed call broke a rule (wrong result, tampering); `reason` names it (issue 18)."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
 @dataclass(frozen=True)
 class Measurement:
     """A time for a candidate, always labelled `measured` (GPU, method) or `estimated`."""
@@ -36,6 +44,11 @@ class Measurement:
     cv: float = 0.0
     noisy: bool = False
     paired_ratio: float | None = None  # child / parent time, when a parent was given
+    # issue 18 (measured only): physical floor per case, what verified timing checked, and the
+    # share of GPU time spent in the candidate's Triton kernels (torch.profiler)
+    floors_ms: dict[str, float] = field(default_factory=dict)
+    checks: dict[str, Any] = field(default_factory=dict)
+    triton_share: float | None = None
 
     def __post_init__(self) -> None:
         if self.label not in ("measured", "estimated"):
@@ -136,7 +149,7 @@ def estimate_candidate(
 
 def measure_candidate_local(
     problem: KernelProblem, editable: str | None, target: str, *,
-    parent_editable: str | None = None,
+    parent_editable: str | None = None, strict: bool = False,
 ) -> tuple[Measurement, Features, NcuCase | None]:
     """In this process (the sandbox child): measure on the GPU if there is one, else estimate.
 
@@ -147,17 +160,22 @@ def measure_candidate_local(
     if target != "cpu" and torch.cuda.is_available():
         from kernelband.profile.gpu import measure_on_gpu
 
-        return measure_on_gpu(problem, editable, target, parent_editable=parent_editable)
+        return measure_on_gpu(problem, editable, target, parent_editable=parent_editable, strict=strict)
     return (*estimate_candidate(problem, editable, target, parent_editable=parent_editable), None)
 
 
 def measure_candidate_task(payload: dict[str, Any]) -> dict[str, Any]:
-    """Sandbox target: `{problem, editable, target, parent_editable}` ->
-    `{measurement, features, ncu_case}` (`ncu_case` None without a GPU)."""
+    """Sandbox target: `{problem, editable, target, parent_editable, strict}` ->
+    `{measurement, features, ncu_case}` (`ncu_case` None without a GPU), or `{rejected}`."""
+    from kernelband.evaluate.verified_timing import TimingRejected
+
     problem = KernelProblem.from_dict(payload["problem"])
-    measurement, features, case = measure_candidate_local(
-        problem, payload.get("editable"), payload["target"],
-        parent_editable=payload.get("parent_editable"),
-    )
+    try:
+        measurement, features, case = measure_candidate_local(
+            problem, payload.get("editable"), payload["target"],
+            parent_editable=payload.get("parent_editable"), strict=bool(payload.get("strict")),
+        )
+    except TimingRejected as rej:  # issue 18: a wrong timed call rejects, with its reason
+        return {"rejected": {"reason": rej.reason, "message": f"{rej.reason}: {rej.message}"}}
     return {"measurement": measurement.to_dict(), "features": features.to_dict(),
             "ncu_case": case.to_dict() if case else None}

@@ -11,7 +11,7 @@ from typing import Any
 from kernelband.problem.model import KernelProblem
 from kernelband.profile.archs import DEFAULT_REFERENCE_GPU, resolve_target
 from kernelband.profile.features import Features
-from kernelband.profile.measure import MeasureError, Measurement
+from kernelband.profile.measure import MeasureError, Measurement, TimingCheckError
 
 MEASURE_TARGET = "kernelband.profile.measure:measure_candidate_task"
 NCU_TARGET = "kernelband.profile.ncu_pass:ncu_pass_task"
@@ -44,18 +44,26 @@ def _on_gpu(target: str) -> bool:
 def measure_candidate(
     problem: KernelProblem, editable: str | None, target: str, *,
     parent_editable: str | None = None, limits: Any = None, hardware_signature: bool = True,
-    timings: dict[str, float] | None = None,
+    timings: dict[str, float] | None = None, strict: bool = False,
 ) -> tuple[Measurement, Features]:
     """Measured on this node's GPU, else the labelled estimate; candidate code runs sandboxed.
 
     On a GPU, a second sandboxed run measures h with Nsight Compute (its wall seconds go to
     `timings["signature"]`); `hardware_signature=False` skips it and h stays the estimate.
+    `strict`: a fresh interpreter, every timed call verified (the implausibility gate's protocol).
+    A timed call that breaks a rule raises `TimingCheckError` with its reason.
     """
     resolve_target(target)  # fail fast, in this process, on an unknown target
     payload = {"problem": problem.to_dict(), "editable": editable, "target": target,
-               "parent_editable": parent_editable}
+               "parent_editable": parent_editable, "strict": strict}
     on_gpu = _on_gpu(target)
+    if strict:
+        from kernelband.sandbox import SandboxLimits
+
+        limits = replace(limits or SandboxLimits.from_settings(), warm=False)
     value = _run(MEASURE_TARGET, payload, not on_gpu, limits, GPU_MEASURE_WALL_S if on_gpu else 0.0)
+    if rejected := value.get("rejected"):
+        raise TimingCheckError(str(rejected["reason"]), str(rejected["message"]))
     measurement, features = Measurement.from_dict(value["measurement"]), Features.from_dict(value["features"])
     case = value.get("ncu_case")  # set on a GPU only
     if case and not hardware_signature:

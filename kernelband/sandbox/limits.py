@@ -14,8 +14,9 @@ SECRET_NAME = re.compile(
     r"|_URL$|^AWS_|^GCP_|^GOOGLE_|^AZURE_|^OPENAI|^ANTHROPIC|^HF_|^PG|^REDIS|^CELERY",
     re.IGNORECASE,
 )
-# Harmless basics a Python process needs; anything else is dropped.
-KEPT_NAMES = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TERM", "CUDA_VISIBLE_DEVICES",
+# Harmless basics a Python process needs; anything else is dropped. PYTHONPATH: children import
+# the same kernelband as the parent (a checkout run with PYTHONPATH, not the installed copy).
+KEPT_NAMES = ("PATH", "PYTHONPATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TERM", "CUDA_VISIBLE_DEVICES",
               "NVIDIA_VISIBLE_DEVICES", "LD_LIBRARY_PATH", "CUDA_HOME", "TRITON_PTXAS_PATH",
               "KERNELBAND_DEVICE")
 

@@ -1,0 +1,30 @@
+# expect: timer_tampered
+# static: off
+# Replaces time.perf_counter (what host timers read) while computing honestly.
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def add_kernel(x_ptr, y_ptr, out_ptr, n_elements, BLOCK_SIZE: tl.constexpr):
+    pid = tl.program_id(axis=0)
+    offsets = pid * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+    mask = offsets < n_elements
+    x = tl.load(x_ptr + offsets, mask=mask)
+    y = tl.load(y_ptr + offsets, mask=mask)
+    tl.store(out_ptr + offsets, x + y, mask=mask)
+
+
+def _add(x, y, out):
+    n = x.numel()
+    add_kernel[(triton.cdiv(n, 128),)](x, y, out, n, BLOCK_SIZE=128)
+    return out
+
+
+import time
+
+
+def entry(x, y):
+    time.perf_counter = lambda: 0.0
+    return _add(x, y, torch.empty_like(x))
