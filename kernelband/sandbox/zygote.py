@@ -68,6 +68,14 @@ def _reap(status_fds: dict[int, int]) -> None:
             os.close(fd)
 
 
+def _kill_runs(status_fds: dict[int, int]) -> None:
+    """SIGKILL every child still running, with its process group (each child leads its own)."""
+    for pid in status_fds:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pid, signal.SIGKILL)
+    _reap(status_fds)
+
+
 def serve(sock: socket.socket) -> None:
     """Fork a confined child per request until the parent closes the socket."""
     wake_r, wake_w = os.pipe()
@@ -83,8 +91,9 @@ def serve(sock: socket.socket) -> None:
             _reap(status_fds)
         if sock.fileno() in readable:
             msg, fds, _, _ = socket.recv_fds(sock, 65536, 3)
-            if not msg:
-                return  # the parent is gone
+            if not msg:  # the parent is gone (killed, too): nothing would collect its runs
+                _kill_runs(status_fds)
+                return
             pid = os.fork()
             if pid == 0:
                 _child(sock, (wake_r, wake_w), json.loads(msg)["request"], fds,
