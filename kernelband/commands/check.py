@@ -6,12 +6,43 @@ Exit codes: 0 correct, 1 rejected, 2 the problem or the candidate could not be l
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from kernelband.problem.model import PROBLEM_FORMATS, ProblemLoadError
+from kernelband.problem.model import PROBLEM_FORMATS, KernelProblem, ProblemLoadError
+
+if TYPE_CHECKING:
+    from kernelband.evaluate.verdict import Verdict
+
+
+@dataclass(frozen=True)
+class CheckOutcome:
+    """What `kernelband check` found: a verdict, or why the problem did not load."""
+
+    problem: KernelProblem | None
+    verdict: Verdict | None
+    load_error: str = ""
+
+    @property
+    def accepted(self) -> bool:
+        return self.verdict is not None and self.verdict.correct
+
+
+def check_problem_source(
+    source: str, format: str, name: str, *, seeds: int = 3, held_out: bool = True
+) -> CheckOutcome:
+    """Load `source` in the sandbox and check its original kernel (the `check` command's path)."""
+    from kernelband.evaluate import evaluate_candidate
+    from kernelband.sandbox import load_problem_sandboxed
+
+    try:
+        problem = load_problem_sandboxed(source, format, name)
+    except ProblemLoadError as exc:
+        return CheckOutcome(None, None, str(exc))
+    return CheckOutcome(problem, evaluate_candidate(problem, None, held_out=held_out, seeds=seeds))
 
 
 def _fail_load(what: str, reason: str, as_json: bool) -> None:

@@ -38,7 +38,12 @@ def _compare_tensors(exp: torch.Tensor, act: Any, tol: Tolerance, where: str) ->
     if not (exp.is_floating_point() or exp.is_complex()):
         if torch.equal(act, exp):
             return None
-        return Mismatch("wrong_result", where, "integer/bool values differ (exact match required)")
+        # exact unless the problem measured its original's own spread (selfcheck.py)
+        atol = tol(dtype_name(exp))[0] if exp.dtype != torch.bool else 0.0
+        err = float((act.long() - exp.long()).abs().max()) if exp.numel() else 0.0
+        if atol >= 1 and err <= atol:
+            return None
+        return Mismatch("wrong_result", where, "integer/bool values differ (exact match required)", err)
     e, a = exp.detach().double(), act.double()
     if not torch.equal(torch.isnan(e), torch.isnan(a)):
         return Mismatch("nan_mismatch", where, "NaN positions differ from the reference")

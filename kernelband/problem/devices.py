@@ -18,6 +18,13 @@ from typing import Any
 import torch
 from torch.overrides import TorchFunctionMode
 
+from kernelband.problem.interpreter_driver import (
+    CAPABILITY,
+    DEVICE_NAME,
+    interpreter_driver,
+    torch_device_properties,
+)
+
 
 def is_gpu_device(device: str) -> bool:
     """True when `device` names a CUDA device (nothing is remapped then)."""
@@ -39,6 +46,9 @@ def use_interpreter_for(device: str) -> None:
             _saved_interpret[0] = os.environ.get(_INTERPRET)
         # triton reads TRITON_INTERPRET when a kernel is decorated, so set it before user imports.
         os.environ[_INTERPRET] = "1"
+        from kernelband.problem import interpreter_compat
+
+        interpreter_compat.install()
     else:
         restore_interpreter_env()
 
@@ -150,18 +160,21 @@ _CUDA_STAND_INS: dict[str, Any] = {
     "current_device": lambda: 0,
     "device_count": lambda: 1,
     # an Ampere-like answer keeps capability checks on their GPU code path, which is remapped
-    "get_device_capability": lambda *args, **kwargs: (8, 0),
-    "get_device_name": lambda *args, **kwargs: "cpu (Triton interpreter)",
+    "get_device_capability": lambda *args, **kwargs: CAPABILITY,
+    "get_device_name": lambda *args, **kwargs: DEVICE_NAME,
     "device": _NoOpDeviceGuard,
+    "_DeviceGuard": _NoOpDeviceGuard,
     "Event": _WallClockEvent,
+    "get_device_properties": torch_device_properties,
 }
 
 
 @contextlib.contextmanager
 def _patched_cuda_module() -> Iterator[None]:
-    saved = {name: getattr(torch.cuda, name) for name in _CUDA_STAND_INS}
+    stand_ins = {**_CUDA_STAND_INS, "default_generators": (torch.default_generator,)}
+    saved = {name: getattr(torch.cuda, name) for name in stand_ins}
     try:
-        for name, stand_in in _CUDA_STAND_INS.items():
+        for name, stand_in in stand_ins.items():
             setattr(torch.cuda, name, stand_in)
         yield
     finally:
@@ -180,5 +193,5 @@ def device_scope(device: str) -> Iterator[None]:
             )
         yield
         return
-    with _patched_cuda_module(), CudaToDevice(device):
+    with _patched_cuda_module(), interpreter_driver(), CudaToDevice(device):
         yield

@@ -61,6 +61,9 @@ class KernelProblem:
     inplace_outputs: tuple[int, ...] = ()
     allow_nondeterminism: bool = False
     description: str = ""
+    # case -> how far the original differs from itself on identical inputs (None: shapes, NaN
+    # or Inf positions differ); empty when it agrees with itself (kernelband/problem/selfcheck.py)
+    self_spread: dict[str, float | None] = field(default_factory=dict)
 
     @property
     def content_hash(self) -> str:
@@ -90,4 +93,5 @@ class KernelProblem:
         fields["kernel_names"] = tuple(data["kernel_names"])
         fields["inplace_outputs"] = tuple(data.get("inplace_outputs", ()))
         fields["tolerances"] = {k: tuple(v) for k, v in data.get("tolerances", {}).items()}
+        fields["self_spread"] = dict(data.get("self_spread") or {})
         return cls(**fields)

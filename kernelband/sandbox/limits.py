@@ -90,6 +90,11 @@ class SandboxResult:
         return cls(**data)
 
 
+def _package_root() -> str:
+    """The folder holding the `kernelband` package this module belongs to."""
+    return os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
 def scrubbed_env(limits: SandboxLimits, workdir: str) -> dict[str, str]:
     """The child's environment: basics only, no secrets, HOME inside the private temp dir."""
     env = {k: v for k, v in os.environ.items() if k in KEPT_NAMES and not SECRET_NAME.search(k)}
@@ -99,6 +104,8 @@ def scrubbed_env(limits: SandboxLimits, workdir: str) -> dict[str, str]:
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     env["PYTHONHASHSEED"] = "0"
     env["TRITON_CACHE_DIR"] = default_triton_cache_dir()
+    # the child imports the same kernelband as this process (a checkout, not another install)
+    env["PYTHONPATH"] = _package_root()
     if limits.interpret:
         env["TRITON_INTERPRET"] = "1"
     for key, value in limits.extra_env.items():

@@ -1,0 +1,197 @@
+"""Corpus benchmark: every TritonBench-G original through `kernelband check --format tritonbench`.
+
+Writes the acceptance table (accepted; each refusal reason with its count and files) to
+bench/results/corpus-<device>.json and the `corpus` section of bench/RESULTS.md. With
+`--target h100|h200` (on a GPU machine) it runs bench/gpu/corpus_gpu.py instead: the same check on
+CUDA, the perf-harness timing comparison and a short suite, written under bench/gpu/.
+
+The corpus lives outside the repository (../shared/corpus from the repo root); without it the
+benchmark says so and does nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import re
+import sys
+import time
+from collections import defaultdict
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+CORPUS = ROOT.parent / "shared" / "corpus"
+TRITONBENCH = CORPUS / "tritonbench-g" / "kernels"
+RESULTS_JSON_DIR = ROOT / "bench" / "results"
+
+
+def corpus_files(folder: Path = TRITONBENCH, only: list[str] | None = None) -> list[Path]:
+    """The corpus's problem files, sorted (restricted to the stems in `only` when given)."""
+    files = sorted(folder.glob("*.py"))
+    return [f for f in files if not only or f.stem in only]
+
+
+def _short(text: str, limit: int = 160) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= limit else line[: limit - 3] + "..."
+
+
+_SANDBOX = re.compile(r"failed in the sandbox \(([^)]*)\)")
+_RAISED = re.compile(r"failed: (\w+(?:Error|Exception|Interrupt)?): (.*)")
+
+
+def refusal_key(reason: str, message: str) -> str:
+    """The table's reason: the verdict reason, load errors split by what failed."""
+    if reason != "load_error":
+        return reason
+    if found := _SANDBOX.search(message):
+        return f"load: sandbox {found.group(1)}"
+    if found := _RAISED.search(message):
+        words = " ".join(found.group(2).split()[:6]).rstrip(".,;:")
+        return f"load: {found.group(1)}: {words}"
+    return "load: " + " ".join(message.split()[:6])
+
+
+def check_one(path: str, fmt: str = "tritonbench", seeds: int = 3) -> dict[str, Any]:
+    """One file through the `check` command's code path; a row of the acceptance table."""
+    from kernelband.commands.check import check_problem_source
+
+    start = time.perf_counter()
+    source = Path(path).read_text(encoding="utf-8")
+    outcome = check_problem_source(source, fmt, Path(path).stem, seeds=seeds)
+    row: dict[str, Any] = {"file": Path(path).name, "wall_s": round(time.perf_counter() - start, 1)}
+    if outcome.verdict is None:
+        message = _short(outcome.load_error, 300)
+        return row | {"accepted": False, "reason": refusal_key("load_error", message),
+                      "message": message}
+    verdict = outcome.verdict
+    row |= {"accepted": verdict.correct, "reason": verdict.reason, "message": _short(verdict.message)}
+    row["flags"] = list(verdict.flags)
+    details = verdict.details
+    for key in ("load_s", "run_s", "sandbox_wall_s", "spread", "compile_s"):
+        if key in details and isinstance(details[key], int | float):
+            row[key] = round(float(details[key]), 3)
+    return row
+
+
+def run_corpus(files: list[Path], workers: int = 2, fmt: str = "tritonbench",
+               seeds: int = 3) -> list[dict[str, Any]]:
+    """Check `files` with at most `workers` processes; rows sorted by file name."""
+    rows: list[dict[str, Any]] = []
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
+        futures = {pool.submit(check_one, str(f), fmt, seeds): f for f in files}
+        for done, future in enumerate(as_completed(futures), 1):
+            try:
+                row = future.result()
+            except Exception as exc:  # the bench must finish: a crash is a row, not an abort
+                row = {"file": futures[future].name, "accepted": False, "reason": "bench_error",
+                       "message": _short(f"{type(exc).__name__}: {exc}")}
+            rows.append(row)
+            mark = "ok " if row["accepted"] else "REF"
+            print(f"[{done}/{len(files)}] {mark} {row['file']}: {row['reason']} "
+                  f"({row.get('wall_s', 0)} s) {'' if row['accepted'] else row['message'][:110]}",
+                  flush=True)
+    return sorted(rows, key=lambda r: r["file"])
+
+
+def refusal_groups(rows: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    """Refused rows grouped by reason, the largest group first."""
+    groups: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for row in rows:
+        if not row["accepted"]:
+            groups[row["reason"]].append(row)
+    return dict(sorted(groups.items(), key=lambda item: (-len(item[1]), item[0])))
+
+
+def acceptance_table(data: dict[str, Any]) -> str:
+    """Markdown: accepted count, then each refusal reason with its count and files."""
+    rows = data["rows"]
+    accepted = sum(1 for r in rows if r["accepted"])
+    lines = [f"**{accepted} of {len(rows)} accepted** on {data['device']} "
+             f"(wall time {data['wall_s']:.0f} s, {data['workers']} processes, "
+             f"{data['seeds']} seeds per case, held-out cases included).", "",
+             "| reason | count | files (first message) |", "| --- | --- | --- |"]
+    for reason, group in refusal_groups(rows).items():
+        names = ", ".join(r["file"].removesuffix(".py") for r in group)
+        lines.append(f"| {reason} | {len(group)} | {names} <br> e.g. {group[0]['message'][:200]} |")
+    return "\n".join(lines)
+
+
+def section(before: dict[str, Any] | None, after: dict[str, Any]) -> str:
+    """The RESULTS.md section: the latest run, and the earlier run it is compared with."""
+    head = ("## Corpus acceptance (TritonBench-G originals)\n\n"
+            "Command: `python -m bench.corpus` (every file of ../shared/corpus/tritonbench-g/kernels "
+            "through the code path of `kernelband check FILE --format tritonbench`). "
+            f"Machine: {after['machine']}\n\n")
+    body = "### Latest run\n\n" + acceptance_table(after)
+    if before is not None:
+        body += (f"\n\n### Before ({before.get('label', 'earlier run')})\n\n"
+                 + acceptance_table(before))
+    return head + body
+
+
+def _machine() -> str:
+    from bench.common import machine_line
+
+    return machine_line().removeprefix("Machine: ")
+
+
+def device_label() -> str:
+    """Which device the checks ran on, in words."""
+    from kernelband.sandbox.device import detect_device
+
+    device = detect_device()
+    return "CPU (Triton interpreter, TRITON_INTERPRET=1)" if device == "cpu" else device
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the corpus benchmark; returns a process exit code."""
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--target", choices=("h100", "h200"), help="run the GPU variant (CUDA)")
+    parser.add_argument("--workers", type=int, default=2, help="parallel checks (default 2)")
+    parser.add_argument("--only", nargs="*", help="file stems to check (default: all)")
+    parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--label", default="", help="a label for this run (e.g. before)")
+    parser.add_argument("--no-write", action="store_true", help="print only")
+    args = parser.parse_args(argv)
+    if args.target:
+        from bench.gpu import corpus_gpu
+
+        return corpus_gpu.main(args.target, args.only, args.workers)
+    if not TRITONBENCH.is_dir():
+        print(f"corpus benchmark skipped: {TRITONBENCH} not found (the corpus lives in "
+              "../shared/corpus next to the repository)")
+        return 0
+    return run_and_write(corpus_files(only=args.only), args.workers, args.seeds, args.label,
+                         write=not args.no_write)
+
+
+def run_and_write(files: list[Path], workers: int, seeds: int, label: str, write: bool) -> int:
+    """Run the checks, save the JSON and the RESULTS.md section (keeping the earlier run)."""
+    start = time.perf_counter()
+    rows = run_corpus(files, workers, seeds=seeds)
+    data = {"label": label or time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+            "device": device_label(), "machine": _machine(), "workers": workers, "seeds": seeds,
+            "wall_s": time.perf_counter() - start, "rows": rows}
+    print(acceptance_table(data))
+    if not write:
+        return 0
+    RESULTS_JSON_DIR.mkdir(parents=True, exist_ok=True)
+    latest = RESULTS_JSON_DIR / "corpus_tritonbench.json"
+    before_path = RESULTS_JSON_DIR / "corpus_tritonbench_before.json"
+    if latest.exists() and not before_path.exists():
+        before_path.write_text(latest.read_text())
+    latest.write_text(json.dumps(data, indent=1))
+    before = json.loads(before_path.read_text()) if before_path.exists() else None
+    from bench.common import write_section
+
+    write_section("corpus", section(before, data))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
