@@ -39,12 +39,15 @@ def _short(text: str, limit: int = 160) -> str:
     return line if len(line) <= limit else line[: limit - 3] + "..."
 
 
+_INTERPRETER = re.compile(r"\b(interpreter_[a-z]+):")
 _SANDBOX = re.compile(r"failed in the sandbox \(([^)]*)\)")
 _RAISED = re.compile(r"failed: (\w+(?:Error|Exception|Interrupt)?): (.*)")
 
 
 def refusal_key(reason: str, message: str) -> str:
     """The table's reason: the verdict reason, load errors split by what failed."""
+    if found := _INTERPRETER.search(message):
+        return found.group(1)
     if reason != "load_error":
         return reason
     if found := _SANDBOX.search(message):

@@ -124,8 +124,7 @@ class CaseChecker:
         if work.elements < TORCH_SHARE_LIMIT * max(inputs, 1):
             return
         original = self._original_work(case, seed, ref_work)
-        limit = allowance(original, inputs, TORCH_SHARE_LIMIT)
-        if work.elements > limit:
+        if work.elements > allowance(original):
             raise Rejected("decoy_torch_compute", f"{where}: the candidate computed with torch "
                            f"outside its Triton kernels ({work.top()}: {work.elements} elements "
                            f"read in region functions, against the original's {original} "

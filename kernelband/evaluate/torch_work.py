@@ -68,10 +68,10 @@ def _elements(args: Any) -> int:
 TORCH_WORK_SLACK = 0.05
 
 
-def allowance(original_elements: int, input_elements: int, share_limit: float) -> float:
-    """The most torch work a candidate may do: the original's own (plus the slack), and at
-    least `share_limit` times the input elements (an epilogue such as a bias add)."""
-    return max(original_elements * (1.0 + TORCH_WORK_SLACK), share_limit * max(input_elements, 1))
+def allowance(original_elements: int) -> float:
+    """The most torch work a candidate may do once past the free share of its inputs: the
+    original's own in the same harness and case, plus TORCH_WORK_SLACK."""
+    return original_elements * (1.0 + TORCH_WORK_SLACK)
 
 
 class TorchWork(TorchFunctionMode):

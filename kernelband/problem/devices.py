@@ -148,15 +148,21 @@ class _WallClockEvent:
         return (end.stamp - self.stamp) * 1000.0
 
 
-def _no_op(*args: Any, **kwargs: Any) -> None:
-    return None
+def _no_op(name: str) -> Callable[..., None]:
+    """A distinct do-nothing function per name (torch._dynamo refuses one object twice)."""
+
+    def no_op(*args: Any, **kwargs: Any) -> None:
+        return None
+
+    no_op.__name__ = no_op.__qualname__ = name
+    return no_op
 
 
 _CUDA_STAND_INS: dict[str, Any] = {
-    "synchronize": _no_op,
-    "empty_cache": _no_op,
-    "set_device": _no_op,
-    "reset_peak_memory_stats": _no_op,
+    "synchronize": _no_op("synchronize"),
+    "empty_cache": _no_op("empty_cache"),
+    "set_device": _no_op("set_device"),
+    "reset_peak_memory_stats": _no_op("reset_peak_memory_stats"),
     "current_device": lambda: 0,
     "device_count": lambda: 1,
     # an Ampere-like answer keeps capability checks on their GPU code path, which is remapped
@@ -173,13 +179,20 @@ _CUDA_STAND_INS: dict[str, Any] = {
 def _patched_cuda_module() -> Iterator[None]:
     stand_ins = {**_CUDA_STAND_INS, "default_generators": (torch.default_generator,)}
     saved = {name: getattr(torch.cuda, name) for name in stand_ins}
+    # `from torch._C import _cuda_getCurrentRawStream` (the raw stream of Inductor-style wrappers)
+    raw_stream = "_cuda_getCurrentRawStream"
+    had_raw_stream = hasattr(torch._C, raw_stream)
     try:
         for name, stand_in in stand_ins.items():
             setattr(torch.cuda, name, stand_in)
+        if not had_raw_stream:
+            setattr(torch._C, raw_stream, lambda *args: 0)
         yield
     finally:
         for name, original in saved.items():
             setattr(torch.cuda, name, original)
+        if not had_raw_stream:
+            delattr(torch._C, raw_stream)
 
 
 @contextlib.contextmanager

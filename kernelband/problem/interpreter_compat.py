@@ -6,6 +6,9 @@ its GPU path:
 - `a and b` / `a or b` on blocks are element-wise, as the GPU compiler reads them (plain
   Python would take the truth value of a whole block and keep one operand, so a mask such as
   `rows < M and cols < N` lost its first half and loads ran out of bounds);
+- parameters annotated with the string "tl.constexpr" are constexpr, as the GPU JIT reads them;
+- a few `triton.language.extra.libdevice` functions (tanh, rsqrt, ...) have element-wise
+  numpy implementations (the interpreter leaves libdevice stubs that return None);
 - a launch grid given as a list (`kernel[[b, n]](...)`) is taken as a tuple, as on a GPU;
 - block pointers (`tl.make_block_ptr`, `tl.advance`, and `tl.load` / `tl.store` on them), which
   Triton 3.7+ removed while GPU nodes on Triton 3.6 still run them, are emulated with plain
@@ -114,7 +117,15 @@ def _wrap_store(original: Callable[..., Any]) -> Callable[..., Any]:
     return _builtin(store)
 
 
-def _list_grid(init: Callable[..., Any]) -> Callable[..., Any]:
+def _string_constexprs(fn: Any, arg_names: Any) -> list[str]:
+    import inspect
+
+    annotations = inspect.get_annotations(fn)
+    return [name for name in arg_names if isinstance(annotations.get(name), str)
+            and annotations[name].strip().strip("'\"").split(".")[-1] == "constexpr"]
+
+
+def _patched_executor_init(init: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(init)
     def patched(self: Any, fn: Any, arg_names: Any, grid: Any, *args: Any, **kwargs: Any) -> None:
         if isinstance(grid, list):
@@ -123,13 +134,50 @@ def _list_grid(init: Callable[..., Any]) -> Callable[..., Any]:
             inner = grid
             grid = lambda meta: tuple(inner(meta))  # noqa: E731
         init(self, fn, arg_names, grid, *args, **kwargs)
+        extra = [n for n in _string_constexprs(fn, arg_names) if n not in self.constexprs]
+        self.constexprs = list(self.constexprs) + extra
 
     return patched
 
 
+def _numpy_elementwise(np_fn: Callable[..., Any]) -> Callable[..., Any]:
+    def apply(*args: Any, **_: Any) -> Any:
+        import numpy as np
+        import triton.language as tl
+        from triton.runtime.interpreter import TensorHandle
+
+        first = next(a for a in args if isinstance(a, tl.tensor))
+        data = [a.handle.data if isinstance(a, tl.tensor) else a for a in args]
+        with np.errstate(all="ignore"):
+            out = np.asarray(np_fn(*data)).astype(first.handle.data.dtype)
+        return tl.tensor(TensorHandle(out, first.handle.dtype), first.type)
+
+    return apply
+
+
+def _patch_libdevice() -> None:
+    import numpy as np
+
+    try:
+        from triton.language.extra import libdevice
+    except ImportError:  # pragma: no cover - older triton layouts
+        return
+    functions: dict[str, Callable[..., Any]] = {
+        "tanh": np.tanh, "rsqrt": lambda x: 1.0 / np.sqrt(x), "exp": np.exp, "exp2": np.exp2,
+        "log": np.log, "log2": np.log2, "sqrt": np.sqrt, "sin": np.sin, "cos": np.cos,
+        "pow": np.power, "fast_expf": np.exp, "fast_logf": np.log, "abs": np.abs,
+        "floor": np.floor, "ceil": np.ceil, "round": np.round, "trunc": np.trunc,
+        "sigmoid": lambda x: 1.0 / (1.0 + np.exp(-x)), "tan": np.tan, "atan": np.arctan,
+        "fmod": np.fmod, "rint": np.rint, "log1p": np.log1p, "expm1": np.expm1,
+    }
+    for name, np_fn in functions.items():
+        if hasattr(libdevice, name):
+            setattr(libdevice, name, _numpy_elementwise(np_fn))
+
+
 def _is_block(value: Any) -> bool:
-    shape = getattr(getattr(value, "type", None), "shape", None)
-    return bool(shape) and any(_int(d) != 1 for d in shape)
+    shape = getattr(getattr(value, "type", None), "shape", None) or ()
+    return any(_int(d) != 1 for d in shape)
 
 
 def bool_and(left: Any, right: Callable[[], Any]) -> Any:
@@ -180,6 +228,27 @@ def _patch_bool_ops(interpreter: Any) -> None:
     rewriter.ast_transformer = _bool_transformer(base)()
 
 
+def _bool_masks(builder_class: Any) -> None:
+    """Masks reach the interpreter's native load/store as contiguous bool arrays."""
+    import numpy as np
+
+    def coerce(mask: Any) -> Any:
+        data = mask.data
+        if data.dtype != np.bool_ or not data.flags.c_contiguous:
+            mask.data = np.ascontiguousarray(data.astype(np.bool_))
+        return mask
+
+    load, store = builder_class.create_masked_load, builder_class.create_masked_store
+
+    def masked_load(self: Any, ptrs: Any, mask: Any, *args: Any, **kwargs: Any) -> Any:
+        return load(self, ptrs, coerce(mask), *args, **kwargs)
+
+    def masked_store(self: Any, ptrs: Any, value: Any, mask: Any, *args: Any, **kwargs: Any) -> Any:
+        return store(self, ptrs, value, coerce(mask), *args, **kwargs)
+
+    builder_class.create_masked_load, builder_class.create_masked_store = masked_load, masked_store
+
+
 def _block_pointers_removed() -> bool:
     import triton.language as tl
 
@@ -208,7 +277,11 @@ def install() -> None:
         return
     executor = getattr(interpreter, "GridExecutor", None)
     if executor is not None:
-        executor.__init__ = _list_grid(executor.__init__)
+        executor.__init__ = _patched_executor_init(executor.__init__)
+    _patch_libdevice()
     _patch_bool_ops(interpreter)
+    builder = getattr(interpreter, "InterpreterBuilder", None)
+    if builder is not None and hasattr(builder, "create_masked_load"):
+        _bool_masks(builder)
     if _block_pointers_removed():
         _patch_block_pointers()
