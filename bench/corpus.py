@@ -80,10 +80,19 @@ def check_one(path: str, fmt: str = "tritonbench", seeds: int = 3) -> dict[str, 
     return row
 
 
+def _resumed(journal: Path | None) -> list[dict[str, Any]]:
+    if journal is None or not journal.exists():
+        return []
+    return [json.loads(line) for line in journal.read_text().splitlines() if line.strip()]
+
+
 def run_corpus(files: list[Path], workers: int = 2, fmt: str = "tritonbench",
-               seeds: int = 3) -> list[dict[str, Any]]:
-    """Check `files` with at most `workers` processes; rows sorted by file name."""
-    rows: list[dict[str, Any]] = []
+               seeds: int = 3, journal: Path | None = None) -> list[dict[str, Any]]:
+    """Check `files` with at most `workers` processes; rows sorted by file name. Rows are
+    appended to `journal` as they finish, and files already in it are not checked again."""
+    rows = _resumed(journal)
+    done_names = {r["file"] for r in rows}
+    files = [f for f in files if f.name not in done_names]
     context = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
         futures = {pool.submit(check_one, str(f), fmt, seeds): f for f in files}
@@ -94,6 +103,9 @@ def run_corpus(files: list[Path], workers: int = 2, fmt: str = "tritonbench",
                 row = {"file": futures[future].name, "accepted": False, "reason": "bench_error",
                        "message": _short(f"{type(exc).__name__}: {exc}")}
             rows.append(row)
+            if journal is not None:
+                with journal.open("a") as out:
+                    out.write(json.dumps(row) + "\n")
             mark = "ok " if row["accepted"] else "REF"
             print(f"[{done}/{len(files)}] {mark} {row['file']}: {row['reason']} "
                   f"({row.get('wall_s', 0)} s) {'' if row['accepted'] else row['message'][:110]}",
@@ -160,6 +172,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--label", default="", help="a label for this run (e.g. before)")
     parser.add_argument("--no-write", action="store_true", help="print only")
+    parser.add_argument("--journal", type=Path, help="append rows here; resume from it")
     args = parser.parse_args(argv)
     if args.target:
         from bench.gpu import corpus_gpu
@@ -170,13 +183,14 @@ def main(argv: list[str] | None = None) -> int:
               "../shared/corpus next to the repository)")
         return 0
     return run_and_write(corpus_files(only=args.only), args.workers, args.seeds, args.label,
-                         write=not args.no_write)
+                         write=not args.no_write, journal=args.journal)
 
 
-def run_and_write(files: list[Path], workers: int, seeds: int, label: str, write: bool) -> int:
+def run_and_write(files: list[Path], workers: int, seeds: int, label: str, write: bool,
+                  journal: Path | None = None) -> int:
     """Run the checks, save the JSON and the RESULTS.md section (keeping the earlier run)."""
     start = time.perf_counter()
-    rows = run_corpus(files, workers, seeds=seeds)
+    rows = run_corpus(files, workers, seeds=seeds, journal=journal)
     data = {"label": label or time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
             "device": device_label(), "machine": _machine(), "workers": workers, "seeds": seeds,
             "wall_s": time.perf_counter() - start, "rows": rows}

@@ -64,6 +64,8 @@ class KernelProblem:
     # case -> how far the original differs from itself on identical inputs (None: shapes, NaN
     # or Inf positions differ); empty when it agrees with itself (kernelband/problem/selfcheck.py)
     self_spread: dict[str, float | None] = field(default_factory=dict)
+    # a TritonBench-G performance harness (NAME_perf.py text): the timed inputs and call_op
+    perf_source: str = ""
 
     @property
     def content_hash(self) -> str:

@@ -15,7 +15,14 @@ from kernelband.profile.features import Features, build_features
 from kernelband.profile.measure import Measurement, capture_case
 from kernelband.profile.ncu_pass import NcuCase
 from kernelband.profile.static import static_profile
-from kernelband.profile.timing import CudaDevice, TimingConfig, TimingStats, measure, measure_paired
+from kernelband.profile.timing import (
+    CudaDevice,
+    Prepare,
+    TimingConfig,
+    TimingStats,
+    measure,
+    measure_paired,
+)
 
 
 def _prepare(runtime: Any, case: Case, fresh_inputs: bool) -> Callable[[], Callable[[], Any]]:
@@ -78,27 +85,45 @@ def _measure_in(
     parent = None
     if parent_editable is not None:
         parent = load_runtime(problem, parent_editable, "cuda", workdir=workdir)
-    fresh = bool(problem.inplace_outputs)
+    timed, how = timed_cases(problem, runtime, workdir, "child")
+    parent_timed = timed_cases(problem, parent, workdir, "parent")[0] if parent else None
     stats: list[TimingStats] = []
     weighted_ratio, parent_sum = 0.0, 0.0
     noisy = False
-    for case in problem.cases:
-        child = _prepare(runtime, case, fresh)
-        if parent is None:
+    for i, (_, child) in enumerate(timed):
+        if parent_timed is None:
             stats.append(measure(device, child, config))
             continue
-        paired = measure_paired(device, _prepare(parent, case, fresh), child, config)
+        paired = measure_paired(device, parent_timed[i][1], child, config)
         stats.append(paired.child)
         noisy |= paired.noisy
         weighted_ratio += paired.parent.median_ms * paired.ratio
         parent_sum += paired.parent.median_ms
-    case_times = {c.name: s.median_ms for c, s in zip(problem.cases, stats, strict=True)}
+    case_times = {name: s.median_ms for (name, _), s in zip(timed, stats, strict=True)}
     total = sum(case_times.values())
-    method = "cuda events, L2 flushed per run, median" + (", paired A/B with parent" if parent else "")
+    method = (f"{how}; cuda events, L2 flushed per run, median"
+              + (", paired A/B with parent" if parent else ""))
     measurement = Measurement(
         "measured", method, device.name, target, total, case_times,
         cv=max(s.cv for s in stats), noisy=noisy or any(s.noisy for s in stats),
         paired_ratio=weighted_ratio / parent_sum if parent_sum > 0 else None,
     )
     slowest = max(range(len(stats)), key=lambda i: stats[i].median_ms)
+    slowest = slowest if len(timed) == len(problem.cases) else 0  # harness inputs are not cases
     return (measurement, *gpu_features(problem, runtime, device, target, slowest, total))
+
+
+def timed_cases(problem: KernelProblem, runtime: Any, workdir: Path,
+                role: str) -> tuple[list[tuple[str, Prepare]], str]:
+    """What is timed, and how to say it: the performance harness's inputs (call_op alone),
+    a TritonBench test's calls into the region, or each public case of the entry function."""
+    from kernelband.profile.perf_harness import harness_prepares, load_harness, region_prepare
+
+    if problem.perf_source:
+        harness = load_harness(problem.perf_source, runtime.candidate_module, workdir, role)
+        return harness_prepares(harness), "perf harness inputs, call_op timed alone"
+    if problem.format == "tritonbench":
+        prepare = region_prepare(problem, runtime, "candidate", "cuda")
+        return [("region_calls", prepare)], "the test's calls into the region, inputs untimed"
+    fresh = bool(problem.inplace_outputs)
+    return [(c.name, _prepare(runtime, c, fresh)) for c in problem.cases], "public cases"
