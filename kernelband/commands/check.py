@@ -60,6 +60,7 @@ def check(
     seeds: Annotated[int, typer.Option(min=1, help="Seeds per case.")] = 3,
     public_only: Annotated[bool, typer.Option("--public-only", help="Skip the held-out cases.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the verdict as JSON.")] = False,
+    perf: Annotated[Path | None, typer.Option("--perf", help="TritonBench-G: the NAME_perf.py harness that times the problem (checked here).")] = None,
 ) -> None:
     """Check the original kernel (or --candidate) against the reference, in the sandbox."""
     from kernelband.evaluate import evaluate_candidate
@@ -73,6 +74,13 @@ def check(
         problem = load_problem_sandboxed(source, format, problem_file.stem)
     except (OSError, UnicodeDecodeError, ProblemLoadError) as exc:
         _fail_load("problem", str(exc), as_json)
+    if perf is not None:
+        from kernelband.profile.perf_harness import HarnessError, with_perf_harness
+
+        try:
+            problem = with_perf_harness(problem, perf.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, HarnessError) as exc:
+            _fail_load("performance harness", str(exc), as_json)
     editable = None
     if candidate is not None:
         try:

@@ -45,11 +45,12 @@ def optimize(
     max_tokens: Annotated[int | None, typer.Option(help="LLM token budget of the job.")] = None,
     max_usd: Annotated[float | None, typer.Option(help="LLM cost budget (USD) of the job.")] = None,
     max_wall_s: Annotated[float | None, typer.Option(help="Wall-time budget in seconds.")] = None,
+    perf: Annotated[Path | None, typer.Option("--perf", help="TritonBench-G: time on this NAME_perf.py harness (call_op alone).")] = None,
 ) -> None:
     """Optimize FILE's kernel with the bandit search and write the best verified version."""
     options = _options(target, policy, budget, model, parallel, seed, max_tokens, max_usd,
                        max_wall_s, param)
-    problem = _load(file, format)
+    problem = _with_perf(_load(file, format), perf)
     settings = get_settings()
     console.print(f"[bold]{problem.name}[/]: {len(problem.cases)} public + "
                   f"{len(problem.held_out_cases)} held-out cases; targets "
@@ -94,6 +95,17 @@ def _options(target: list[str] | None, policy: str, budget: int, model: str, par
 def _params_text(params: dict[str, Any]) -> str:
     """The banner's "(c=1.5, k=1)"; empty when the policy runs with its defaults."""
     return f" ({', '.join(f'{k}={v}' for k, v in params.items())})" if params else ""
+
+
+def _with_perf(problem: Any, perf: Path | None) -> Any:
+    if perf is None:
+        return problem
+    from kernelband.profile.perf_harness import HarnessError, with_perf_harness
+
+    try:
+        return with_perf_harness(problem, perf.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, HarnessError) as exc:
+        _fail(f"{perf} cannot time this problem: {exc}")
 
 
 def _load(file: Path, format: str) -> Any:

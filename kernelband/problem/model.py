@@ -22,6 +22,12 @@ DEFAULT_TOLERANCES: dict[str, tuple[float, float]] = {
 }
 
 
+def problem_hash(source: str, format: str, perf_source: str = "") -> str:
+    """A problem's identity: its format and text, and its performance harness if any."""
+    perf = f"\n# kernelband: perf harness\n{perf_source}" if perf_source else ""
+    return hashlib.sha256(f"{format}\n{source}{perf}".encode()).hexdigest()
+
+
 class ProblemLoadError(ValueError):
     """A file is not a valid kernel problem; `reason` is what to fix."""
 
@@ -69,7 +75,7 @@ class KernelProblem:
 
     @property
     def content_hash(self) -> str:
-        return hashlib.sha256(f"{self.format}\n{self.source}".encode()).hexdigest()
+        return problem_hash(self.source, self.format, self.perf_source)
 
     def tolerance(self, dtype: str) -> tuple[float, float]:
         if dtype in self.tolerances:

@@ -52,6 +52,19 @@ def check_harness_source(source: str) -> None:
                            "TritonBench-G harness does")
 
 
+def with_perf_harness(problem: KernelProblem, source: str) -> KernelProblem:
+    """`problem` timed by the harness `source` (checked statically; TritonBench-G only)."""
+    from dataclasses import replace
+
+    if not source.strip():
+        return problem
+    if problem.format != "tritonbench":
+        raise HarnessError(f"a performance harness times TritonBench-G problems; {problem.name} "
+                           f"is a {problem.format} problem")
+    check_harness_source(source)
+    return replace(problem, perf_source=source)
+
+
 def _kernel_module_names(source: str) -> list[str]:
     names = []
     for node in ast.parse(source).body:

@@ -28,11 +28,16 @@ def load_sources(sources: Sequence[SuiteSource], format: str,
     """Load every source; a refused file becomes a LoadFailure instead of failing the suite."""
     loaded: list[KernelProblem] = []
     failures: list[LoadFailure] = []
+    from kernelband.profile.perf_harness import HarnessError, with_perf_harness
+
     for item in sources:
         try:
-            loaded.append(loader(item.source, format, item.name))
+            loaded.append(with_perf_harness(loader(item.source, format, item.name),
+                                            item.perf_source))
         except ProblemLoadError as exc:
             failures.append(LoadFailure(item.name, exc.reason, exc.line))
+        except HarnessError as exc:
+            failures.append(LoadFailure(item.name, f"performance harness: {exc}", None))
     return loaded, failures
 
 

@@ -21,6 +21,7 @@ class SuiteProblemIn(_Strict):
 
     name: str = Field(min_length=1, max_length=120, pattern=NAME_PATTERN)
     source: str = Field(min_length=1, description="The complete problem module text.")
+    perf_source: str = Field(default="", description="TritonBench-G: its NAME_perf.py harness.")
 
 
 class SuiteSettingsIn(_Strict):
