@@ -53,7 +53,7 @@ def refusal_key(reason: str, message: str) -> str:
     if found := _SANDBOX.search(message):
         return f"load: sandbox {found.group(1)}"
     if found := _RAISED.search(message):
-        words = " ".join(found.group(2).split()[:6]).rstrip(".,;:")
+        words = " ".join(found.group(2).split(";")[0].split()[:6]).rstrip(".,;:")
         return f"load: {found.group(1)}: {words}"
     return "load: " + " ".join(message.split()[:6])
 
@@ -66,6 +66,9 @@ def check_one(path: str, fmt: str = "tritonbench", seeds: int = 3) -> dict[str, 
     source = Path(path).read_text(encoding="utf-8")
     outcome = check_problem_source(source, fmt, Path(path).stem, seeds=seeds)
     row: dict[str, Any] = {"file": Path(path).name, "wall_s": round(time.perf_counter() - start, 1)}
+    from kernelband.config import get_settings
+
+    row["interpret_budget_s"] = get_settings().sandbox_interpret_timeout_s
     if outcome.verdict is None:
         message = _short(outcome.load_error, 300)
         return row | {"accepted": False, "reason": refusal_key("load_error", message),
@@ -167,7 +170,8 @@ def main(argv: list[str] | None = None) -> int:
     """Run the corpus benchmark; returns a process exit code."""
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--target", choices=("h100", "h200"), help="run the GPU variant (CUDA)")
-    parser.add_argument("--workers", type=int, default=2, help="parallel checks (default 2)")
+    parser.add_argument("--workers", type=int, default=2,
+                        help="parallel checks (default 2; with --target: 8)")
     parser.add_argument("--only", nargs="*", help="file stems to check (default: all)")
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--label", default="", help="a label for this run (e.g. before)")

@@ -63,8 +63,16 @@ def _compare_tensors(exp: torch.Tensor, act: Any, tol: Tolerance, where: str) ->
     return None
 
 
+def _numpy_as_tensor(value: Any) -> Any:
+    """numpy arrays and scalars are compared as tensors (== on them has no single truth value)."""
+    if type(value).__module__ == "numpy" and hasattr(value, "shape"):
+        return torch.as_tensor(value)
+    return value
+
+
 def compare_results(expected: Any, actual: Any, tol: Tolerance, where: str = "output") -> Mismatch | None:
     """The first mismatch between the reference's and the candidate's result, or None."""
+    expected, actual = _numpy_as_tensor(expected), _numpy_as_tensor(actual)
     if isinstance(expected, torch.Tensor):
         return _compare_tensors(expected, actual, tol, where)
     if isinstance(expected, list | tuple):
@@ -95,6 +103,7 @@ def compare_results(expected: Any, actual: Any, tol: Tolerance, where: str = "ou
 
 def tensors(value: Any) -> Iterator[torch.Tensor]:
     """Every tensor inside a result or argument list."""
+    value = _numpy_as_tensor(value)
     if isinstance(value, torch.Tensor):
         yield value
     elif isinstance(value, list | tuple):

@@ -22,6 +22,8 @@ SPREAD_FACTOR = 2.0
 def _tensors(value: Any) -> list[torch.Tensor]:
     if isinstance(value, torch.Tensor):
         return [value]
+    if type(value).__module__ == "numpy" and hasattr(value, "shape"):
+        return [torch.as_tensor(value)]
     if isinstance(value, list | tuple):
         return [t for item in value for t in _tensors(item)]
     if isinstance(value, dict):
@@ -48,7 +50,10 @@ def spread(first: Any, second: Any) -> float:
     if len(ta) != len(tb):
         return math.inf
     if not ta:
-        return 0.0 if first == second else math.inf
+        try:
+            return 0.0 if bool(first == second) else math.inf
+        except (TypeError, ValueError):  # values without a truth value for ==
+            return 0.0 if repr(first) == repr(second) else math.inf
     return max(_pair_spread(a, b) for a, b in zip(ta, tb, strict=True))
 
 
