@@ -230,7 +230,8 @@ def store_measurement(session: Session, candidate: Candidate,
     row = Measurement(candidate_id=candidate.id, label=data["label"], method=data["method"],
                       device=data["device"], target=data["target"],
                       time_ms=float(data["time_ms"]),
-                      case_times=list(data.get("case_times_ms") or []),
+                      case_times=[[name, float(ms)] for name, ms in
+                                  (data.get("case_times_ms") or {}).items()],
                       cv=data.get("cv"), noisy=bool(data.get("noisy", False)),
                       paired_ratio=data.get("paired_ratio"), features=result.get("features"))
     session.add(row)

@@ -101,8 +101,7 @@ def _measure_in(
         parent_sum += paired.parent.median_ms
     case_times = {name: s.median_ms for (name, _), s in zip(timed, stats, strict=True)}
     total = sum(case_times.values())
-    method = (f"{how}; cuda events, L2 flushed per run, median"
-              + (", paired A/B with parent" if parent else ""))
+    method = f"{how}; cuda events, L2 flushed, median" + (", paired A/B" if parent else "")
     measurement = Measurement(
         "measured", method, device.name, target, total, case_times,
         cv=max(s.cv for s in stats), noisy=noisy or any(s.noisy for s in stats),
@@ -121,9 +120,9 @@ def timed_cases(problem: KernelProblem, runtime: Any, workdir: Path,
 
     if problem.perf_source:
         harness = load_harness(problem.perf_source, runtime.candidate_module, workdir, role)
-        return harness_prepares(harness), "perf harness inputs, call_op timed alone"
+        return harness_prepares(harness), "perf harness, call_op alone"
     if problem.format == "tritonbench":
         prepare = region_prepare(problem, runtime, "candidate", "cuda")
-        return [("region_calls", prepare)], "the test's calls into the region, inputs untimed"
+        return [("region_calls", prepare)], "region calls only, inputs untimed"
     fresh = bool(problem.inplace_outputs)
     return [(c.name, _prepare(runtime, c, fresh)) for c in problem.cases], "public cases"

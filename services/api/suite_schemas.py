@@ -79,6 +79,11 @@ class ProblemResultOut(BaseModel):
     label: str | None
     held_out: str | None
     reason: str | None
+    original_ms: float | None = Field(default=None, description="Original kernel, summed over timed cases.")
+    best_ms: float | None = Field(default=None, description="Best kernel, summed over timed cases.")
+    original_case_ms: dict[str, float] = Field(default_factory=dict, description="Per timed case, ms.")
+    best_case_ms: dict[str, float] = Field(default_factory=dict, description="Per timed case, ms.")
+    method: str | None = Field(default=None, description="Label, timing method and device of the times.")
 
 
 class LoadFailureOut(BaseModel):
