@@ -17,7 +17,7 @@ import multiprocessing
 import re
 import sys
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any
@@ -129,9 +129,13 @@ def acceptance_table(data: dict[str, Any]) -> str:
     """Markdown: accepted count, then each refusal reason with its count and files."""
     rows = data["rows"]
     accepted = sum(1 for r in rows if r["accepted"])
+    budgets = Counter(r["interpret_budget_s"] for r in rows if "interpret_budget_s" in r)
+    budget = ("; interpreter budget per sandboxed run: " + ", ".join(
+        f"{b:.0f} s for {n} files" for b, n in sorted(budgets.items()))) if budgets else ""
+    wall = f"{data['wall_s']:.0f} s" + (f" ({data['wall_note']})" if data.get("wall_note") else "")
     lines = [f"**{accepted} of {len(rows)} accepted** on {data['device']} "
-             f"(wall time {data['wall_s']:.0f} s, {data['workers']} processes, "
-             f"{data['seeds']} seeds per case, held-out cases included).", "",
+             f"(wall time {wall}, {data['workers']} processes, "
+             f"{data['seeds']} seeds per case, held-out cases included{budget}).", "",
              "| reason | count | files (first message) |", "| --- | --- | --- |"]
     for reason, group in refusal_groups(rows).items():
         names = ", ".join(r["file"].removesuffix(".py") for r in group)
@@ -177,6 +181,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--label", default="", help="a label for this run (e.g. before)")
     parser.add_argument("--no-write", action="store_true", help="print only")
     parser.add_argument("--journal", type=Path, help="append rows here; resume from it")
+    parser.add_argument("--report-only", action="store_true",
+                        help="write the table from --journal; files not in it are 'not run'")
     args = parser.parse_args(argv)
     if args.target:
         from bench.gpu import corpus_gpu
@@ -186,8 +192,23 @@ def main(argv: list[str] | None = None) -> int:
         print(f"corpus benchmark skipped: {TRITONBENCH} not found (the corpus lives in "
               "../shared/corpus next to the repository)")
         return 0
+    if args.report_only:
+        return report_journal(corpus_files(only=args.only), args.journal, args.seeds, args.label)
     return run_and_write(corpus_files(only=args.only), args.workers, args.seeds, args.label,
                          write=not args.no_write, journal=args.journal)
+
+
+def report_journal(files: list[Path], journal: Path | None, seeds: int, label: str) -> int:
+    """The acceptance table of a journal (a run stopped early): unreached files are listed."""
+    rows = _resumed(journal)
+    seen = {r["file"] for r in rows}
+    rows += [{"file": f.name, "accepted": False, "reason": "not run (the run was stopped)",
+              "message": ""} for f in files if f.name not in seen]
+    wall = sum(float(r.get("wall_s", 0)) for r in rows) / 2
+    data = {"label": label, "device": device_label(), "machine": _machine(), "workers": 2,
+            "seeds": seeds, "wall_s": wall, "rows": sorted(rows, key=lambda r: r["file"]),
+            "wall_note": "sum of per-file wall times / 2 workers"}
+    return _write(data)
 
 
 def run_and_write(files: list[Path], workers: int, seeds: int, label: str, write: bool,
@@ -199,8 +220,11 @@ def run_and_write(files: list[Path], workers: int, seeds: int, label: str, write
             "device": device_label(), "machine": _machine(), "workers": workers, "seeds": seeds,
             "wall_s": time.perf_counter() - start, "rows": rows}
     print(acceptance_table(data))
-    if not write:
-        return 0
+    return _write(data) if write else 0
+
+
+def _write(data: dict[str, Any]) -> int:
+    """bench/results/corpus_tritonbench.json (the earlier run kept as _before) and RESULTS.md."""
     RESULTS_JSON_DIR.mkdir(parents=True, exist_ok=True)
     latest = RESULTS_JSON_DIR / "corpus_tritonbench.json"
     before_path = RESULTS_JSON_DIR / "corpus_tritonbench_before.json"
