@@ -175,6 +175,12 @@ _CUDA_STAND_INS: dict[str, Any] = {
 }
 
 
+def _empty_strided_stand_in(size: Any, stride: Any, dtype: Any) -> torch.Tensor:
+    """`torch._C._dynamo.guards._empty_strided_cuda` on the CPU (zero-filled)."""
+    return torch.zeros_strided(size, stride, dtype=dtype) if hasattr(torch, "zeros_strided") \
+        else torch.empty_strided(size, stride, dtype=dtype).zero_()
+
+
 @contextlib.contextmanager
 def _patched_cuda_module() -> Iterator[None]:
     stand_ins = {**_CUDA_STAND_INS, "default_generators": (torch.default_generator,)}
@@ -182,7 +188,12 @@ def _patched_cuda_module() -> Iterator[None]:
     # `from torch._C import _cuda_getCurrentRawStream` (the raw stream of Inductor-style wrappers)
     raw_stream = "_cuda_getCurrentRawStream"
     had_raw_stream = hasattr(torch._C, raw_stream)
+    # Inductor-generated wrappers allocate with a C helper that no torch function mode sees
+    guards = getattr(getattr(torch._C, "_dynamo", None), "guards", None)
+    saved_strided = getattr(guards, "_empty_strided_cuda", None)
     try:
+        if saved_strided is not None:
+            guards._empty_strided_cuda = _empty_strided_stand_in  # type: ignore[union-attr]
         for name, stand_in in stand_ins.items():
             setattr(torch.cuda, name, stand_in)
         if not had_raw_stream:
@@ -193,6 +204,8 @@ def _patched_cuda_module() -> Iterator[None]:
             setattr(torch.cuda, name, original)
         if not had_raw_stream:
             delattr(torch._C, raw_stream)
+        if saved_strided is not None:
+            guards._empty_strided_cuda = saved_strided  # type: ignore[union-attr]
 
 
 @contextlib.contextmanager
