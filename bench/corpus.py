@@ -67,8 +67,10 @@ def check_one(path: str, fmt: str = "tritonbench", seeds: int = 3) -> dict[str, 
     outcome = check_problem_source(source, fmt, Path(path).stem, seeds=seeds)
     row: dict[str, Any] = {"file": Path(path).name, "wall_s": round(time.perf_counter() - start, 1)}
     from kernelband.config import get_settings
+    from kernelband.sandbox.device import detect_device
 
-    row["interpret_budget_s"] = get_settings().sandbox_interpret_timeout_s
+    if detect_device() == "cpu":
+        row["interpret_budget_s"] = get_settings().sandbox_interpret_timeout_s
     if outcome.verdict is None:
         message = _short(outcome.load_error, 300)
         return row | {"accepted": False, "reason": refusal_key("load_error", message),

@@ -134,7 +134,9 @@ def suite_phase(names: list[str], root: Path, target: str, budget: int,
            "--target", target, "--budget", str(budget), "--parallel", "2", "--json", str(report)]
     start = time.monotonic()
     try:
-        done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout_s)
+        env = {**os.environ, "KERNELBAND_DATABASE_URL": f"sqlite:///{folder / 'suite.db'}"}
+        done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout_s,
+                              env=env)
         status = f"exit {done.returncode}"
         tail = (done.stdout + done.stderr)[-3000:]
     except subprocess.TimeoutExpired as exc:
