@@ -145,13 +145,34 @@ def acceptance_table(data: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _accepted(data: dict[str, Any]) -> int:
+    return sum(1 for r in data["rows"] if r["accepted"])
+
+
+def _summary(before: dict[str, Any] | None, after: dict[str, Any]) -> str:
+    """One line comparing the runs, and how many refusals name the interpreter."""
+    total = len(after["rows"])
+    interpreter = sum(1 for r in after["rows"]
+                      if not r["accepted"] and r["reason"].startswith("interpreter_"))
+    line = f"Accepted: **{_accepted(after)}/{total}** ({after['label']})"
+    if before is not None:
+        line += f", against {_accepted(before)}/{len(before['rows'])} ({before['label']})"
+    return (line + f". Refusals that name the CPU interpreter as the cause (and a GPU target to "
+            f"check on): {interpreter}.\n\n")
+
+
 def section(before: dict[str, Any] | None, after: dict[str, Any]) -> str:
     """The RESULTS.md section: the latest run, and the earlier run it is compared with."""
     head = ("## Corpus acceptance (TritonBench-G originals)\n\n"
             "Command: `python -m bench.corpus` (every file of ../shared/corpus/tritonbench-g/kernels "
             "through the code path of `kernelband check FILE --format tritonbench`). "
-            f"Machine: {after['machine']}\n\n")
-    body = "### Latest run\n\n" + acceptance_table(after)
+            f"Machine: {after['machine']}\n\n"
+            "`interpreter_timeout`, `interpreter_crash` and `interpreter_unsupported` are originals "
+            "the CPU Triton interpreter cannot run (too slow for the interpreter budget, a crash "
+            "inside it, or a feature it lacks); their message names a GPU target to check them "
+            "on. The GPU run of the same corpus is `python -m bench.corpus --target h100` "
+            "(bench/gpu/corpus-h100.md).\n\n")
+    body = _summary(before, after) + "### Latest run\n\n" + acceptance_table(after)
     if before is not None:
         body += (f"\n\n### Before ({before.get('label', 'earlier run')})\n\n"
                  + acceptance_table(before))
@@ -185,6 +206,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--journal", type=Path, help="append rows here; resume from it")
     parser.add_argument("--report-only", action="store_true",
                         help="write the table from --journal; files not in it are 'not run'")
+    parser.add_argument("--wall-s", type=float, help="with --report-only: the measured wall time")
+    parser.add_argument("--wall-note", default="", help="with --report-only: how it was measured")
     args = parser.parse_args(argv)
     if args.target:
         from bench.gpu import corpus_gpu
@@ -195,21 +218,25 @@ def main(argv: list[str] | None = None) -> int:
               "../shared/corpus next to the repository)")
         return 0
     if args.report_only:
-        return report_journal(corpus_files(only=args.only), args.journal, args.seeds, args.label)
+        return report_journal(corpus_files(only=args.only), args.journal, args.seeds, args.label,
+                              args.wall_s, args.wall_note)
     return run_and_write(corpus_files(only=args.only), args.workers, args.seeds, args.label,
                          write=not args.no_write, journal=args.journal)
 
 
-def report_journal(files: list[Path], journal: Path | None, seeds: int, label: str) -> int:
+def report_journal(files: list[Path], journal: Path | None, seeds: int, label: str,
+                   wall_s: float | None = None, wall_note: str = "") -> int:
     """The acceptance table of a journal (a run stopped early): unreached files are listed."""
     rows = _resumed(journal)
     seen = {r["file"] for r in rows}
     rows += [{"file": f.name, "accepted": False, "reason": "not run (the run was stopped)",
               "message": ""} for f in files if f.name not in seen]
-    wall = sum(float(r.get("wall_s", 0)) for r in rows) / 2
+    if wall_s is None:
+        wall_s, wall_note = (sum(float(r.get("wall_s", 0)) for r in rows) / 2,
+                             "estimated: sum of per-file wall times / 2 workers")
     data = {"label": label, "device": device_label(), "machine": _machine(), "workers": 2,
-            "seeds": seeds, "wall_s": wall, "rows": sorted(rows, key=lambda r: r["file"]),
-            "wall_note": "sum of per-file wall times / 2 workers"}
+            "seeds": seeds, "wall_s": wall_s, "rows": sorted(rows, key=lambda r: r["file"]),
+            "wall_note": wall_note}
     return _write(data)
 
 
