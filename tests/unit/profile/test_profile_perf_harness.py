@@ -117,3 +117,12 @@ def test_without_harness_only_the_region_calls_are_replayed(tmp_path: Path) -> N
         run()
     assert len(runtime.candidate_module.CREATED) == created  # the test's input creation: untimed
     assert [r.kernel_name for r in launches] == ["copy_kernel", "copy_kernel"]  # both region calls
+
+
+def test_profiling_each_case_runs_the_test_for_that_case(tmp_path: Path) -> None:
+    from kernelband.profile.measure import capture_case
+
+    problem = load_problem(TRITONBENCH, "tritonbench", "copy", workdir=tmp_path, device="cpu")
+    runtime = load_runtime(problem, None, "cpu", workdir=tmp_path)
+    for case in problem.cases:  # no case is answered from an earlier run's results
+        assert capture_case(runtime, case, execute=True)
