@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from bench import api_load, fleet_scaling, generation_loop, scheduler_throughput
+from bench import api_load, corpus, fleet_scaling, generation_loop, scheduler_throughput
 from bench.common import (
     RESULTS_DIR,
     ROOT,
@@ -85,6 +85,9 @@ def main(argv: list[str] | None = None) -> None:
                         help="read bench/results/evaluator_overhead.json instead of re-running")
     parser.add_argument("--policies", choices=("skip", "quick", "full"), default="skip",
                         help="re-run the policy benchmark (default: keep its section)")
+    parser.add_argument("--skip-corpus", action="store_true",
+                        help="keep the corpus section (the full corpus run takes about an hour "
+                             "on 2 cores; --quick skips it too)")
     args = parser.parse_args(argv)
     start, quick = time.perf_counter(), ["--quick"] if args.quick else []
     if args.policies != "skip":
@@ -97,6 +100,9 @@ def main(argv: list[str] | None = None) -> None:
     evaluator = timed("evaluator overhead", lambda: run_evaluator_overhead(rerun) or {})
     loop = timed("generation loop (SIMULATED model)", lambda: generation_loop.main(quick))
     write_section("generation-loop", generation_loop.section(loop))
+    if not (args.skip_corpus or args.quick):
+        # writes its own section; prints a skip message where ../shared/corpus is absent
+        timed("corpus acceptance", lambda: {"exit": corpus.main([])})
     command = "python -m bench.run_all " + " ".join(argv if argv is not None else sys.argv[1:])
     render(api, sched, fleet, evaluator, rerun, command.strip(), start)
 

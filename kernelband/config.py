@@ -29,7 +29,11 @@ class Settings(BaseSettings):
     llm_concurrency: int = 4
 
     # sandbox
-    sandbox_timeout_s: float = 60.0
+    sandbox_timeout_s: float = 60.0  # run time of one sandboxed run on a GPU node
+    # Triton compilation and autotuning, budgeted apart from the run time (kernelband/sandbox/compile_budget.py)
+    sandbox_compile_s: float = 240.0
+    # run time of one sandboxed run in the CPU Triton interpreter (every program runs in Python)
+    sandbox_interpret_timeout_s: float = 120.0
     sandbox_cpu_s: int = 120
     sandbox_max_files: int = 256
     sandbox_max_procs: int = 64

@@ -295,6 +295,13 @@ def record_usage(session: Session, job: Job, attempt: Attempt, result: dict[str,
     job.cost_known = job.cost_known and known
 
 
+def _case_times(raw: Any) -> list[Any]:
+    """[[case, ms], ...] from Measurement.case_times_ms (a dict); other shapes kept as a list."""
+    if isinstance(raw, dict):
+        return [[str(name), float(ms)] for name, ms in raw.items()]
+    return list(raw or [])
+
+
 def store_measurement(session: Session, candidate: Candidate,
                       result: dict[str, Any]) -> Measurement:
     """A measurement row from Measurement.to_dict() plus Features.to_dict()."""
@@ -302,7 +309,7 @@ def store_measurement(session: Session, candidate: Candidate,
     row = Measurement(candidate_id=candidate.id, label=data["label"], method=data["method"],
                       device=data["device"], target=data["target"],
                       time_ms=float(data["time_ms"]),
-                      case_times=list(data.get("case_times_ms") or []),
+                      case_times=_case_times(data.get("case_times_ms")),
                       cv=data.get("cv"), noisy=bool(data.get("noisy", False)),
                       paired_ratio=data.get("paired_ratio"), features=result.get("features"))
     session.add(row)

@@ -6,12 +6,43 @@ Exit codes: 0 correct, 1 rejected, 2 the problem or the candidate could not be l
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from kernelband.problem.model import PROBLEM_FORMATS, ProblemLoadError
+from kernelband.problem.model import PROBLEM_FORMATS, KernelProblem, ProblemLoadError
+
+if TYPE_CHECKING:
+    from kernelband.evaluate.verdict import Verdict
+
+
+@dataclass(frozen=True)
+class CheckOutcome:
+    """What `kernelband check` found: a verdict, or why the problem did not load."""
+
+    problem: KernelProblem | None
+    verdict: Verdict | None
+    load_error: str = ""
+
+    @property
+    def accepted(self) -> bool:
+        return self.verdict is not None and self.verdict.correct
+
+
+def check_problem_source(
+    source: str, format: str, name: str, *, seeds: int = 3, held_out: bool = True
+) -> CheckOutcome:
+    """Load `source` in the sandbox and check its original kernel (the `check` command's path)."""
+    from kernelband.evaluate import evaluate_candidate
+    from kernelband.sandbox import load_problem_sandboxed
+
+    try:
+        problem = load_problem_sandboxed(source, format, name)
+    except ProblemLoadError as exc:
+        return CheckOutcome(None, None, str(exc))
+    return CheckOutcome(problem, evaluate_candidate(problem, None, held_out=held_out, seeds=seeds))
 
 
 def _fail_load(what: str, reason: str, as_json: bool) -> None:
@@ -29,6 +60,7 @@ def check(
     seeds: Annotated[int, typer.Option(min=1, help="Seeds per case.")] = 3,
     public_only: Annotated[bool, typer.Option("--public-only", help="Skip the held-out cases.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the verdict as JSON.")] = False,
+    perf: Annotated[Path | None, typer.Option("--perf", help="TritonBench-G: the NAME_perf.py harness that times the problem (checked here).")] = None,
 ) -> None:
     """Check the original kernel (or --candidate) against the reference, in the sandbox."""
     from kernelband.evaluate import evaluate_candidate
@@ -42,6 +74,13 @@ def check(
         problem = load_problem_sandboxed(source, format, problem_file.stem)
     except (OSError, UnicodeDecodeError, ProblemLoadError) as exc:
         _fail_load("problem", str(exc), as_json)
+    if perf is not None:
+        from kernelband.profile.perf_harness import HarnessError, with_perf_harness
+
+        try:
+            problem = with_perf_harness(problem, perf.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, HarnessError) as exc:
+            _fail_load("performance harness", str(exc), as_json)
     editable = None
     if candidate is not None:
         try:

@@ -48,6 +48,7 @@ def optimize(
     max_wall_s: Annotated[float | None, typer.Option(help="Wall-time budget in seconds.")] = None,
     repair_turns: Annotated[int, typer.Option(help="Repair turns a failed child gets in its pull (LLM only, 0-5).")] = 1,
     dedupe: Annotated[bool, typer.Option(help="Record children equal to one already tried as duplicates instead of evaluating them.")] = True,
+    perf: Annotated[Path | None, typer.Option("--perf", help="TritonBench-G: time on this NAME_perf.py harness (call_op alone).")] = None,
 ) -> None:
     """Optimize FILE's kernel with the bandit search and write the best verified version."""
     options = _options(target, policy, budget, model, parallel, seed, max_tokens, max_usd,
@@ -55,7 +56,7 @@ def optimize(
     if not 0 <= repair_turns <= 5:
         _fail(f"--repair-turns must be between 0 and 5; got {repair_turns}")
     options = replace(options, repair_turns=repair_turns, dedupe=dedupe)
-    problem = _load(file, format)
+    problem = _with_perf(_load(file, format), perf)
     settings = get_settings()
     console.print(f"[bold]{problem.name}[/]: {len(problem.cases)} public + "
                   f"{len(problem.held_out_cases)} held-out cases; targets "
@@ -100,6 +101,17 @@ def _options(target: list[str] | None, policy: str, budget: int, model: str, par
 def _params_text(params: dict[str, Any]) -> str:
     """The banner's "(c=1.5, k=1)"; empty when the policy runs with its defaults."""
     return f" ({', '.join(f'{k}={v}' for k, v in params.items())})" if params else ""
+
+
+def _with_perf(problem: Any, perf: Path | None) -> Any:
+    if perf is None:
+        return problem
+    from kernelband.profile.perf_harness import HarnessError, with_perf_harness
+
+    try:
+        return with_perf_harness(problem, perf.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, HarnessError) as exc:
+        _fail(f"{perf} cannot time this problem: {exc}")
 
 
 def _load(file: Path, format: str) -> Any:

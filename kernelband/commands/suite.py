@@ -15,6 +15,7 @@ from kernelband.suite import (
     SuiteReport,
     SuiteSettings,
     SuiteSourceError,
+    attach_perf_dir,
     read_directory,
     to_csv,
     to_json,
@@ -42,11 +43,14 @@ def suite(
     token: Annotated[str | None, typer.Option(help="Team token for --server.", envvar="KERNELBAND_TOKEN")] = None,
     csv: Annotated[Path | None, typer.Option("--csv", help="Write the per-problem table as CSV.")] = None,
     json_out: Annotated[Path | None, typer.Option("--json", help="Write the whole report as JSON.")] = None,
+    perf_dir: Annotated[Path | None, typer.Option("--perf-dir", help="Folder of NAME_perf.py TritonBench-G harnesses (NAME_perf.py beside NAME.py is found anyway).")] = None,
 ) -> None:
     """Optimize every problem in DIRECTORY, one job per (problem, policy), and report suite metrics."""
     settings = _settings(policy, target, budget, model, parallel, seed)
     try:
         sources = read_directory(directory)
+        if perf_dir is not None:
+            sources = attach_perf_dir(sources, perf_dir)
     except SuiteSourceError as exc:
         _fail(str(exc))
     console.print(f"[bold]{directory.name}[/]: {len(sources)} {format} problem files; policies "

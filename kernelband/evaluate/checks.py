@@ -17,6 +17,7 @@ from kernelband.evaluate.compare import (
     mutated_indices,
     snapshot,
 )
+from kernelband.evaluate.torch_work import TORCH_WORK_SLACK, allowance
 from kernelband.evaluate.verdict import Verdict
 from kernelband.problem.model import Case, KernelProblem
 
@@ -35,15 +36,16 @@ def _capture() -> AbstractContextManager[list[Any]]:
     return capture_launches()
 
 
-def _torch_work() -> Any:
+def _torch_work(region: Any = None) -> Any:
     from kernelband.evaluate.torch_work import TorchWork
 
-    return TorchWork()
+    return TorchWork(region)
 
 
-# A candidate whose torch calls (outside its Triton launches) read at least this many elements
-# per input element computed the result with torch, not with its kernel. An epilogue on the
-# output (a bias add after a Triton matmul) reads less and passes.
+# A candidate whose torch calls in its region functions (outside its Triton launches) read at
+# least this many elements per input element, and more than the original's own torch work
+# (plus TORCH_WORK_SLACK), computed the result with torch, not with its kernel. An epilogue on
+# the output (a bias add after a Triton matmul) reads less and passes.
 TORCH_SHARE_LIMIT = 1.0
 
 
@@ -63,19 +65,21 @@ class CaseChecker:
         self.seal = seal  # issue 18: TimerSeal taken before the candidate was loaded
         self.run_s = 0.0
         self.worst_err = 0.0
-        self.early: Any = None
+        self.early: Any = None  # issue 18: the candidate's result as it was at return
+        self.original_work: dict[str, int] = {}  # case name -> the original's torch work
+        if hasattr(runtime, "share_runs"):
+            runtime.share_runs = True  # one test run answers every case of a seed
 
-    def _call(self, who: str, args: list[Any], where: str) -> Any:
+    def _call(self, who: str, args: list[Any], where: str, work: Any = None) -> Any:
         fn = self.runtime.candidate if who == "candidate" else self.runtime.reference
         launches: list[Any] = []
         watched = who == "candidate" and self.count_launches
         context = _capture() if watched else nullcontext(launches)
-        work: Any = _torch_work() if watched else nullcontext()
         host: Any = hardening.host_work(args, self.runtime) if watched else nullcontext()  # issue 18
         threads = hardening.live_threads()
         start = time.perf_counter()
         try:
-            with context as launches, work, host:
+            with context as launches, (work if work is not None else nullcontext()), host:
                 out = fn(args)
         except Rejected:
             raise
@@ -91,19 +95,56 @@ class CaseChecker:
             self.early = hardening.early_copy(out)
             if found := hardening.after_candidate_call(self.seal, launches, threads):
                 raise Rejected(found[0], f"{where}: {found[1]}")
-        if watched and not launches:
+        # a result from an earlier run of the same test (TritonBench) launched in that run
+        cached = bool(getattr(self.runtime, "served_from_cache", False))
+        if work is not None:
+            work.cached = cached
+        if watched and not launches and not cached:
             raise Rejected("decoy_no_triton_launch", f"{where}: the candidate launched no Triton kernel "
                            "(computing the result with torch alone is not an optimized kernel)")
-        if watched:
-            inputs = work.input_elements(args)
-            if work.elements >= TORCH_SHARE_LIMIT * max(inputs, 1):
-                raise Rejected("decoy_torch_compute", f"{where}: the candidate computed with "
-                               f"torch outside its Triton kernels ({work.top()}, against {inputs} "
-                               "input elements); only allocation, views, copies and casts may run "
-                               "outside the kernel")
-        if watched and (found := hardening.host_work_problem_for(host, work, args)):  # issue 18
+        if (watched and work is not None and not cached
+                and (found := hardening.host_work_problem_for(host, work, args))):  # issue 18
             raise Rejected(found[0], f"{where}: {found[1]}")
         return out
+
+    def _works(self) -> tuple[Any, Any]:
+        """TorchWork for the candidate's and (TritonBench) the original's region, or Nones."""
+        if not self.count_launches:
+            return None, None
+        cand = _torch_work(self.runtime.candidate_region)
+        ref = _torch_work(self.runtime.original_region) if self.runtime.reference_is_original else None
+        return cand, ref
+
+    def _original_work(self, case: Case, seed: int, measured: Any) -> int:
+        """Elements the original kernel reads with torch in its region functions, per case."""
+        if measured is not None and not getattr(measured, "cached", False):
+            self.original_work.setdefault(case.name, measured.elements)
+        if case.name not in self.original_work:
+            work = _torch_work(self.runtime.original_region)
+            args = self.runtime.inputs(case, seed)
+            try:
+                with work:
+                    self.runtime.original(args)
+            except Exception:  # an original that cannot run alone does no allowed torch work
+                work.elements = 0
+            self.original_work[case.name] = work.elements
+        return self.original_work[case.name]
+
+    def _judge_torch_work(self, case: Case, seed: int, args: list[Any], work: Any, ref_work: Any,
+                          where: str) -> None:
+        """decoy_torch_compute when the candidate computes with torch more than the original."""
+        if work is None or getattr(work, "cached", False):
+            return
+        inputs = work.input_elements(args)
+        if work.elements < TORCH_SHARE_LIMIT * max(inputs, 1):
+            return
+        original = self._original_work(case, seed, ref_work)
+        if work.elements > allowance(original):
+            raise Rejected("decoy_torch_compute", f"{where}: the candidate computed with torch "
+                           f"outside its Triton kernels ({work.top()}: {work.elements} elements "
+                           f"read in region functions, against the original's {original} "
+                           f"(+{TORCH_WORK_SLACK:.0%}) and {inputs} input elements); keep the "
+                           "computation in the Triton kernels")
 
     def _outputs(self, out: Any, args: list[Any]) -> Any:
         inplace = self.problem.inplace_outputs
@@ -114,13 +155,15 @@ class CaseChecker:
         cand_args = self.runtime.inputs(case, seed)
         before = snapshot(cand_args)
         ref_args = self.runtime.inputs(case, seed)
+        work, ref_work = self._works()
         if candidate_first:
-            cand_out = self._call("candidate", cand_args, where)
-            ref_out = self._call("reference", ref_args, where)
+            cand_out = self._call("candidate", cand_args, where, work)
+            ref_out = self._call("reference", ref_args, where, ref_work)
         else:
-            ref_out = self._call("reference", ref_args, where)
+            ref_out = self._call("reference", ref_args, where, ref_work)
             ref_out = hardening.scrub_reference(ref_out, ref_args, self.runtime)  # issue 18
-            cand_out = self._call("candidate", cand_args, where)
+            cand_out = self._call("candidate", cand_args, where, work)
+        self._judge_torch_work(case, seed, cand_args, work, ref_work, where)
         if not_plain := hardening.output_problem(cand_out):  # issue 18: plain tensors only
             raise Rejected("output_not_plain_tensor", f"{where}: {not_plain}")
         if hardening.changed_after_return(self.early, cand_out):  # issue 18: threads, streams

@@ -9,7 +9,7 @@ from kernelband.evaluate.static_checks import check_source
 from kernelband.evaluate.verdict import Verdict
 from kernelband.problem.model import KernelProblem
 from kernelband.sandbox import SandboxLimits, run_sandboxed
-from kernelband.sandbox.device import detect_device
+from kernelband.sandbox.device import detect_device, interpreter_refusal
 
 TARGET = "kernelband.evaluate.checks:evaluate_target"
 
@@ -35,8 +35,8 @@ def evaluate_candidate(
         if found is not None:
             return Verdict.reject(found.reason, found.message, details={"line": found.line})
     device = device or detect_device()
-    limits = limits or SandboxLimits.from_settings()
-    limits = replace(limits, interpret=not device.startswith("cuda"))
+    interpret = not device.startswith("cuda")
+    limits = replace(limits or SandboxLimits.from_settings(interpret=interpret), interpret=interpret)
     payload = {
         "problem": problem.to_dict(), "editable": editable, "device": device, "seeds": seeds,
         "held_out": held_out, "base_seed": random.SystemRandom().randrange(1, 1 << 30),
@@ -48,7 +48,10 @@ def evaluate_candidate(
         details = {**verdict.details, "sandbox_wall_s": result.wall_s, "warm": result.warm}
         return replace(verdict, flags=flags, details=details)
     message = result.message.strip().splitlines()[0] if result.message.strip() else result.reason
+    reason, message = result.reason, f"{message} (sandbox, after {result.wall_s:.1f} s)"
+    if editable is None and limits.interpret:  # the original: its failure here is the interpreter's
+        reason, message = interpreter_refusal(reason, message) or (reason, message)
     return Verdict.reject(
-        result.reason, f"{message} (sandbox, after {result.wall_s:.1f} s)", seeds=seeds,
+        reason, message, seeds=seeds,
         details={"sandbox_wall_s": result.wall_s, "stderr_tail": result.stderr_tail[-1500:], "warm": result.warm},
     )

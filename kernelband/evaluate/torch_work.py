@@ -8,6 +8,11 @@ sums the tensor elements that computing calls read. Allocation, views, copies, c
 metadata are free: wrappers need them to prepare arguments and outputs. (A function mode, not a
 dispatch mode: entering a dispatch mode imports torch._dynamo, which fails while the CPU device
 scope has replaced torch.cuda functions.)
+
+With a `RegionScope`, only calls made while a function of the editable region is on the stack
+count: a TritonBench test builds its inputs and glue outside the region, and that harness work
+is the same for every candidate. The check weighs a candidate's region work against the
+original's own (`allowance`), in the same harness and case.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from typing import Any
 import torch
 from torch.overrides import TorchFunctionMode
 
+from kernelband.problem.region_scope import RegionScope
 from kernelband.profile.launches import inside_launch
 
 # torch functions and Tensor methods that only allocate, reshape, view, move, cast or describe
@@ -57,11 +63,23 @@ def _elements(args: Any) -> int:
     return total
 
 
+# A candidate may compute with torch as much as the original does, plus this share of it (the
+# same code can read a few more elements run to run, e.g. a data-dependent masked_select).
+TORCH_WORK_SLACK = 0.05
+
+
+def allowance(original_elements: int) -> float:
+    """The most torch work a candidate may do once past the free share of its inputs: the
+    original's own in the same harness and case, plus TORCH_WORK_SLACK."""
+    return original_elements * (1.0 + TORCH_WORK_SLACK)
+
+
 class TorchWork(TorchFunctionMode):
     """Records torch calls that compute, made outside Triton launches, while the mode is on."""
 
-    def __init__(self) -> None:
+    def __init__(self, region: RegionScope | None = None) -> None:
         super().__init__()
+        self.region = region
         self.elements = 0  # summed over computing calls: the tensor elements each one read
         self.ops: dict[str, int] = {}  # function name -> elements, for the message
 
@@ -69,7 +87,8 @@ class TorchWork(TorchFunctionMode):
                            kwargs: Any = None) -> Any:
         kwargs = kwargs or {}
         name = getattr(func, "__name__", "")
-        if name not in DATA_MOVEMENT and not inside_launch():
+        if (name not in DATA_MOVEMENT and not inside_launch()
+                and (self.region is None or self.region.on_stack())):
             read = _elements(args) + _elements(kwargs)
             if read:
                 self.elements += read

@@ -18,6 +18,13 @@ from typing import Any
 import torch
 from torch.overrides import TorchFunctionMode
 
+from kernelband.problem.interpreter_driver import (
+    CAPABILITY,
+    DEVICE_NAME,
+    interpreter_driver,
+    torch_device_properties,
+)
+
 
 def is_gpu_device(device: str) -> bool:
     """True when `device` names a CUDA device (nothing is remapped then)."""
@@ -39,6 +46,9 @@ def use_interpreter_for(device: str) -> None:
             _saved_interpret[0] = os.environ.get(_INTERPRET)
         # triton reads TRITON_INTERPRET when a kernel is decorated, so set it before user imports.
         os.environ[_INTERPRET] = "1"
+        from kernelband.problem import interpreter_compat
+
+        interpreter_compat.install()
     else:
         restore_interpreter_env()
 
@@ -138,35 +148,64 @@ class _WallClockEvent:
         return (end.stamp - self.stamp) * 1000.0
 
 
-def _no_op(*args: Any, **kwargs: Any) -> None:
-    return None
+def _no_op(name: str) -> Callable[..., None]:
+    """A distinct do-nothing function per name (torch._dynamo refuses one object twice)."""
+
+    def no_op(*args: Any, **kwargs: Any) -> None:
+        return None
+
+    no_op.__name__ = no_op.__qualname__ = name
+    return no_op
 
 
 _CUDA_STAND_INS: dict[str, Any] = {
-    "synchronize": _no_op,
-    "empty_cache": _no_op,
-    "set_device": _no_op,
-    "reset_peak_memory_stats": _no_op,
+    "synchronize": _no_op("synchronize"),
+    "empty_cache": _no_op("empty_cache"),
+    "set_device": _no_op("set_device"),
+    "reset_peak_memory_stats": _no_op("reset_peak_memory_stats"),
     "current_device": lambda: 0,
     "device_count": lambda: 1,
     # an Ampere-like answer keeps capability checks on their GPU code path, which is remapped
-    "get_device_capability": lambda *args, **kwargs: (8, 0),
-    "get_device_name": lambda *args, **kwargs: "cpu (Triton interpreter)",
+    "get_device_capability": lambda *args, **kwargs: CAPABILITY,
+    "get_device_name": lambda *args, **kwargs: DEVICE_NAME,
     "device": _NoOpDeviceGuard,
+    "_DeviceGuard": _NoOpDeviceGuard,
     "Event": _WallClockEvent,
+    "get_device_properties": torch_device_properties,
 }
+
+
+def _empty_strided_stand_in(size: Any, stride: Any, dtype: Any) -> torch.Tensor:
+    """`torch._C._dynamo.guards._empty_strided_cuda` on the CPU (zero-filled)."""
+    return torch.zeros_strided(size, stride, dtype=dtype) if hasattr(torch, "zeros_strided") \
+        else torch.empty_strided(size, stride, dtype=dtype).zero_()
 
 
 @contextlib.contextmanager
 def _patched_cuda_module() -> Iterator[None]:
-    saved = {name: getattr(torch.cuda, name) for name in _CUDA_STAND_INS}
+    stand_ins = {**_CUDA_STAND_INS, "default_generators": (torch.default_generator,)}
+    saved = {name: getattr(torch.cuda, name) for name in stand_ins}
+    # `from torch._C import _cuda_getCurrentRawStream` (the raw stream of Inductor-style wrappers)
+    raw_stream = "_cuda_getCurrentRawStream"
+    had_raw_stream = hasattr(torch._C, raw_stream)
+    # Inductor-generated wrappers allocate with a C helper that no torch function mode sees
+    guards = getattr(getattr(torch._C, "_dynamo", None), "guards", None)
+    saved_strided = getattr(guards, "_empty_strided_cuda", None)
     try:
-        for name, stand_in in _CUDA_STAND_INS.items():
+        if saved_strided is not None:
+            guards._empty_strided_cuda = _empty_strided_stand_in  # type: ignore[union-attr]
+        for name, stand_in in stand_ins.items():
             setattr(torch.cuda, name, stand_in)
+        if not had_raw_stream:
+            setattr(torch._C, raw_stream, lambda *args: 0)
         yield
     finally:
         for name, original in saved.items():
             setattr(torch.cuda, name, original)
+        if not had_raw_stream:
+            delattr(torch._C, raw_stream)
+        if saved_strided is not None:
+            guards._empty_strided_cuda = saved_strided  # type: ignore[union-attr]
 
 
 @contextlib.contextmanager
@@ -180,5 +219,5 @@ def device_scope(device: str) -> Iterator[None]:
             )
         yield
         return
-    with _patched_cuda_module(), CudaToDevice(device):
+    with _patched_cuda_module(), interpreter_driver(), CudaToDevice(device):
         yield

@@ -25,6 +25,14 @@ ENTRY = "ModelNew"
 
 
 def _region(source: str) -> str:
+    if BEGIN_MARKER not in source and "class ModelNew" not in source:
+        raise ProblemLoadError(
+            "this is a KernelBench file as published (a PyTorch `Model`, no Triton `ModelNew`). "
+            "Writing the first Triton ModelNew from it is a translation that needs an LLM "
+            "generator, and this version of the service has no translate step yet: add a "
+            f"starting `class ModelNew` that launches Triton kernels between '{BEGIN_MARKER}' "
+            f"and '{END_MARKER}' and submit again"
+        )
     try:
         return extract_region(source, "kernelbench")
     except ProblemLoadError as exc:

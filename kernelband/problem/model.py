@@ -22,6 +22,12 @@ DEFAULT_TOLERANCES: dict[str, tuple[float, float]] = {
 }
 
 
+def problem_hash(source: str, format: str, perf_source: str = "") -> str:
+    """A problem's identity: its format and text, and its performance harness if any."""
+    perf = f"\n# kernelband: perf harness\n{perf_source}" if perf_source else ""
+    return hashlib.sha256(f"{format}\n{source}{perf}".encode()).hexdigest()
+
+
 class ProblemLoadError(ValueError):
     """A file is not a valid kernel problem; `reason` is what to fix."""
 
@@ -61,10 +67,15 @@ class KernelProblem:
     inplace_outputs: tuple[int, ...] = ()
     allow_nondeterminism: bool = False
     description: str = ""
+    # case -> how far the original differs from itself on identical inputs (None: shapes, NaN
+    # or Inf positions differ); empty when it agrees with itself (kernelband/problem/selfcheck.py)
+    self_spread: dict[str, float | None] = field(default_factory=dict)
+    # a TritonBench-G performance harness (NAME_perf.py text): the timed inputs and call_op
+    perf_source: str = ""
 
     @property
     def content_hash(self) -> str:
-        return hashlib.sha256(f"{self.format}\n{self.source}".encode()).hexdigest()
+        return problem_hash(self.source, self.format, self.perf_source)
 
     def tolerance(self, dtype: str) -> tuple[float, float]:
         if dtype in self.tolerances:
@@ -90,4 +101,5 @@ class KernelProblem:
         fields["kernel_names"] = tuple(data["kernel_names"])
         fields["inplace_outputs"] = tuple(data.get("inplace_outputs", ()))
         fields["tolerances"] = {k: tuple(v) for k, v in data.get("tolerances", {}).items()}
+        fields["self_spread"] = dict(data.get("self_spread") or {})
         return cls(**fields)

@@ -7,6 +7,9 @@ inside `device_scope(device)`, so problems written for `cuda` run on the CPU int
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+from contextlib import AbstractContextManager
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -15,12 +18,20 @@ import torch
 
 from kernelband.problem.devices import device_scope, use_interpreter_for
 from kernelband.problem.editable import region_offset
+from kernelband.problem.fair import fair_scope
 from kernelband.problem.model import Case, KernelProblem, ProblemLoadError
+from kernelband.problem.region_scope import RegionScope
 from kernelband.problem.tritonbench import run_test, runnable_source, test_function_name
 from kernelband.problem.usercode import import_module_file
 
 # Both KernelBench models are built after seeding with this, as KernelBench's own harness does.
 WEIGHT_SEED = 42
+
+
+@contextlib.contextmanager
+def _both(first: AbstractContextManager[Any], second: AbstractContextManager[Any]) -> Iterator[None]:
+    with first, second:
+        yield
 
 
 class CaseInputs(list[Any]):
@@ -43,6 +54,12 @@ class ProblemRuntime:
         self.candidate_module = candidate
         self.device = device
         self._last: tuple[Case, int] | None = None
+        # the editable region's lines in each imported module (set by load_runtime)
+        self.original_region: RegionScope | None = None
+        self.candidate_region: RegionScope | None = None
+
+    # True when reference() runs the original kernel itself (TritonBench: the test is both)
+    reference_is_original = False
 
     def inputs(self, case: Case, seed: int) -> list[Any]:
         """Fresh arguments for `case`, seeded by `seed` (may be empty, see subclasses)."""
@@ -55,6 +72,15 @@ class ProblemRuntime:
     def candidate(self, args: list[Any]) -> Any:
         """The candidate kernel's result for `args`."""
         raise NotImplementedError("Must provide candidate(args)")
+
+    def original(self, args: list[Any]) -> Any:
+        """The original kernel's result for `args` (what a candidate's torch work is weighed
+        against)."""
+        raise NotImplementedError("Must provide original(args)")
+
+    def _fair(self, args: list[Any]) -> Any:
+        """Device remapping and a fair scope seeded like the inputs `args` were built with."""
+        return _both(device_scope(self.device), fair_scope(self._case_of(args)[1]))
 
     def _remember(self, args: list[Any], case: Case, seed: int) -> CaseInputs:
         self._last = (case, seed)
@@ -85,12 +111,16 @@ class NativeRuntime(ProblemRuntime):
     def reference(self, args: list[Any]) -> Any:
         module = self.original_module
         fn = getattr(module, "reference", None) or getattr(module, self.problem.entry)
-        with device_scope(self.device):
+        with self._fair(args):
             return fn(*args)
 
     def candidate(self, args: list[Any]) -> Any:
-        with device_scope(self.device):
+        with self._fair(args):
             return getattr(self.candidate_module, self.problem.entry)(*args)
+
+    def original(self, args: list[Any]) -> Any:
+        with self._fair(args):
+            return getattr(self.original_module, self.problem.entry)(*args)
 
 
 class TritonBenchRuntime(ProblemRuntime):
@@ -101,21 +131,38 @@ class TritonBenchRuntime(ProblemRuntime):
     ) -> None:
         super().__init__(problem, original, candidate, device)
         self.test_name = test_function_name(problem.source)
+        self._unused: dict[tuple[str, int], dict[str, Any]] = {}
+        self.served_from_cache = False  # the last result came from an earlier run of the test
+        # the checker turns this on: one run of the test answers every case of a seed (the
+        # profile paths capture each case's launches, so they run the test every time)
+        self.share_runs = False
 
     def inputs(self, case: Case, seed: int) -> list[Any]:
         return self._remember([], case, seed)
 
     def _run(self, module: ModuleType, args: list[Any], who: str) -> Any:
         case, seed = self._case_of(args)
-        results = run_test(module, self.test_name, seed, self.device)
+        # One run of the test returns every case: each result is handed out once, so the next
+        # case of the same seed reuses the run while a repeat of this case runs the test again.
+        unused = self._unused.get((who, seed), {}) if self.share_runs else {}
+        self.served_from_cache = case.name in unused
+        if not self.served_from_cache:
+            unused = dict(run_test(module, self.test_name, seed, self.device))
+            self._unused[(who, seed)] = unused
+        results = unused
         if case.name not in results:
             raise KeyError(
                 f"the {who} test returned no result {case.name!r}; it returned {list(results)}"
             )
-        return results[case.name]
+        return results.pop(case.name)
+
+    reference_is_original = True
 
     def reference(self, args: list[Any]) -> Any:
         return self._run(self.original_module, args, "original")
+
+    def original(self, args: list[Any]) -> Any:
+        return self.reference(args)
 
     def candidate(self, args: list[Any]) -> Any:
         return self._run(self.candidate_module, args, "candidate")
@@ -136,6 +183,7 @@ class KernelBenchRuntime(ProblemRuntime):
     ) -> None:
         super().__init__(problem, original, candidate, device)
         self._models: dict[str, tuple[torch.nn.Module, torch.nn.Module]] = {}
+        self._originals: dict[str, torch.nn.Module] = {}
 
     def _apply_params(self, case: Case) -> None:
         # case params override module constants that get_inputs()/get_init_inputs() read
@@ -173,13 +221,26 @@ class KernelBenchRuntime(ProblemRuntime):
 
     def reference(self, args: list[Any]) -> Any:
         model = self._pair(args)[0]
-        with device_scope(self.device), torch.no_grad():
+        with self._fair(args), torch.no_grad():
             return model(*args)
 
     def candidate(self, args: list[Any]) -> Any:
         model = self._pair(args)[1]
-        with device_scope(self.device), torch.no_grad():
+        with self._fair(args), torch.no_grad():
             return model(*args)
+
+    def original(self, args: list[Any]) -> Any:
+        case = self._case_of(args)[0]
+        if case.name not in self._originals:
+            self._apply_params(case)
+            with device_scope(self.device):
+                init = list(self.original_module.get_init_inputs())
+                torch.manual_seed(WEIGHT_SEED)
+                model = self.original_module.ModelNew(*init)
+            _copy_matching_state(self.models(case)[0], model)
+            self._originals[case.name] = model.to(self.device, getattr(torch, case.dtype))
+        with self._fair(args), torch.no_grad():
+            return self._originals[case.name](*args)
 
 
 def _copy_matching_state(source: torch.nn.Module, target: torch.nn.Module) -> None:
@@ -230,4 +291,10 @@ def load_runtime(
         candidate = import_module_file(_runnable(problem, spliced), "candidate", folder, device)
     except ProblemLoadError as exc:
         raise _in_region_terms(problem, editable or problem.editable, exc) from exc
-    return _RUNTIMES[problem.format](problem, original, candidate, device)
+    runtime = _RUNTIMES[problem.format](problem, original, candidate, device)
+    offset = region_offset(problem.source, problem.format)
+    for role, module, region in (("original", original, problem.editable),
+                                 ("candidate", candidate, editable or problem.editable)):
+        scope = RegionScope(str(module.__file__), offset + 1, offset + len(region.splitlines()))
+        setattr(runtime, f"{role}_region", scope)
+    return runtime

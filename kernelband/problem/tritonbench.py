@@ -10,6 +10,7 @@ keys or more. Top-level statements below the separator that call `test_*` are sk
 from __future__ import annotations
 
 import ast
+import math
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -59,11 +60,10 @@ def runnable_source(source: str) -> str:
 
 
 def run_test(module: ModuleType, test_name: str, seed: int, device: str) -> dict[str, Any]:
-    """Run the test function with `seed` set; results keyed by case name."""
-    import torch
+    """Run the test function in a fair scope seeded with `seed`; results keyed by case name."""
+    from kernelband.problem.fair import fair_scope
 
-    with device_scope(device):
-        torch.manual_seed(seed)
+    with device_scope(device), fair_scope(seed):
         result = call_user(getattr(module, test_name), f"running {test_name}()", module)
     if isinstance(result, dict):
         return {str(key): value for key, value in result.items()}
@@ -121,7 +121,9 @@ def _entry_name(
 
 
 def load_tritonbench(source: str, name: str, workdir: Path, device: str) -> KernelProblem:
-    """Load a TritonBench-G file (imports it and runs its test once: sandbox child only)."""
+    """Load a TritonBench-G file (imports it and runs its test twice: sandbox child only)."""
+    from kernelband.problem import selfcheck
+
     parse_source(source)
     region = extract_region(source, "tritonbench")
     kernels, region_names = region_kernels(region, "above the '#' separator line")
@@ -138,6 +140,13 @@ def load_tritonbench(source: str, name: str, workdir: Path, device: str) -> Kern
     )
     check_unique(cases)
     note = "" if held else " No held-out cases: the test returns fewer than three results."
+    declared = parse_tolerances(getattr(module, "TOLERANCES", None))
+    spreads = selfcheck.measure_spread(results, run_test(module, test_name, 0, device))
+    derived = selfcheck.derived_tolerances(
+        spreads, {n: selfcheck.dtype_of(results[n]) for n in names}, declared
+    )
+    if spreads:
+        note += selfcheck.describe(spreads, derived)
     return KernelProblem(
         name=name,
         format="tritonbench",
@@ -147,7 +156,8 @@ def load_tritonbench(source: str, name: str, workdir: Path, device: str) -> Kern
         kernel_names=kernels,
         cases=tuple(c for c in cases if not c.held_out),
         held_out_cases=tuple(c for c in cases if c.held_out),
-        tolerances=parse_tolerances(getattr(module, "TOLERANCES", None)),
-        allow_nondeterminism=bool(getattr(module, "ALLOW_NONDETERMINISM", False)),
+        tolerances={**derived, **declared},
+        allow_nondeterminism=bool(getattr(module, "ALLOW_NONDETERMINISM", False) or spreads),
         description=f"TritonBench-G problem; test function {test_name}().{note}",
+        self_spread={n: (v if math.isfinite(v) else None) for n, v in spreads.items()},
     )

@@ -16,7 +16,14 @@ from kernelband.profile.features import Features, build_features
 from kernelband.profile.measure import Measurement, capture_case
 from kernelband.profile.ncu_pass import NcuCase
 from kernelband.profile.static import static_profile
-from kernelband.profile.timing import CudaDevice, TimingConfig, TimingStats, measure, measure_paired
+from kernelband.profile.timing import (
+    CudaDevice,
+    Prepare,
+    TimingConfig,
+    TimingStats,
+    measure,
+    measure_paired,
+)
 
 
 def _device_cc(device: CudaDevice) -> int:
@@ -75,6 +82,8 @@ def _measure_in(
     parent = None
     if parent_editable is not None:
         parent = load_runtime(problem, parent_editable, "cuda", workdir=workdir)
+    if problem.perf_source or problem.format == "tritonbench":
+        return _measure_harness(problem, runtime, parent, device, target, config, workdir)
     timed = _time_cases(problem, runtime, parent, device, config, STRICT if strict else VerifyConfig(), seal)
     stats = timed.stats
     case_times = {c.name: s.median_ms for c, s in zip(problem.cases, stats, strict=True)}
@@ -127,3 +136,54 @@ def _time_cases(problem: KernelProblem, runtime: Any, parent: Any, device: CudaD
         timed.checks.append(child.finish())
         timed.output_bytes[case.name] = child.output_bytes
     return timed
+
+
+def _measure_harness(
+    problem: KernelProblem, runtime: Any, parent: Any, device: CudaDevice, target: str,
+    config: TimingConfig | None, workdir: Path,
+) -> tuple[Measurement, Features, NcuCase]:
+    """TritonBench-G timing as its authors time it: the performance harness's inputs (call_op
+    alone), or without a harness only the test's calls into the region (inputs untimed).
+
+    These calls are not verified one by one as the public cases are: their correctness rests on
+    the evaluator's check of the same candidate and on the implausibility gate."""
+    from kernelband.evaluate.gpu_share import triton_share
+
+    timed, how = harness_cases(problem, runtime, workdir, "child")
+    parent_timed = harness_cases(problem, parent, workdir, "parent")[0] if parent else None
+    stats: list[TimingStats] = []
+    weighted_ratio, parent_sum = 0.0, 0.0
+    noisy = False
+    for i, (_, child) in enumerate(timed):
+        if parent_timed is None:
+            stats.append(measure(device, child, config))
+            continue
+        paired = measure_paired(device, parent_timed[i][1], child, config)
+        stats.append(paired.child)
+        noisy |= paired.noisy
+        weighted_ratio += paired.parent.median_ms * paired.ratio
+        parent_sum += paired.parent.median_ms
+    case_times = {name: s.median_ms for (name, _), s in zip(timed, stats, strict=True)}
+    total = sum(case_times.values())
+    method = (f"{how}; cuda events, L2 flushed, median, timed calls not verified"
+              + (", paired A/B with parent" if parent else ""))
+    measurement = Measurement(
+        "measured", method, device.name, target, total, case_times,
+        cv=max(s.cv for s in stats), noisy=noisy or any(s.noisy for s in stats),
+        paired_ratio=weighted_ratio / parent_sum if parent_sum > 0 else None,
+        triton_share=triton_share(runtime, problem.cases[0]),
+    )
+    return (measurement, *gpu_features(problem, runtime, device, target, 0, total))
+
+
+def harness_cases(problem: KernelProblem, runtime: Any, workdir: Path,
+                  role: str) -> tuple[list[tuple[str, Prepare]], str]:
+    """What a TritonBench-G problem times, and how to say it: the performance harness's inputs
+    (call_op alone), or the test's calls into the region."""
+    from kernelband.profile.perf_harness import harness_prepares, load_harness, region_prepare
+
+    if problem.perf_source:
+        harness = load_harness(problem.perf_source, runtime.candidate_module, workdir, role)
+        return harness_prepares(harness), "perf harness, call_op alone"
+    prepare = region_prepare(problem, runtime, "candidate", "cuda")
+    return [("region_calls", prepare)], "region calls only, inputs untimed"

@@ -15,6 +15,7 @@ import sys
 import traceback
 from typing import Any
 
+from kernelband.sandbox import compile_budget
 from kernelband.sandbox.privileges import drop_privileges
 
 _CLONE_NEWUSER = 0x10000000
@@ -85,13 +86,18 @@ def _call_target(target: str, payload: dict[str, Any]) -> Any:
 def run_request(request: dict[str, Any], result_fd: int) -> None:
     """Confine, run the target, write {"ok", "value"|"reason", ...} to `result_fd`."""
     isolated = confine(request)
+    limits = request["limits"]
+    if limits.get("compile_s"):
+        compile_budget.start(float(limits["wall_s"]), float(limits["compile_s"]))
     try:
         value = _call_target(request["target"], request["payload"])
+        compile_budget.stop()
         doc: dict[str, Any] = {"ok": True, "value": value, "network_isolated": isolated}
     except BaseException as exc:  # the target's failure is a result, never a crash of ours
+        compile_budget.stop()
         doc = {
             "ok": False,
-            "reason": f"exception:{type(exc).__name__}",
+            "reason": getattr(exc, "sandbox_reason", f"exception:{type(exc).__name__}"),
             "message": str(exc)[:2000],
             "traceback": traceback.format_exc()[-4000:],
             "network_isolated": isolated,

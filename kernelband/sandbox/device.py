@@ -11,3 +11,26 @@ def detect_device() -> str:
     if forced:
         return forced
     return "cuda" if os.path.exists("/dev/nvidiactl") or os.path.exists("/dev/nvidia0") else "cpu"
+
+
+GPU_TARGETS = "h100, h200, a100 or rtx4090"
+_INTERPRETER_LIMITS = {"timeout": "interpreter_timeout", "cpu_limit": "interpreter_timeout",
+                       "memory_limit": "interpreter_memory"}
+_UNSUPPORTED_MARKS = ("InterpreterError", "CPU Triton interpreter", "not compiled with CUDA",
+                      "CUDA", "Block pointers have been removed", "Unknown device")
+
+
+def interpreter_refusal(reason: str, message: str) -> tuple[str, str] | None:
+    """(reason, message) naming the CPU interpreter as what failed an ORIGINAL kernel (a
+    timeout, a crash, an unsupported feature), or None when the failure is the file's own."""
+    if reason in _INTERPRETER_LIMITS:
+        why = "runs every program instance in Python and did not finish within the limits"
+        new = _INTERPRETER_LIMITS[reason]
+    elif reason.startswith("crashed:"):
+        why, new = f"crashed ({reason})", "interpreter_crash"
+    elif any(mark in message for mark in _UNSUPPORTED_MARKS):
+        why, new = "does not support what this file uses", "interpreter_unsupported"
+    else:
+        return None
+    return new, (f"{new}: the CPU Triton interpreter {why}: {message}; check this problem on a "
+                 f"GPU target ({GPU_TARGETS}), e.g. `kernelband check FILE` on a GPU node")

@@ -30,7 +30,8 @@ def default_triton_cache_dir() -> str:
 class SandboxLimits:
     """Resource limits of one sandboxed run. `memory_bytes` is enforced by an RSS watchdog."""
 
-    wall_s: float = 60.0
+    wall_s: float = 60.0  # run time; with compile_s > 0 the child counts compilation apart
+    compile_s: float = 0.0  # Triton compilation and autotuning, on top of wall_s (0: in wall_s)
     cpu_s: int = 120
     memory_bytes: int = 8 * 1024**3
     max_files: int = 256
@@ -54,7 +55,8 @@ class SandboxLimits:
 
         s = get_settings()
         values: dict[str, Any] = {
-            "wall_s": s.sandbox_timeout_s,
+            "wall_s": s.sandbox_interpret_timeout_s if overrides.get("interpret") else s.sandbox_timeout_s,
+            "compile_s": s.sandbox_compile_s,
             "cpu_s": s.sandbox_cpu_s,
             "max_files": s.sandbox_max_files,
             "max_procs": s.sandbox_max_procs,
@@ -64,6 +66,8 @@ class SandboxLimits:
             "user": s.sandbox_user,
         }
         values.update(overrides)
+        # CPU seconds follow the wall budgets (torch may keep two cores busy)
+        values["cpu_s"] = max(int(values["cpu_s"]), int(2 * (values["wall_s"] + values["compile_s"])))
         return cls(**values)
 
     def to_dict(self) -> dict[str, Any]:
@@ -91,6 +95,11 @@ class SandboxResult:
         return cls(**data)
 
 
+def _package_root() -> str:
+    """The folder holding the `kernelband` package this module belongs to."""
+    return os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
 def scrubbed_env(limits: SandboxLimits, workdir: str) -> dict[str, str]:
     """The child's environment: basics only, no secrets, HOME inside the private temp dir."""
     env = {k: v for k, v in os.environ.items() if k in KEPT_NAMES and not SECRET_NAME.search(k)}
@@ -100,6 +109,8 @@ def scrubbed_env(limits: SandboxLimits, workdir: str) -> dict[str, str]:
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     env["PYTHONHASHSEED"] = "0"
     env["TRITON_CACHE_DIR"] = default_triton_cache_dir()
+    # the child imports the same kernelband as this process (a checkout, not another install)
+    env["PYTHONPATH"] = _package_root()
     if limits.interpret:
         env["TRITON_INTERPRET"] = "1"
     for key, value in limits.extra_env.items():

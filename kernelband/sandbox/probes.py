@@ -89,3 +89,12 @@ def write_file(payload: dict[str, Any]) -> dict[str, Any]:
 def spin(payload: dict[str, Any]) -> dict[str, Any]:
     while True:
         pass
+
+
+def compile_then_run(payload: dict[str, Any]) -> dict[str, Any]:
+    """Spend `compile` seconds on the compile clock, then `run` seconds running."""
+    from kernelband.sandbox.compile_budget import CLOCK
+
+    CLOCK.timed(time.sleep)(float(payload.get("compile", 0)))
+    time.sleep(float(payload.get("run", 0)))
+    return {"compile_s": CLOCK.spent}

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from kernelband.problem.model import KernelProblem, ProblemLoadError
+from kernelband.sandbox.device import interpreter_refusal
 from kernelband.sandbox.limits import SandboxLimits
 from kernelband.sandbox.runner import run_sandboxed
 
@@ -31,14 +32,19 @@ def load_problem_sandboxed(
         limits,
     )
     if not result.ok:
+        message = result.message.splitlines()[0] if result.message else "no details"
+        found = interpreter_refusal(result.reason, message) if limits.interpret else None
+        if found is not None:
+            raise ProblemLoadError(f"loading the problem failed in the sandbox: {found[1]}")
         raise ProblemLoadError(
-            f"loading the problem failed in the sandbox ({result.reason}): "
-            f"{result.message.splitlines()[0] if result.message else 'no details'}; "
+            f"loading the problem failed in the sandbox ({result.reason}): {message}; "
             "check that the file imports and runs on its own"
         )
     value = result.value or {}
     if "error" in value:
-        raise ProblemLoadError(value["error"]["reason"], value["error"].get("line"))
+        reason = value["error"]["reason"]
+        found = interpreter_refusal("load_error", reason) if limits.interpret else None
+        raise ProblemLoadError(found[1] if found else reason, value["error"].get("line"))
     return KernelProblem.from_dict(value["problem"])
 
 

@@ -82,7 +82,7 @@ def _supervise(handle: pool.ChildHandle, limits: SandboxLimits) -> tuple[int | N
         if fd is not None:
             os.set_blocking(fd, False)
             sel.register(fd, selectors.EVENT_READ)
-    deadline = time.monotonic() + limits.wall_s
+    deadline = time.monotonic() + limits.wall_s + limits.compile_s  # the child splits the two
     reason, code = "", None
     while code is None:
         for key, _ in sel.select(WATCH_INTERVAL_S):

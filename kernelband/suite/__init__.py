@@ -3,7 +3,13 @@
 from kernelband.suite.export import metrics_csv, to_csv, to_json
 from kernelband.suite.metrics import ProblemResult, SuiteMetric, geometric_mean, suite_metrics
 from kernelband.suite.model import LoadFailure, SuiteReport, SuiteSettings
-from kernelband.suite.sources import SuiteSource, SuiteSourceError, read_archive, read_directory
+from kernelband.suite.sources import (
+    SuiteSource,
+    SuiteSourceError,
+    attach_perf_dir,
+    read_archive,
+    read_directory,
+)
 from kernelband.suite.store import (
     SuiteNotFoundError,
     create_suite,
@@ -21,6 +27,7 @@ __all__ = [
     "SuiteSettings",
     "SuiteSource",
     "SuiteSourceError",
+    "attach_perf_dir",
     "create_suite",
     "geometric_mean",
     "get_suite",

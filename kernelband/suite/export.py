@@ -9,7 +9,8 @@ import json
 from kernelband.suite.model import SuiteReport
 
 PROBLEM_COLUMNS = ("problem", "target", "policy", "job_id", "status", "correct", "fast",
-                   "speedup", "label", "held_out", "reason")
+                   "speedup", "original_ms", "best_ms", "label", "method", "case_ms", "held_out",
+                   "reason")
 METRIC_COLUMNS = ("target", "policy", "problems", "finished", "correct_pct", "fast1_pct",
                   "geomean_speedup_correct", "geomean_speedup_all", "label")
 
@@ -26,7 +27,7 @@ def to_csv(report: SuiteReport) -> str:
                             lineterminator="\n")
     writer.writeheader()
     for row in report.problems:
-        writer.writerow(row.to_dict())
+        writer.writerow({**row.to_dict(), "case_ms": _case_ms(row.original_case_ms, row.best_case_ms)})
     for failure in report.load_failures:
         for target in report.settings.targets:
             for policy in report.settings.policies:
@@ -34,6 +35,16 @@ def to_csv(report: SuiteReport) -> str:
                                  "status": "load_failed", "correct": False, "fast": False,
                                  "reason": failure.reason})
     return buffer.getvalue()
+
+
+def _case_ms(original: dict[str, float], best: dict[str, float]) -> str:
+    """`case=original->best` per case, in one CSV cell (ms)."""
+    names = list(dict.fromkeys([*original, *best]))
+    return "; ".join(f"{n}={_ms(original.get(n))}->{_ms(best.get(n))}" for n in names)
+
+
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{value:.6g}"
 
 
 def metrics_csv(report: SuiteReport) -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 # held_out values of a completed track whose best kernel passed every case: "passed" (a faster
@@ -27,6 +27,12 @@ class ProblemResult:
     label: str | None  # measured | estimated, from the best kernel's measurement
     held_out: str | None
     reason: str | None
+    # sums over the timed cases, and per case (case name -> ms), of the original and the best
+    original_ms: float | None = None
+    best_ms: float | None = None
+    original_case_ms: dict[str, float] = field(default_factory=dict)
+    best_case_ms: dict[str, float] = field(default_factory=dict)
+    method: str | None = None  # how the times were taken (the measurement's method)
 
     @property
     def fast(self) -> bool:

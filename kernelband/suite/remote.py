@@ -24,7 +24,8 @@ def suite_body(name: str, format: str, sources: Sequence[SuiteSource],
             "policies": list(settings.policies), "generator": {"model": settings.model},
             "budget": settings.budget, "parallelism": settings.parallelism,
             "seed": settings.seed,
-            "problems": [{"name": s.name, "source": s.source} for s in sources]}
+            "problems": [{"name": s.name, "source": s.source, "perf_source": s.perf_source}
+                         for s in sources]}
 
 
 def run_remote_suite(server: str, token: str, name: str, format: str,

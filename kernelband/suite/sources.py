@@ -5,7 +5,7 @@ from __future__ import annotations
 import io
 import tarfile
 import zipfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path, PurePosixPath
 
 MAX_FILES = 500  # a suite is a benchmark, not a file dump; more is almost surely a mistake
@@ -22,6 +22,7 @@ class SuiteSource:
 
     name: str
     source: str
+    perf_source: str = ""  # TritonBench-G: the NAME_perf.py harness found beside it
 
 
 def _accept(path: PurePosixPath) -> bool:
@@ -59,16 +60,43 @@ def read_directory(directory: Path) -> list[SuiteSource]:
     if not directory.is_dir():
         raise SuiteSourceError(f"{directory} is not a directory; pass a folder of problem files")
     files = [p for p in directory.iterdir() if p.is_file() and _accept(PurePosixPath(p.name))]
-    return _unique([SuiteSource(p.stem, _decode(p.name, p.read_bytes())) for p in files])
+    sources = [SuiteSource(p.stem, _decode(p.name, p.read_bytes())) for p in files]
+    return _unique(pair_perf_harnesses(sources))
+
+
+PERF_SUFFIX = "_perf"
+
+
+def pair_perf_harnesses(sources: list[SuiteSource]) -> list[SuiteSource]:
+    """NAME_perf.py files become the performance harness of NAME.py, not problems."""
+    harnesses = {s.name.removesuffix(PERF_SUFFIX): s.source for s in sources
+                 if s.name.endswith(PERF_SUFFIX)}
+    problems = [s for s in sources if not (s.name.endswith(PERF_SUFFIX)
+                                           and s.name.removesuffix(PERF_SUFFIX) in
+                                           {p.name for p in sources})]
+    return [replace(s, perf_source=harnesses.get(s.name, s.perf_source)) for s in problems]
+
+
+def attach_perf_dir(sources: list[SuiteSource], perf_dir: Path) -> list[SuiteSource]:
+    """Each problem NAME gets perf_dir/NAME_perf.py as its harness, where that file exists."""
+    if not perf_dir.is_dir():
+        raise SuiteSourceError(f"{perf_dir} is not a directory; pass the folder of NAME_perf.py "
+                               "harness files")
+    out = []
+    for s in sources:
+        path = perf_dir / f"{s.name}{PERF_SUFFIX}.py"
+        text = _decode(path.name, path.read_bytes()) if path.is_file() else s.perf_source
+        out.append(replace(s, perf_source=text))
+    return out
 
 
 def read_archive(data: bytes, filename: str) -> list[SuiteSource]:
     """Every problem file in a .zip or .tar.gz archive (any folder depth), sorted by name."""
     lower = filename.lower()
     if lower.endswith(".zip"):
-        return _unique(list(_zip_members(data)))
+        return _unique(pair_perf_harnesses(list(_zip_members(data))))
     if lower.endswith((".tar.gz", ".tgz", ".tar")):
-        return _unique(list(_tar_members(data)))
+        return _unique(pair_perf_harnesses(list(_tar_members(data))))
     raise SuiteSourceError(f"{filename!r} is not a .zip, .tar.gz or .tgz archive; upload one "
                            "of those")
 

@@ -9,7 +9,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from kernelband.db import repository
-from kernelband.db.models import FINISHED_JOB_STATUSES, Job, Problem, Suite, Track
+from kernelband.db.models import FINISHED_JOB_STATUSES, Job, Measurement, Problem, Suite, Track
 from kernelband.problem.model import KernelProblem, ProblemLoadError
 from kernelband.suite.metrics import CORRECT_HELD_OUT, ProblemResult, suite_metrics
 from kernelband.suite.model import LoadFailure, SuiteReport, SuiteSettings
@@ -28,11 +28,16 @@ def load_sources(sources: Sequence[SuiteSource], format: str,
     """Load every source; a refused file becomes a LoadFailure instead of failing the suite."""
     loaded: list[KernelProblem] = []
     failures: list[LoadFailure] = []
+    from kernelband.profile.perf_harness import HarnessError, with_perf_harness
+
     for item in sources:
         try:
-            loaded.append(loader(item.source, format, item.name))
+            loaded.append(with_perf_harness(loader(item.source, format, item.name),
+                                            item.perf_source))
         except ProblemLoadError as exc:
             failures.append(LoadFailure(item.name, exc.reason, exc.line))
+        except HarnessError as exc:
+            failures.append(LoadFailure(item.name, f"performance harness: {exc}", None))
     return loaded, failures
 
 
@@ -101,7 +106,27 @@ def _results(session: Session, job: Job, problem: str) -> list[ProblemResult]:
                                      None, None, None, job.reason))
             continue
         correct = track.status == "completed" and track.held_out in CORRECT_HELD_OUT
-        out.append(ProblemResult(problem, job.policy, target, job.id, track.status, correct,
-                                 track.best_speedup if correct else None, track.best_label,
-                                 track.held_out, track.reason))
+        original, best = (_times(session, track.original_candidate_id, target),
+                          _times(session, track.best_candidate_id, target))
+        out.append(ProblemResult(
+            problem, job.policy, target, job.id, track.status, correct,
+            track.best_speedup if correct else None, track.best_label, track.held_out,
+            track.reason or track.held_out_reason, original_ms=track.original_time_ms,
+            best_ms=track.best_time_ms, original_case_ms=original[0], best_case_ms=best[0],
+            method=best[1] or original[1]))
     return out
+
+
+def _times(session: Session, candidate_id: int | None,
+           target: str) -> tuple[dict[str, float], str | None]:
+    """Per-case ms and method of a candidate's latest measurement on `target`."""
+    if candidate_id is None:
+        return {}, None
+    row = session.scalars(select(Measurement).where(
+        Measurement.candidate_id == candidate_id, Measurement.target == target)
+        .order_by(Measurement.id.desc()).limit(1)).first()
+    if row is None:
+        return {}, None
+    cases = {str(item[0]): float(item[1]) for item in row.case_times or []
+             if isinstance(item, list | tuple) and len(item) == 2}
+    return cases, f"{row.label}: {row.method} on {row.device}"

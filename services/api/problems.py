@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from kernelband.db.models import Problem
-from kernelband.problem.model import KernelProblem, ProblemLoadError
+from kernelband.problem.model import KernelProblem, ProblemLoadError, problem_hash
 from services.api.errors import ApiError
 
 # (source, format, name) -> KernelProblem, raising ProblemLoadError for an invalid file.
@@ -29,9 +28,19 @@ def sandboxed_loader(source: str, format: str, name: str) -> KernelProblem:
     return load_problem_sandboxed(source, format, name)
 
 
-def content_hash(source: str, format: str) -> str:
+def content_hash(source: str, format: str, perf_source: str = "") -> str:
     """The same hash as `KernelProblem.content_hash`, computable before loading."""
-    return hashlib.sha256(f"{format}\n{source}".encode()).hexdigest()
+    return problem_hash(source, format, perf_source)
+
+
+def attach_perf_or_reject(problem: KernelProblem, perf_source: str) -> KernelProblem:
+    """The problem with its performance harness; an unusable harness becomes a 422."""
+    from kernelband.profile.perf_harness import HarnessError, with_perf_harness
+
+    try:
+        return with_perf_harness(problem, perf_source)
+    except HarnessError as exc:
+        raise ApiError(422, "invalid_perf_harness", f"{exc}. Fix perf_source and submit again.") from exc
 
 
 def check_size(source: str, max_bytes: int) -> None:

@@ -32,6 +32,10 @@ class ProblemIn(_Strict):
 
     source: str = Field(min_length=1, description="The complete problem module text.")
     format: ProblemFormatName = Field(default="native", description="File format of `source`.")
+    perf_source: str = Field(default="", description=(
+        "TritonBench-G only: the performance harness (NAME_perf.py text). Candidates are then "
+        "timed on its inputs (get_input_tensors, to_cuda), call_op alone; without it only the "
+        "test's calls into the editable region are timed."))
     name: str = Field(default="problem", min_length=1, max_length=120, pattern=r"^[A-Za-z0-9_.\-]+$",
         description="Short name used in listings and downloads.",
     )

@@ -72,7 +72,7 @@ def stored_problem(
 ) -> Problem:
     """The team's problem row for this source, loading it in the sandbox only when new."""
     src = body.problem
-    digest = problems.content_hash(src.source, src.format)
+    digest = problems.content_hash(src.source, src.format, src.perf_source)
     existing = problems.find_problem(session, team_id, digest)
     if existing is not None:
         return existing
@@ -80,6 +80,7 @@ def stored_problem(
     # database connection meanwhile.
     session.rollback()
     loaded = problems.load_or_reject(loader, src.source, src.format, src.name)
+    loaded = problems.attach_perf_or_reject(loaded, src.perf_source)
     row = problems.new_problem(team_id, loaded, digest)
     session.add(row)
     try:

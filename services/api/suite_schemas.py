@@ -21,6 +21,7 @@ class SuiteProblemIn(_Strict):
 
     name: str = Field(min_length=1, max_length=120, pattern=NAME_PATTERN)
     source: str = Field(min_length=1, description="The complete problem module text.")
+    perf_source: str = Field(default="", description="TritonBench-G: its NAME_perf.py harness.")
 
 
 class SuiteSettingsIn(_Strict):
@@ -78,6 +79,11 @@ class ProblemResultOut(BaseModel):
     label: str | None
     held_out: str | None
     reason: str | None
+    original_ms: float | None = Field(default=None, description="Original kernel, summed over timed cases.")
+    best_ms: float | None = Field(default=None, description="Best kernel, summed over timed cases.")
+    original_case_ms: dict[str, float] = Field(default_factory=dict, description="Per timed case, ms.")
+    best_case_ms: dict[str, float] = Field(default_factory=dict, description="Per timed case, ms.")
+    method: str | None = Field(default=None, description="Label, timing method and device of the times.")
 
 
 class LoadFailureOut(BaseModel):

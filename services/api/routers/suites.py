@@ -139,7 +139,7 @@ async def _parse_submission(request: Request) -> tuple[SuiteSettingsIn, list[Sui
     if len(set(names)) != len(names):
         raise ApiError(422, "invalid_suite", "Problem names repeat; give every problem a "
                        "distinct name and submit again.")
-    return body, [SuiteSource(p.name, p.source) for p in body.problems]
+    return body, [SuiteSource(p.name, p.source, p.perf_source) for p in body.problems]
 
 
 async def _parse_upload(request: Request) -> tuple[SuiteSettingsIn, list[SuiteSource]]:

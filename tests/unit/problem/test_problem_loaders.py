@@ -301,3 +301,14 @@ def test_kernelbench_without_batch_size_has_no_held_out(workdir: Path) -> None:
 )
 def test_kernelbench_load_errors(workdir: Path, source: str, message: str) -> None:
     assert message in load_error(source, workdir, "kernelbench").reason
+
+
+def test_published_kernelbench_file_is_refused_saying_translation_needs_an_llm(
+    workdir: Path,
+) -> None:
+    source = ("import torch\nimport torch.nn as nn\n\n\nclass Model(nn.Module):\n"
+              "    def forward(self, x):\n        return torch.relu(x)\n\n\n"
+              "def get_inputs():\n    return [torch.randn(8)]\n\n\n"
+              "def get_init_inputs():\n    return []\n")
+    with pytest.raises(ProblemLoadError, match="needs an LLM generator"):
+        load_problem(source, "kernelbench", "relu", workdir=workdir, device="cpu")

@@ -1,0 +1,236 @@
+"""The corpus on a lent GPU: `python -m bench.corpus --target h100` (or h200), one command.
+
+Three phases, each with its own time box so the whole run fits in about 9 minutes on one GPU:
+1. every TritonBench-G original through `kernelband check --format tritonbench` on CUDA
+   (bench/corpus.py's code path, several checks at once);
+2. for accepted problems with a NAME_perf.py harness, the service's perf-harness time (CUDA
+   events, L2 flushed, median; call_op timed alone) against TritonBench's own harness timing
+   (`triton.testing.do_bench(call_op, warmup=25, rep=100, quantiles=[0.5, 0.8, 0.2])`, the
+   `do_bench_config` defaults of performance_utils.py), on the same inputs, same process;
+3. a short suite (rules generator, T >= 5) on those problems: Correct / Fast@1 / geomean.
+
+Writes bench/gpu/corpus-<target>.json and .md. A phase cut short by its time box says so;
+problems it did not reach are listed as not run. Nothing is estimated here: every time is
+measured on the GPU named in the output.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from bench.corpus import CORPUS, ROOT, acceptance_table, check_one
+
+OUT_DIR = ROOT / "bench" / "gpu"
+PHASE_S = {"check": 240.0, "perf": 150.0, "suite": 120.0}
+# sandbox budgets of the check phase: a GPU run is short, first compiles are not
+CHECK_ENV = {"KERNELBAND_SANDBOX_TIMEOUT_S": "30", "KERNELBAND_SANDBOX_COMPILE_S": "90"}
+PERF_PROBLEMS = 12
+PERF_INPUTS = 4  # the largest sizes of each sweep (stable timings; the paper's regime)
+PERF_ONE_S = 40.0
+SUITE_PROBLEMS = 8
+
+
+def corpus_root() -> Path:
+    """../shared/corpus, or ./shared/corpus where the checkout carries it."""
+    for candidate in (CORPUS, ROOT / "shared" / "corpus"):
+        if (candidate / "tritonbench-g" / "kernels").is_dir():
+            return candidate
+    raise SystemExit(f"corpus not found at {CORPUS} or {ROOT / 'shared' / 'corpus'}")
+
+
+def check_phase(files: list[Path], workers: int, deadline: float) -> list[dict[str, Any]]:
+    """Check every file on CUDA until the deadline; files not reached are rows 'not_run'."""
+    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+    from multiprocessing import get_context
+
+    rows, pending, queue = [], set(), list(files)
+    with ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn")) as pool:
+        while queue or pending:
+            while queue and len(pending) < workers and time.monotonic() < deadline:
+                pending.add(pool.submit(check_one, str(queue.pop(0)), "tritonbench", 1))
+            if not pending:
+                break
+            done, pending = wait(pending, timeout=max(1.0, deadline + 120 - time.monotonic()),
+                                 return_when=FIRST_COMPLETED)
+            for future in done:
+                rows.append(future.result())
+                print(f"[check {len(rows)}/{len(files)}] {rows[-1]['file']}: {rows[-1]['reason']}",
+                      flush=True)
+            if not done:
+                break
+    reached = {r["file"] for r in rows}
+    rows += [{"file": f.name, "accepted": False, "reason": "not_run (check phase time box)",
+              "message": ""} for f in files if f.name not in reached]
+    return sorted(rows, key=lambda r: r["file"])
+
+
+def perf_one(name: str, root: Path) -> dict[str, Any]:
+    """In this process (a fresh one per problem): both timings of the harness's largest inputs."""
+    import triton.testing
+
+    from kernelband.problem.tritonbench import runnable_source
+    from kernelband.problem.usercode import import_module_file
+    from kernelband.profile.perf_harness import harness_prepares, load_harness
+    from kernelband.profile.timing import CudaDevice, TimingConfig, measure
+
+    work = Path(tempfile.mkdtemp(prefix="kb-perf-"))
+    source = (root / "tritonbench-g" / "kernels" / f"{name}.py").read_text()
+    module = import_module_file(runnable_source(source), "original", work, "cuda")
+    perf = (root / "tritonbench-g" / "perf" / f"{name}_perf.py").read_text()
+    harness = load_harness(perf, module, work, "bench")
+    prepares = harness_prepares(harness, "cuda")[-PERF_INPUTS:]
+    device, rows = CudaDevice(), []
+    for case, prepare in prepares:
+        run = prepare()
+        ours = measure(device, prepare, TimingConfig()).median_ms
+        theirs = triton.testing.do_bench(run, warmup=25, rep=100, quantiles=[0.5, 0.8, 0.2],
+                                         return_mode="median")
+        theirs_ms = float(theirs[0] if isinstance(theirs, list | tuple) else theirs)
+        rows.append({"input": case, "ours_ms": ours, "do_bench_ms": theirs_ms,
+                     "diff_pct": 100.0 * (ours - theirs_ms) / theirs_ms})
+    ours_sum = sum(r["ours_ms"] for r in rows)
+    theirs_sum = sum(r["do_bench_ms"] for r in rows)
+    return {"problem": name, "inputs": rows, "ours_ms": ours_sum, "do_bench_ms": theirs_sum,
+            "diff_pct": 100.0 * (ours_sum - theirs_sum) / theirs_sum, "device": device.name}
+
+
+def perf_phase(names: list[str], root: Path, deadline: float) -> list[dict[str, Any]]:
+    """perf_one for each name in its own process, until the deadline."""
+    out = []
+    for name in names:
+        if time.monotonic() >= deadline:
+            out.append({"problem": name, "error": "not run (perf phase time box)"})
+            continue
+        cmd = [sys.executable, "-m", "bench.gpu.corpus_gpu", "--perf-one", name, str(root)]
+        try:
+            done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True,
+                                  timeout=PERF_ONE_S)
+            last = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else ""
+            out.append(json.loads(last) if last.startswith("{") else
+                       {"problem": name, "error": (done.stderr.strip().splitlines() or ["?"])[-1]})
+        except subprocess.TimeoutExpired:
+            out.append({"problem": name, "error": f"timed out after {PERF_ONE_S:.0f} s"})
+        print(f"[perf] {name}: {out[-1].get('diff_pct', out[-1].get('error'))}", flush=True)
+    return out
+
+
+def suite_phase(names: list[str], root: Path, target: str, budget: int,
+                timeout_s: float) -> dict[str, Any]:
+    """`kernelband suite` (rules generator) on copies of `names` and their harnesses."""
+    folder = Path(tempfile.mkdtemp(prefix="kb-corpus-suite-"))
+    for name in names:
+        shutil.copy(root / "tritonbench-g" / "kernels" / f"{name}.py", folder / f"{name}.py")
+        shutil.copy(root / "tritonbench-g" / "perf" / f"{name}_perf.py", folder / f"{name}_perf.py")
+    report = folder / "report.json"
+    cmd = [sys.executable, "-m", "kernelband.cli", "suite", str(folder), "--format", "tritonbench",
+           "--target", target, "--budget", str(budget), "--parallel", "2", "--json", str(report)]
+    start = time.monotonic()
+    try:
+        env = {**os.environ, "KERNELBAND_DATABASE_URL": f"sqlite:///{folder / 'suite.db'}"}
+        done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout_s,
+                              env=env)
+        status = f"exit {done.returncode}"
+        tail = (done.stdout + done.stderr)[-3000:]
+    except subprocess.TimeoutExpired as exc:
+        status, tail = f"timed out after {timeout_s:.0f} s", str(exc.stdout or "")[-3000:]
+    data = json.loads(report.read_text()) if report.exists() else None
+    return {"problems": names, "budget": budget, "status": status,
+            "wall_s": time.monotonic() - start, "report": data, "output_tail": tail}
+
+
+def perf_table(rows: list[dict[str, Any]]) -> str:
+    """Markdown: each problem's summed time over the compared inputs, both methods."""
+    lines = ["| problem | inputs | ours ms (cuda events, median) | do_bench ms (median) | diff % |",
+             "| --- | --- | --- | --- | --- |"]
+    for r in rows:
+        if "error" in r:
+            lines.append(f"| {r['problem']} | - | - | - | {r['error'][:120]} |")
+            continue
+        lines.append(f"| {r['problem']} | {len(r['inputs'])} | {r['ours_ms']:.4f} | "
+                     f"{r['do_bench_ms']:.4f} | {r['diff_pct']:+.1f} |")
+    timed = [r for r in rows if "error" not in r]
+    within = sum(1 for r in timed if abs(r["diff_pct"]) <= 5.0)
+    lines.append(f"\n{within} of {len(timed)} problems agree within 5%.")
+    return "\n".join(lines)
+
+
+def suite_section(suite: dict[str, Any]) -> str:
+    """Markdown: the suite's metrics rows (or why there are none)."""
+    report = suite.get("report")
+    head = (f"Problems: {', '.join(suite['problems'])}; rules generator (offline), policy "
+            f"kernelband, budget T = {suite['budget']}, timing: perf harness (call_op alone, "
+            f"CUDA events, L2 flushed, median). Status: {suite['status']}, "
+            f"wall {suite['wall_s']:.0f} s.\n\n")
+    if not report:
+        return head + "No report was written; output tail:\n\n```\n" + suite["output_tail"] + "\n```"
+    lines = ["| target | policy | problems | Correct % | Fast@1 % | geomean (correct) | "
+             "geomean (all) | label |", "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for m in report.get("metrics", []):
+        lines.append(f"| {m['target']} | {m['policy']} | {m['problems']} | "
+                     f"{m['correct_pct']:.1f} | {m['fast1_pct']:.1f} | "
+                     f"{m['geomean_speedup_correct']} | {m['geomean_speedup_all']} | "
+                     f"{m['label']} |")
+    return head + "\n".join(lines)
+
+
+def render(data: dict[str, Any]) -> str:
+    """The whole corpus-<target>.md."""
+    check = {"rows": data["check"], "device": data["device"], "wall_s": data["check_wall_s"],
+             "workers": data["workers"], "seeds": 1}
+    return (f"# TritonBench-G corpus on {data['device']} (target {data['target']})\n\n"
+            f"Command: `{data['command']}`; torch {data['torch']}, triton {data['triton']}; "
+            f"total wall {data['wall_s']:.0f} s.\n\n## Acceptance of the originals (CUDA)\n\n"
+            + acceptance_table(check)
+            + "\n\n## Perf-harness time vs TritonBench's harness (do_bench)\n\n"
+            f"The {PERF_INPUTS} largest inputs of each harness sweep; both timings in one process "
+            "on the same device tensors.\n\n" + perf_table(data["perf"])
+            + "\n\n## Short suite\n\n" + suite_section(data["suite"]) + "\n")
+
+
+def main(target: str, only: list[str] | None, workers: int | None = None,
+         budget: int = 5) -> int:
+    """Run the three phases and write bench/gpu/corpus-<target>.{json,md}."""
+    import torch
+    import triton
+
+    if not torch.cuda.is_available():
+        print("--target needs a CUDA GPU; this machine has none (run it on a lent GPU)")
+        return 2
+    start = time.monotonic()
+    root = corpus_root()
+    files = sorted((root / "tritonbench-g" / "kernels").glob("*.py"))
+    files = [f for f in files if not only or f.stem in only]
+    workers = workers if workers and workers > 2 else 8
+    os.environ.update(CHECK_ENV)
+    check = check_phase(files, workers, time.monotonic() + PHASE_S["check"])
+    check_wall = time.monotonic() - start
+    with_perf = [r["file"].removesuffix(".py") for r in check if r["accepted"]
+                 and (root / "tritonbench-g" / "perf" / r["file"].replace(".py", "_perf.py")).is_file()]
+    perf = perf_phase(with_perf[:PERF_PROBLEMS], root, time.monotonic() + PHASE_S["perf"])
+    agreeing = [r["problem"] for r in perf if "error" not in r][:SUITE_PROBLEMS]
+    suite = suite_phase(agreeing, root, target, max(5, budget), PHASE_S["suite"])
+    data = {"target": target, "device": torch.cuda.get_device_name(0), "torch": torch.__version__,
+            "triton": triton.__version__, "workers": workers, "check": check,
+            "check_wall_s": check_wall, "perf": perf, "suite": suite,
+            "command": f"python -m bench.corpus --target {target}",
+            "wall_s": time.monotonic() - start}
+    OUT_DIR.mkdir(parents=True, exist_ok=True)
+    (OUT_DIR / f"corpus-{target}.json").write_text(json.dumps(data, indent=1, default=str))
+    (OUT_DIR / f"corpus-{target}.md").write_text(render(data))
+    print(render(data))
+    return 0
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 4 and sys.argv[1] == "--perf-one":
+        print(json.dumps(perf_one(sys.argv[2], Path(sys.argv[3]))))
+    else:
+        print("usage: python -m bench.corpus --target h100|h200")

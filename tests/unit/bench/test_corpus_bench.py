@@ -1,0 +1,78 @@
+"""bench/corpus.py: reasons, the acceptance table, and (with the corpus) a real file end to end."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from bench import corpus
+from bench.gpu import corpus_gpu
+
+ROOT = Path(__file__).resolve().parents[3]
+CORPUS = ROOT.parent / "shared" / "corpus" / "tritonbench-g"
+needs_corpus = pytest.mark.skipif(
+    not CORPUS.is_dir(), reason=f"corpus not found at {CORPUS} (../shared/corpus from the repo root)")
+
+
+def test_refusal_reasons_split_load_errors_and_name_the_interpreter() -> None:
+    assert corpus.refusal_key("wrong_result", "wrong_result: case a") == "wrong_result"
+    sandbox = "loading the problem failed in the sandbox (crashed:SIGABRT): killed"
+    assert corpus.refusal_key("load_error", sandbox) == "load: sandbox crashed:SIGABRT"
+    raised = "running test_x() failed: TypeError: bad operand for +; fix the problem file"
+    assert corpus.refusal_key("load_error", raised) == "load: TypeError: bad operand for +"
+    slow = "loading the problem failed in the sandbox: interpreter_timeout: the CPU Triton ..."
+    assert corpus.refusal_key("load_error", slow) == "interpreter_timeout"
+
+
+def test_acceptance_table_counts_accepted_and_groups_refusals() -> None:
+    rows = [{"file": "a.py", "accepted": True, "reason": "ok", "message": ""},
+            {"file": "b.py", "accepted": False, "reason": "interpreter_timeout", "message": "slow"},
+            {"file": "c.py", "accepted": False, "reason": "interpreter_timeout", "message": "slow"}]
+    text = corpus.acceptance_table({"rows": rows, "device": "cpu", "wall_s": 3.0, "workers": 2,
+                                    "seeds": 1})
+    assert "**1 of 3 accepted**" in text and "| interpreter_timeout | 2 | b, c" in text
+
+
+def test_gpu_report_renders_perf_agreement_and_suite_metrics() -> None:
+    perf = [{"problem": "p", "inputs": [{}], "ours_ms": 1.02, "do_bench_ms": 1.0, "diff_pct": 2.0},
+            {"problem": "q", "error": "timed out after 40 s"}]
+    assert "1 of 1 problems agree within 5%" in corpus_gpu.perf_table(perf)
+    metric = {"target": "h100", "policy": "kernelband", "problems": 2, "correct_pct": 100.0,
+              "fast1_pct": 50.0, "geomean_speedup_correct": 1.2, "geomean_speedup_all": 1.2,
+              "label": "measured"}
+    suite = {"problems": ["p"], "budget": 5, "status": "exit 0", "wall_s": 9.0,
+             "report": {"metrics": [metric]}, "output_tail": ""}
+    assert "| h100 | kernelband | 2 | 100.0 | 50.0 |" in corpus_gpu.suite_section(suite)
+
+
+def test_gpu_mode_without_a_gpu_says_so() -> None:
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    assert corpus_gpu.main("h100", ["sin_computation"]) == 2
+
+
+@needs_corpus
+def test_corpus_harness_binds_to_the_kernel_and_times_call_op_only(tmp_path: Path) -> None:
+    from kernelband.problem.devices import use_interpreter_for
+    from kernelband.problem.tritonbench import runnable_source
+    from kernelband.problem.usercode import import_module_file
+    from kernelband.profile.perf_harness import harness_prepares, load_harness
+
+    use_interpreter_for("cpu")
+    source = (CORPUS / "kernels" / "sin_computation.py").read_text()
+    module = import_module_file(runnable_source(source), "original", tmp_path, "cpu")
+    harness = load_harness((CORPUS / "perf" / "sin_computation_perf.py").read_text(), module,
+                           tmp_path, "test")
+    small = [torch.rand(64), torch.rand(100)]  # the real sweep reaches 2**27 elements
+    harness.get_input_tensors = lambda: setattr(harness, "input_tensors", small)
+    prepares = harness_prepares(harness, "cpu")
+    assert [name for name, _ in prepares] == ["perf[0]", "perf[1]"]
+    prepares[1][1]()()  # call_op on the prepared input, through the corpus kernel
+
+
+@needs_corpus
+def test_a_corpus_original_is_accepted_through_the_check_path() -> None:
+    row = corpus.check_one(str(CORPUS / "kernels" / "sin_computation.py"), seeds=1)
+    assert row["accepted"], row

@@ -1,0 +1,34 @@
+"""Compilation is budgeted apart from run time: each budget stops the run with its own reason."""
+
+from __future__ import annotations
+
+import pytest
+
+from kernelband.sandbox import SandboxLimits, run_sandboxed
+from kernelband.sandbox.compile_budget import CompileClock
+
+LIMITS = SandboxLimits(wall_s=1.5, compile_s=4.0, cpu_s=60, audit=False)
+TARGET = "kernelband.sandbox.probes:compile_then_run"
+
+
+def test_long_compilation_within_its_budget_does_not_count_as_run_time() -> None:
+    result = run_sandboxed(TARGET, {"compile": 2.5, "run": 0.3}, LIMITS)
+    assert result.ok, result
+    assert result.value["compile_s"] >= 2.5
+
+
+@pytest.mark.parametrize(("payload", "reason"), [
+    ({"compile": 0.0, "run": 3.0}, "timeout"),
+    ({"compile": 5.0, "run": 0.0}, "compile_timeout"),
+])
+def test_each_budget_stops_the_run_with_its_reason(payload: dict[str, float], reason: str) -> None:
+    result = run_sandboxed(TARGET, payload, LIMITS)
+    assert not result.ok and result.reason == reason, result
+    assert "budget" in result.message or "limit" in result.message
+
+
+def test_nested_compile_time_is_counted_once() -> None:
+    clock = CompileClock()
+    inner = clock.timed(lambda: None)
+    clock.timed(lambda: inner())()
+    assert clock.depth == 0 and clock.spent < 0.5
