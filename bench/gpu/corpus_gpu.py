@@ -195,6 +195,17 @@ def render(data: dict[str, Any]) -> str:
             + "\n\n## Short suite\n\n" + suite_section(data["suite"]) + "\n")
 
 
+def phase_boxes(overrides: str) -> dict[str, float]:
+    """PHASE_S with overrides such as "check=450,suite=0" (KERNELBAND_CORPUS_PHASE_S)."""
+    boxes = dict(PHASE_S)
+    for item in filter(None, (part.strip() for part in overrides.split(","))):
+        name, _, seconds = item.partition("=")
+        if name not in boxes:
+            raise SystemExit(f"KERNELBAND_CORPUS_PHASE_S: unknown phase {name!r}; use {sorted(boxes)}")
+        boxes[name] = float(seconds)
+    return boxes
+
+
 def main(target: str, only: list[str] | None, workers: int | None = None,
          budget: int = 5) -> int:
     """Run the three phases and write bench/gpu/corpus-<target>.{json,md}."""
@@ -209,14 +220,16 @@ def main(target: str, only: list[str] | None, workers: int | None = None,
     files = sorted((root / "tritonbench-g" / "kernels").glob("*.py"))
     files = [f for f in files if not only or f.stem in only]
     workers = workers if workers and workers > 2 else 8
-    os.environ.update(CHECK_ENV)
-    check = check_phase(files, workers, time.monotonic() + PHASE_S["check"])
+    for name, value in CHECK_ENV.items():  # the caller's environment may set other budgets
+        os.environ.setdefault(name, value)
+    boxes = phase_boxes(os.environ.get("KERNELBAND_CORPUS_PHASE_S", ""))
+    check = check_phase(files, workers, time.monotonic() + boxes["check"])
     check_wall = time.monotonic() - start
     with_perf = [r["file"].removesuffix(".py") for r in check if r["accepted"]
                  and (root / "tritonbench-g" / "perf" / r["file"].replace(".py", "_perf.py")).is_file()]
-    perf = perf_phase(with_perf[:PERF_PROBLEMS], root, time.monotonic() + PHASE_S["perf"])
+    perf = perf_phase(with_perf[:PERF_PROBLEMS], root, time.monotonic() + boxes["perf"])
     agreeing = [r["problem"] for r in perf if "error" not in r][:SUITE_PROBLEMS]
-    suite = suite_phase(agreeing, root, target, max(5, budget), PHASE_S["suite"])
+    suite = suite_phase(agreeing, root, target, max(5, budget), boxes["suite"])
     data = {"target": target, "device": torch.cuda.get_device_name(0), "torch": torch.__version__,
             "triton": triton.__version__, "workers": workers, "check": check,
             "check_wall_s": check_wall, "perf": perf, "suite": suite,

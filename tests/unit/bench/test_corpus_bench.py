@@ -76,3 +76,12 @@ def test_corpus_harness_binds_to_the_kernel_and_times_call_op_only(tmp_path: Pat
 def test_a_corpus_original_is_accepted_through_the_check_path() -> None:
     row = corpus.check_one(str(CORPUS / "kernels" / "sin_computation.py"), seeds=1)
     assert row["accepted"], row
+
+
+def test_gpu_phase_boxes_take_overrides_and_refuse_unknown_phases() -> None:
+    from bench.gpu.corpus_gpu import PHASE_S, phase_boxes
+
+    assert phase_boxes("") == PHASE_S
+    assert phase_boxes("check=450, suite=0") == {**PHASE_S, "check": 450.0, "suite": 0.0}
+    with pytest.raises(SystemExit, match="unknown phase 'chek'"):
+        phase_boxes("chek=1")
