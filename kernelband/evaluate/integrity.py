@@ -6,7 +6,7 @@
   comparisons itself, no meta/lazy or nested tensor that defers work into the checker).
 - `stash_and_scrub`: the reference's outputs are copied away and their memory overwritten before
   the candidate runs, and on a GPU the caching allocator's free blocks are overwritten too, so a
-  candidate that returns uninitialised memory finds NaN there, not the reference's answer.
+  candidate that returns uninitialised memory finds zeros there, not the reference's answer.
 - `reset_l2_persistence`: no L2 persisting-access window survives from one run to the next.
 - `launch_streams`: Triton launches made on a stream other than the timed one.
 """
@@ -36,7 +36,10 @@ SEALED: tuple[tuple[str, str], ...] = (
     ("kernelband.profile.timing", "summarize"), ("kernelband.profile.timing", "measure"),
     ("kernelband.evaluate.compare", "compare_results"),
 )
-POISON_BYTE = 0xFF  # all-ones bytes read as NaN in every float dtype
+# Zero bytes: the reference's values are gone, and an honest kernel that reads memory it never
+# wrote (a masked store's tail, a scratch buffer) sees what a fresh allocation usually holds,
+# as in the reference's own run. All-ones bytes (NaN) refused such originals on an H100.
+POISON_BYTE = 0x00
 
 
 def _resolve(module: str, dotted: str) -> Any:
