@@ -162,6 +162,7 @@ class CaseChecker:
         else:
             ref_out = self._call("reference", ref_args, where, ref_work)
             ref_out = hardening.scrub_reference(ref_out, ref_args, self.runtime)  # issue 18
+            hardening.scrub_released()  # what the reference's dropped result held
             cand_out = self._call("candidate", cand_args, where, work)
         self._judge_torch_work(case, seed, cand_args, work, ref_work, where)
         if not_plain := hardening.output_problem(cand_out):  # issue 18: plain tensors only

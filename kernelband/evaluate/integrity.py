@@ -107,6 +107,11 @@ def scrub_free_memory() -> int:
     return sum(int(t.numel()) for t in held)
 
 
+def stash(out: Any) -> Any:
+    """A private copy of a result, leaving the result itself as it is."""
+    return _clone_tree(out)
+
+
 def stash_and_scrub(out: Any, protected: Any = ()) -> Any:
     """A private copy of the reference's result; the original's memory is poisoned and freed.
 
