@@ -2,6 +2,7 @@
 
 from kernelband.bandit.config import (
     BoNConfig,
+    HwUcbConfig,
     KernelBandConfig,
     NoConfig,
     PriorConfig,
@@ -35,6 +36,7 @@ __all__ = [
     "BoNConfig",
     "Decision",
     "FrontierEntry",
+    "HwUcbConfig",
     "KernelBandConfig",
     "NoConfig",
     "Policy",
