@@ -9,7 +9,7 @@ from kernelband.bandit.config import (
     UCBConfig,
 )
 from kernelband.bandit.policy import Policy
-from kernelband.bandit.registry import POLICIES, PolicySpec, make_policy
+from kernelband.bandit.registry import DEFAULT_POLICY, POLICIES, PolicySpec, make_policy
 from kernelband.bandit.state import PolicyState
 from kernelband.bandit.strategies import (
     DEFAULT_THETA_SAT,
@@ -27,6 +27,7 @@ from kernelband.bandit.types import (
 )
 
 __all__ = [
+    "DEFAULT_POLICY",
     "DEFAULT_THETA_SAT",
     "DIMENSION_NAMES",
     "POLICIES",

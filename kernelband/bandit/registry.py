@@ -21,6 +21,9 @@ from kernelband.bandit.kernelband import KernelBandPolicy
 from kernelband.bandit.policy import Policy
 from kernelband.bandit.prior import KernelBandPriorPolicy
 from kernelband.bandit.types import PolicyConfigError
+from kernelband.default_policy import DEFAULT_POLICY
+
+__all__ = ["DEFAULT_POLICY", "POLICIES", "PolicySpec", "make_policy"]
 
 
 @dataclass(frozen=True)
