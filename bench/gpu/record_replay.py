@@ -32,7 +32,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--workers", type=int, default=0, help="parallel problems (default: cores - 2)")
     p.add_argument("--problem-budget-s", type=float, default=150.0,
                    help="no new parent is expanded after this long on one problem")
-    p.add_argument("--hard-limit-s", type=float, default=240.0, help="a problem is stopped after this")
+    p.add_argument("--hard-limit-s", type=float, default=240.0,
+                   help="a problem's process is killed after this (a hung kernel)")
     p.add_argument("--time-box-s", type=float, default=480.0, help="the whole run's wall limit")
     p.add_argument("--seeds", type=int, default=0, help="correctness seeds (default: 2 on cuda, 1 on cpu)")
     p.add_argument("--only", default="", help="comma-separated problem names")
@@ -101,6 +102,7 @@ def run_pool(args: argparse.Namespace, files: list[Path], device: str) -> list[d
             late = now - since > args.hard_limit_s or now > args.time_box_s
             if late and proc.is_alive():
                 proc.kill()
+                proc.join(timeout=10)
                 stopped.append({"name": name, "status": "stopped",
                                 "note": f"stopped after {now - since:.0f} s (hard limit / time box)"})
             if not proc.is_alive():

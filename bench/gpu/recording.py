@@ -23,6 +23,7 @@ from kernelband.bandit import STRATEGY_NAMES
 
 FORMAT = "kernelband-replay/1"
 ORIGINAL_ID = "orig"
+HARD_FACTOR = 1.4  # a parent still unfinished at budget x this is dropped, not kept half-done
 
 
 @dataclass
@@ -88,20 +89,37 @@ def child_row(table: Table, recorder: Recorder, parent: str, depth: int,
     return row, kid
 
 
-def expand(table: Table, recorder: Recorder, parent: str, code: str, depth: int) -> list[tuple[str, str]]:
-    """All rows of one parent; returns the new correct children (id, code)."""
+class OutOfTime(Exception):
+    """A parent's expansion passed the problem's hard deadline; its rows are dropped."""
+
+
+def expand(table: Table, recorder: Recorder, parent: str, code: str, depth: int,
+           deadline: float) -> list[tuple[str, str]]:
+    """All rows of one parent, added only when the parent is complete; returns the new correct
+    children (id, code). Raises OutOfTime (and adds nothing) past `deadline` (monotonic)."""
     problem = recorder.problem
+    rows: list[dict[str, Any]] = []
     new: list[tuple[str, str]] = []
-    for strategy in STRATEGY_NAMES:
-        options = variants(code, strategy, bool(problem.inplace_outputs), problem.entry)
-        if not options:
-            table.rows.append({"parent": parent, "strategy": strategy, "child": None,
-                               "reason": "no_applicable_transformation"})
-        for description, child_code in options:
-            row, kid = child_row(table, recorder, parent, depth, description, child_code)
-            table.rows.append({"parent": parent, "strategy": strategy, **row})
-            if kid is not None:
-                new.append((kid, child_code))
+    known = dict(table.by_code)
+    try:
+        for strategy in STRATEGY_NAMES:
+            options = variants(code, strategy, bool(problem.inplace_outputs), problem.entry)
+            if not options:
+                rows.append({"parent": parent, "strategy": strategy, "child": None,
+                             "reason": "no_applicable_transformation"})
+            for description, child_code in options:
+                if time.monotonic() > deadline:
+                    raise OutOfTime(parent)
+                row, kid = child_row(table, recorder, parent, depth, description, child_code)
+                rows.append({"parent": parent, "strategy": strategy, **row})
+                if kid is not None:
+                    new.append((kid, child_code))
+    except OutOfTime:
+        for kid, _ in new:
+            table.kernels.pop(kid, None)
+        table.by_code = known
+        raise
+    table.rows += rows
     table.expanded += 1
     return new
 
@@ -140,13 +158,21 @@ def record_problem(path: Path, out: Path, device: str, depth: int, budget_s: flo
             return _finish(table, target, label, started)
         table.kernels[ORIGINAL_ID] = kernel_entry(root, 0, None, "")
         table.by_code[_digest(recorder.problem.editable)] = (ORIGINAL_ID, "ok")
+        write_atomic(target, document(table, label, started))
         queue = [(ORIGINAL_ID, recorder.problem.editable, 0)]
+        deadline = started + budget_s * HARD_FACTOR
         while queue and queue[0][2] < depth:
             if time.monotonic() - started > budget_s:
                 table.note = f"time budget {budget_s:.0f} s reached; {len(queue)} parents not expanded"
                 break
             parent, code, level = queue.pop(0)
-            queue += [(kid, c, level + 1) for kid, c in expand(table, recorder, parent, code, level)]
+            try:
+                children = expand(table, recorder, parent, code, level, deadline)
+            except OutOfTime:
+                table.note = (f"parent {parent} not finished by {budget_s * HARD_FACTOR:.0f} s "
+                              f"(dropped); {len(queue) + 1} parents not expanded")
+                break
+            queue += [(kid, c, level + 1) for kid, c in children]
             write_atomic(target, document(table, label, started))
         table.status = "complete" if not table.note else "budget"
     return _finish(table, target, label, started)
