@@ -108,6 +108,9 @@ def run_pool(args: argparse.Namespace, files: list[Path], device: str) -> list[d
             if not proc.is_alive():
                 proc.join()
                 del running[name]
+                if proc.exitcode and not late and not (args.out / f"{name}.summary.json").exists():
+                    stopped.append({"name": name, "status": "crashed",
+                                    "note": f"the recorder process exited with code {proc.exitcode}"})
         room = args.time_box_s - now > min(args.problem_budget_s, 60.0)
         while queue and len(running) < workers and room:
             path = queue.pop(0)
