@@ -78,6 +78,8 @@ def child_row(table: Table, recorder: Recorder, parent: str, depth: int,
     rejected = check_source(code)
     outcome = (Outcome(False, rejected.reason, rejected.message[:300]) if rejected is not None
                else recorder.evaluate(code))
+    if not outcome.ok and "CUDA error" in outcome.message:
+        raise ContextLost(f"{description}: {outcome.message[:120]}")
     kid = f"k{len(table.kernels)}" if outcome.ok else None
     table.by_code[key] = (kid, outcome.reason)
     row = {"child": kid, "reason": outcome.reason, "rewrite": description}
@@ -91,6 +93,11 @@ def child_row(table: Table, recorder: Recorder, parent: str, depth: int,
 
 class OutOfTime(Exception):
     """A parent's expansion passed the problem's hard deadline; its rows are dropped."""
+
+
+class ContextLost(OutOfTime):
+    """A candidate broke the process' CUDA context (an illegal address is sticky): every later
+    candidate in this process would fail too, so the parent is dropped and the problem ends."""
 
 
 def expand(table: Table, recorder: Recorder, parent: str, code: str, depth: int,
@@ -168,6 +175,10 @@ def record_problem(path: Path, out: Path, device: str, depth: int, budget_s: flo
             parent, code, level = queue.pop(0)
             try:
                 children = expand(table, recorder, parent, code, level, deadline)
+            except ContextLost as lost:
+                table.note = (f"CUDA context lost while expanding {parent} ({lost}); that parent "
+                              f"dropped, {len(queue) + 1} parents not expanded")
+                break
             except OutOfTime:
                 table.note = (f"parent {parent} not finished by {budget_s * HARD_FACTOR:.0f} s "
                               f"(dropped); {len(queue) + 1} parents not expanded")
