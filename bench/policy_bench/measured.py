@@ -32,6 +32,7 @@ ESTIMATED_CORPUS = ROOT / "replay" / "tritonbench-g-estimated"
 BUDGETS = (10, 20, 50)
 DECIDING_T = 20
 RIVALS = ("ucb1", "kernelband")
+OWN = "hwucb"  # the service's own policy
 
 
 @dataclass
@@ -105,6 +106,12 @@ def decide(measured: LandscapeResult, simulated: list[LandscapeResult]) -> list[
     lines.append(f"- `{leader}` on the simulated landscapes at T={DECIDING_T}: "
                  + ("not worse than " + " or ".join(RIVALS) + " on any."
                     if not worse else "significantly worse on " + "; ".join(worse) + "."))
+    if OWN in at and leader != OWN:
+        for rival in RIVALS:
+            gains = [paired_gain(measured.curves[OWN][:, t], measured.curves[rival][:, t]) for t in BUDGETS]
+            lines.append(f"- `{OWN}` minus `{rival}` on the replayed corpus, paired over the same "
+                         "seeds: " + ", ".join(f"T={t} {g.mean:+.3f} ± {g.ci95:.3f}"
+                                               for t, g in zip(BUDGETS, gains, strict=True)) + ".")
     eligible = [n for n in at if not worse_on(n, simulated)]
     if eligible:
         best = max(eligible, key=lambda n: at[n].mean)
