@@ -139,9 +139,10 @@ def provenance(args: argparse.Namespace, device: str, wall_s: float, problems: l
         "device": gpu, "host": platform.node(), "python": platform.python_version(),
         "torch": torch.__version__, "triton": triton.__version__,
         "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-        "timing": ("CUDA events (kernelband.profile.timing, L2 flushed per run, median of 5-30 "
-                   "runs) of each entry-function call the test makes (first 4), summed; the "
-                   "perf-harness inputs were not used" if measured else
+        "timing": ("CUDA events (kernelband.profile.timing, L2 flushed per run, 10-40 runs; "
+                   "time_ms = lower quartile, median_ms = median) of each entry-function call "
+                   "the test makes (first 4), summed; one process times at a time while others "
+                   "compile and check; the perf-harness inputs were not used" if measured else
                    "estimated: the service's cost model for the reference GPU (no kernel timed)"),
         "h": "estimate from the service's cost model and static profile (not Nsight Compute)",
         "phi": "driver registers + static profile" if measured else "static profile + estimate",

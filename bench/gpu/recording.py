@@ -51,6 +51,7 @@ def kernel_entry(outcome: Outcome, depth: int, parent: str | None, description: 
         entry["made_from"] = {"parent": parent, "rewrite": description}
     if outcome.calls_timed:
         entry["calls_timed"], entry["cv"] = outcome.calls_timed, round(outcome.cv, 4)
+        entry["median_ms"] = outcome.median_ms
     return entry
 
 
