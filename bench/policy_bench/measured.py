@@ -45,6 +45,7 @@ class Corpus:
     landscape: ReplayLandscape
     problems: int
     transitions: int
+    cvs: list[float]  # timing coefficient of variation of every measured kernel
 
 
 def load_corpus(path: Path | None) -> Corpus:
@@ -59,7 +60,8 @@ def load_corpus(path: Path | None) -> Corpus:
     label = str(provenance.get("label", "estimated"))
     rows = sum(len(v) for p in problems for v in p.transitions.values())
     land = ReplayLandscape(problems, name=f"replay:{path.name}", simulated=False)
-    return Corpus(path, label, provenance, land, len(problems), rows)
+    cvs = [float(k["cv"]) for p in problems for k in p.kernels.values() if "cv" in k]
+    return Corpus(path, label, provenance, land, len(problems), rows, cvs)
 
 
 def run_policies(landscape: Landscape, seeds: int, budget: int) -> LandscapeResult:
@@ -152,7 +154,10 @@ def render(corpus: Corpus, measured: LandscapeResult, simulated: list[LandscapeR
         "apply to each expanded parent was recorded (breadth-first to depth "
         f"{prov.get('depth', '?')}), so no policy is favoured by what was recorded; a pull "
         "from a kernel beyond that depth has no rows and counts as a failure "
-        f"({corpus.landscape.uncovered} such pulls over all runs). h is the cost-model estimate.",
+        f"({corpus.landscape.uncovered} such pulls over all runs). h is the cost-model estimate."
+        + (f" Timing spread: the median kernel's coefficient of variation over its timed runs is "
+           f"{float(np.median(corpus.cvs)):.2f}, and {100 * float(np.mean(np.array(corpus.cvs) > 0.1)):.0f}% "
+           "of kernels exceed 0.10." if corpus.cvs else ""),
         "",
         f"Command: `python -m bench.policy_bench.measured`; every registered policy with its "
         f"default parameters, {seeds} seeds (seed i replays problem i mod {corpus.problems}), "
