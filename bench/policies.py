@@ -37,10 +37,11 @@ def run(quick: bool = False, replay: Path | None = None, out_md: Path | None = N
     problems, simulated = load_replay(replay)
     replay_land = ReplayLandscape(problems, name=f"replay:{replay.name}", simulated=simulated)
     results.append(run_landscape(replay_land, seeds, 20))
-    batch = run_batch(SIM_LANDSCAPES["paper"], seeds, 16 if quick else 48)
+    batch = run_batch(SIM_LANDSCAPES["paper"], seeds, 16 if quick else 48,
+                      policies=("kernelband", "ucb1", "hwucb"))
     load = os.getloadavg()  # the latency figures depend on how busy the machine is
     latency = {name: time_select(name, 1000, 50 if quick else 300)
-               for name in ("kernelband", "kernelband+prior", "ucb1")}
+               for name in ("kernelband", "kernelband+prior", "ucb1", "hwucb")}
     plot = ROOT / "results" / ("policy_curves_quick.png" if quick else "policy_curves.png")
     plot.parent.mkdir(exist_ok=True)
     plot_curves(results, plot)

@@ -55,6 +55,15 @@ def evaluator_section(data: dict[str, Any] | None, rerun: bool) -> str:
                              rows))
 
 
+def measured_replay(quick: bool) -> str:
+    """Every policy on the recorded TritonBench-G corpus beside the simulated landscapes."""
+    from bench.policy_bench import measured
+
+    body = measured.run(quick)
+    write_section("measured-replay", body)
+    return body
+
+
 def summary(targets: list[tuple[str, str, bool | None, str]], command: str,
             wall_s: float) -> str:
     """The top section: machine, load, command and every target's verdict."""
@@ -88,11 +97,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--skip-corpus", action="store_true",
                         help="keep the corpus section (the full corpus run takes about an hour "
                              "on 2 cores; --quick skips it too)")
+    parser.add_argument("--skip-measured", action="store_true",
+                        help="keep the measured replay section instead of re-running it")
     args = parser.parse_args(argv)
     start, quick = time.perf_counter(), ["--quick"] if args.quick else []
     if args.policies != "skip":
         flag = ["--quick"] if args.policies == "quick" else []
         subprocess.run([sys.executable, "-m", "bench.policies", *flag], cwd=ROOT, check=True)
+    if not args.skip_measured:
+        timed("measured replay", lambda: {"body": measured_replay(args.quick)})
     api = timed("api load", lambda: api_load.main(quick))
     sched = timed("scheduler throughput", lambda: scheduler_throughput.main(quick))
     fleet = timed("fleet scaling", lambda: fleet_scaling.main(quick))

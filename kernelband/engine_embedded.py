@@ -15,6 +15,7 @@ from kernelband.config import Settings
 from kernelband.db import repository
 from kernelband.db.models import Attempt, Candidate, Job, Track
 from kernelband.db.session import open_database, session_scope
+from kernelband.default_policy import DEFAULT_POLICY
 from kernelband.dispatch import EmbeddedDispatcher, TaskFunction
 from kernelband.engine import EngineContext, StepReport, job_is_finished, requeue_orphans, step
 from kernelband.stages import StageTime, stage_times
@@ -27,7 +28,7 @@ class JobOptions:
     """What `kernelband optimize` asks for."""
 
     targets: tuple[str, ...] = ("cpu",)
-    policy: str = "kernelband"
+    policy: str = DEFAULT_POLICY
     policy_params: dict[str, Any] = field(default_factory=dict)
     budget: int = 20
     model: str = ""

@@ -18,6 +18,7 @@ VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
     "ablation: kernelband parent=fastest": ("kernelband", {"parent_rule": "fastest"}),
     "ablation: kernelband parent=fastest K=1": ("kernelband", {"parent_rule": "fastest", "k": 1}),
     "ucb1": ("ucb1", {}),
+    "hwucb": ("hwucb", {}),
     "random": ("random", {}),
     "refine": ("refine", {}),
     "bon": ("bon", {}),

@@ -31,13 +31,28 @@ class ReplayProblem:
 
 
 def load_replay(path: Path) -> tuple[list[ReplayProblem], bool]:
-    """Read and validate a replay table; returns its problems and whether it is simulated."""
+    """Read and validate a replay table, or a folder of per-problem tables (a recording by
+    bench/gpu/record_replay.py); returns the problems and whether they are simulated."""
+    if path.is_dir():
+        docs = [(p, json.loads(p.read_text())) for p in sorted(path.glob("*.json"))
+                if p.name != "provenance.json" and not p.name.endswith(".summary.json")]
+        problems = [q for p, d in docs for q in parse_replay(d, p, allow_empty=True)]
+        if not problems:
+            raise ReplayFormatError(f"{path}: no recorded problem with kernels in its *.json files")
+        return problems, any(bool(d.get("simulated", False)) for _, d in docs)
     data = json.loads(path.read_text())
+    return parse_replay(data, path), bool(data.get("simulated", False))
+
+
+def parse_replay(data: dict[str, Any], path: Path, allow_empty: bool = False) -> list[ReplayProblem]:
+    """The problems of one replay document; a problem without transitions is skipped."""
     if data.get("format") != FORMAT:
         raise ReplayFormatError(f"{path}: 'format' must be {FORMAT!r}, got {data.get('format')!r}")
     problems = []
     for raw in data.get("problems", []):
         kernels = raw["kernels"]
+        if allow_empty and not raw["transitions"]:
+            continue  # not accepted, or stopped before its first parent was expanded
         problem = ReplayProblem(raw["name"], raw["original"], kernels)
         if problem.original not in kernels:
             raise ReplayFormatError(f"{path}: original {problem.original!r} is not in 'kernels'")
@@ -48,9 +63,9 @@ def load_replay(path: Path) -> tuple[list[ReplayProblem], bool]:
                 raise ReplayFormatError(f"{path}: child {row['child']!r} is not in 'kernels'")
             problem.transitions.setdefault((row["parent"], row["strategy"]), []).append(row["child"])
         problems.append(problem)
-    if not problems:
+    if not problems and not allow_empty:
         raise ReplayFormatError(f"{path}: no problems recorded")
-    return problems, bool(data.get("simulated", False))
+    return problems
 
 
 @dataclass

@@ -2,13 +2,14 @@
 
 from kernelband.bandit.config import (
     BoNConfig,
+    HwUcbConfig,
     KernelBandConfig,
     NoConfig,
     PriorConfig,
     UCBConfig,
 )
 from kernelband.bandit.policy import Policy
-from kernelband.bandit.registry import POLICIES, PolicySpec, make_policy
+from kernelband.bandit.registry import DEFAULT_POLICY, POLICIES, PolicySpec, make_policy
 from kernelband.bandit.state import PolicyState
 from kernelband.bandit.strategies import (
     DEFAULT_THETA_SAT,
@@ -26,6 +27,7 @@ from kernelband.bandit.types import (
 )
 
 __all__ = [
+    "DEFAULT_POLICY",
     "DEFAULT_THETA_SAT",
     "DIMENSION_NAMES",
     "POLICIES",
@@ -35,6 +37,7 @@ __all__ = [
     "BoNConfig",
     "Decision",
     "FrontierEntry",
+    "HwUcbConfig",
     "KernelBandConfig",
     "NoConfig",
     "Policy",

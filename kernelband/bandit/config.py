@@ -163,3 +163,20 @@ class BoNConfig(BaseConfig):
 @dataclass(frozen=True)
 class NoConfig(BaseConfig):
     """A policy without parameters."""
+
+
+@dataclass(frozen=True)
+class HwUcbConfig(UCBConfig):
+    """hwucb: strategy arms with saturation masks; the fastest parent not yet asked too often."""
+
+    theta_sat: Any = DEFAULT_THETA_SAT
+    repeat_cap: int = 2  # prompts of one (parent, strategy) before the next-fastest kernel serves
+    parents: int = 3  # how many of the fastest kernels may serve as parent
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        object.__setattr__(self, "theta_sat", parse_theta_sat(self.theta_sat))
+        _require(1 <= _integer("repeat_cap", self.repeat_cap) <= 100,
+                 f"repeat_cap must be in [1, 100], got {self.repeat_cap}")
+        _require(1 <= _integer("parents", self.parents) <= 100,
+                 f"parents must be in [1, 100], got {self.parents}")

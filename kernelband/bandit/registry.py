@@ -10,15 +10,20 @@ from kernelband.bandit.baselines import BestOfNPolicy, FlatUCB1Policy, RandomPol
 from kernelband.bandit.config import (
     BaseConfig,
     BoNConfig,
+    HwUcbConfig,
     KernelBandConfig,
     NoConfig,
     PriorConfig,
     UCBConfig,
 )
+from kernelband.bandit.hwucb import HwUcbPolicy
 from kernelband.bandit.kernelband import KernelBandPolicy
 from kernelband.bandit.policy import Policy
 from kernelband.bandit.prior import KernelBandPriorPolicy
 from kernelband.bandit.types import PolicyConfigError
+from kernelband.default_policy import DEFAULT_POLICY
+
+__all__ = ["DEFAULT_POLICY", "POLICIES", "PolicySpec", "make_policy"]
 
 
 @dataclass(frozen=True)
@@ -41,6 +46,10 @@ POLICIES: dict[str, PolicySpec] = {
     "refine": PolicySpec(NoConfig, RefinePolicy, "iterative refinement of the current best"),
     "random": PolicySpec(NoConfig, RandomPolicy, "uniform strategy and uniform parent"),
     "ucb1": PolicySpec(UCBConfig, FlatUCB1Policy, "flat UCB1 over strategies, parent = best"),
+    "hwucb": PolicySpec(
+        HwUcbConfig, HwUcbPolicy,
+        "the service's own: masked UCB over strategies, fastest parent with a repeat cap",
+    ),
 }
 
 

@@ -61,6 +61,7 @@ class PolicyState:
     prior_buffer: list[list[float]] = field(default_factory=list)  # [h0, h1, h2, s, success]
     prior_coef: list[float] = field(default_factory=list)  # fitted logistic model, [bias, w...]
     signed: list[str] = field(default_factory=list)  # kernels that served as a cluster representative
+    prompts: dict[str, list[int]] = field(default_factory=dict)  # kernel -> prompts issued per strategy
 
     def copy(self) -> PolicyState:
         """A copy whose containers can be changed without touching this state."""
@@ -78,6 +79,7 @@ class PolicyState:
             prior_buffer=list(self.prior_buffer),
             prior_coef=list(self.prior_coef),
             signed=list(self.signed),
+            prompts={k: list(v) for k, v in self.prompts.items()},
         )
 
     def entry(self, kernel_id: str) -> FrontierEntry:
@@ -120,6 +122,7 @@ class PolicyState:
             "prior_buffer": self.prior_buffer,
             "prior_coef": self.prior_coef,
             "signed": self.signed,
+            "prompts": self.prompts,
         }
         if frontier:
             data["frontier"] = [e.to_dict() for e in self.frontier]
@@ -152,6 +155,7 @@ class PolicyState:
             prior_buffer=[[float(v) for v in row] for row in data["prior_buffer"]],
             prior_coef=[float(v) for v in data["prior_coef"]],
             signed=[str(v) for v in data.get("signed", [])],  # absent in states saved before it
+            prompts={str(k): [int(c) for c in v] for k, v in data.get("prompts", {}).items()},
         )
 
     def to_json(self) -> str:

@@ -13,6 +13,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from kernelband.config import get_settings
+from kernelband.default_policy import DEFAULT_POLICY
 from kernelband.engine import StepReport
 from kernelband.engine_embedded import (
     JobOptions,
@@ -36,7 +37,7 @@ def optimize(
     file: Annotated[Path, typer.Argument(help="Problem file (native, tritonbench or kernelbench).")],
     format: Annotated[str, typer.Option("--format", help="native | tritonbench | kernelbench")] = "native",
     target: Annotated[list[str] | None, typer.Option("--target", help="cpu, h100, a100, h200, rtx4090; repeat or comma-separate")] = None,
-    policy: Annotated[str, typer.Option(help="Bandit policy (kernelband, kernelband+prior, bon, refine, random, ucb1).")] = "kernelband",
+    policy: Annotated[str, typer.Option(help="Bandit policy (hwucb, kernelband, kernelband+prior, bon, refine, random, ucb1).")] = DEFAULT_POLICY,
     param: Annotated[list[str] | None, typer.Option("--param", help="Policy parameter NAME=VALUE (repeatable; VALUE as JSON), e.g. --param temperature=2 --param theta_sat='{\"dram\": 60}'; see docs/bandit.md.")] = None,
     budget: Annotated[int, typer.Option(help="Iterations (generations) per target.")] = 20,
     model: Annotated[str, typer.Option(help="LLM model for litellm; empty: the offline rules generator.")] = "",

@@ -25,6 +25,8 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
+from kernelband.default_policy import DEFAULT_POLICY
+
 # Stable constraint names keep Alembic autogenerate and `alembic check` free of drift.
 NAMING_CONVENTION = {
     "ix": "ix_%(column_0_label)s",
@@ -125,7 +127,7 @@ class Job(Base):
     problem_id: Mapped[int] = mapped_column(ForeignKey("problems.id"), index=True)
     status: Mapped[str] = mapped_column(String(16), default="queued", index=True)
     targets: Mapped[list[Any]] = mapped_column(default=list)
-    policy: Mapped[str] = mapped_column(String(40), default="kernelband")
+    policy: Mapped[str] = mapped_column(String(40), default=DEFAULT_POLICY)
     policy_params: Mapped[dict[str, Any]] = mapped_column(default=dict)
     generator: Mapped[str] = mapped_column(String(16), default="rules")  # rules | llm
     model: Mapped[str] = mapped_column(String(200), default="")

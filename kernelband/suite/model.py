@@ -6,6 +6,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any
 
+from kernelband.default_policy import DEFAULT_POLICY
 from kernelband.suite.metrics import ProblemResult, SuiteMetric
 
 
@@ -14,7 +15,7 @@ class SuiteSettings:
     """Job settings shared by every job of a suite; one job per (problem, policy)."""
 
     targets: tuple[str, ...] = ("cpu",)
-    policies: tuple[str, ...] = ("kernelband",)
+    policies: tuple[str, ...] = (DEFAULT_POLICY,)
     model: str = ""  # empty: the offline rules generator
     budget: int = 20  # iterations per problem and target
     parallelism: int = 2

@@ -8,6 +8,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from kernelband.default_policy import DEFAULT_POLICY
+
 SUITE_ID_PREFIX = "suite-"  # the prefix of kernelband.suite.store.new_suite_id
 
 ProblemFormatName = Literal["native", "tritonbench", "kernelbench"]
@@ -79,7 +81,7 @@ class JobCreate(_Strict):
 
     problem: ProblemIn
     targets: list[Target] = Field(min_length=1, max_length=5, description="One track per target.")
-    policy: str = Field(default="kernelband", min_length=1, max_length=64)
+    policy: str = Field(default=DEFAULT_POLICY, min_length=1, max_length=64)
     policy_params: dict[str, Any] = Field(default_factory=dict)
     generator: GeneratorIn = Field(default_factory=lambda: GeneratorIn())
     budget: BudgetIn = Field(default_factory=lambda: BudgetIn())

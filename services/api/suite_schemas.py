@@ -7,6 +7,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from kernelband.default_policy import DEFAULT_POLICY
 from services.api.schemas import GeneratorIn, ProblemFormatName, Target
 
 NAME_PATTERN = r"^[A-Za-z0-9_.\-]+$"
@@ -30,7 +31,7 @@ class SuiteSettingsIn(_Strict):
     name: str = Field(default="suite", min_length=1, max_length=120, pattern=NAME_PATTERN)
     format: ProblemFormatName = Field(default="native", description="Format of every file.")
     targets: list[Target] = Field(default_factory=lambda: [Target.cpu], min_length=1, max_length=5)
-    policies: list[str] = Field(default_factory=lambda: ["kernelband"], min_length=1,
+    policies: list[str] = Field(default_factory=lambda: [DEFAULT_POLICY], min_length=1,
                                 max_length=8, description="One job per problem and policy.")
     generator: GeneratorIn = Field(default_factory=lambda: GeneratorIn())
     budget: int = Field(default=20, ge=1, le=1000, description="Iterations per problem and target.")

@@ -118,4 +118,4 @@ def test_state_of_another_policy_is_refused(name: str) -> None:
 
 
 def test_only_policies_that_read_h_ask_workers_to_measure_it(name: str) -> None:
-    assert make_policy(name).reads_signature == (name in {"kernelband", "kernelband+prior"})
+    assert make_policy(name).reads_signature == (name in {"kernelband", "kernelband+prior", "hwucb"})
