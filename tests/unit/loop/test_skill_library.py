@@ -27,32 +27,32 @@ def _run(factory: sessionmaker[Session], problem: KernelProblem, team: str,
 
 
 def test_job_b_retrieves_job_a_improvement_and_other_teams_do_not(
-        sqlite_factory: sessionmaker[Session], problem: KernelProblem, tmp_path: Path,
+        db_factory: sessionmaker[Session], problem: KernelProblem, tmp_path: Path,
         monkeypatch: pytest.MonkeyPatch) -> None:
     root = write_script(tmp_path, [reply(region(problem, 32))])
-    first = _run(sqlite_factory, problem, "team-a", monkeypatch, root)
+    first = _run(db_factory, problem, "team-a", monkeypatch, root)
     assert SKILL_TEXT not in first[0]  # an empty bank: the built-in example
-    with session_scope(sqlite_factory) as session:
+    with session_scope(db_factory) as session:
         (skill,) = session.scalars(select(Skill)).all()
         assert skill.strategy and skill.speedup > 1 and skill.label == "estimated"
         assert skill.before == problem.editable and "BLOCK_SIZE = 32" in skill.after
-    job_b = _run(sqlite_factory, problem, "team-a", monkeypatch, root)
+    job_b = _run(db_factory, problem, "team-a", monkeypatch, root)
     assert skill.description in job_b[0] and "BLOCK_SIZE = 32" in job_b[0]
-    other_team = _run(sqlite_factory, problem, "team-b", monkeypatch, root)
+    other_team = _run(db_factory, problem, "team-b", monkeypatch, root)
     assert SKILL_TEXT not in other_team[0]
 
 
 def test_switched_off_library_neither_stores_nor_retrieves(
-        sqlite_factory: sessionmaker[Session], problem: KernelProblem, tmp_path: Path,
+        db_factory: sessionmaker[Session], problem: KernelProblem, tmp_path: Path,
         monkeypatch: pytest.MonkeyPatch) -> None:
     root = write_script(tmp_path, [reply(region(problem, 32))])
-    _run(sqlite_factory, problem, "team-a", monkeypatch, root)
-    with session_scope(sqlite_factory) as session:
+    _run(db_factory, problem, "team-a", monkeypatch, root)
+    with session_scope(db_factory) as session:
         team = session.scalars(select(Team).where(Team.name == "team-a")).one()
         team.skill_library = False
-    prompts = _run(sqlite_factory, problem, "team-a", monkeypatch, root)
+    prompts = _run(db_factory, problem, "team-a", monkeypatch, root)
     assert SKILL_TEXT not in prompts[0]
-    with session_scope(sqlite_factory) as session:
+    with session_scope(db_factory) as session:
         assert len(session.scalars(select(Skill)).all()) == 1  # nothing new was stored
         session.execute(delete(Skill).where(Skill.team_id == team.id))
         assert repository.get_or_create_team(session, "team-a").skill_library is False
