@@ -82,7 +82,7 @@ def diagnose(path: Path) -> None:
         problem = load_tritonbench(path.read_text(), path.stem, work, DEVICE)
         print(f"   load: allow_nondeterminism={problem.allow_nondeterminism} "
               f"self_spread={problem.self_spread} tolerances={problem.tolerances}")
-        runtime = load_runtime(problem, None, DEVICE, workdir=work)
+        runtime: Any = load_runtime(problem, None, DEVICE, workdir=work)
         base = run_test(runtime.original_module, runtime.test_name, 0, DEVICE)
         for label, run in _variants(runtime):
             try:
