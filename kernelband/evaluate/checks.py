@@ -74,7 +74,10 @@ class CaseChecker:
         fn = self.runtime.candidate if who == "candidate" else self.runtime.reference
         launches: list[Any] = []
         watched = who == "candidate" and self.count_launches
-        context = _capture() if watched else nullcontext(launches)
+        # The reference runs under the same launch capture as the candidate: a capture keeps
+        # each launch's arguments alive until the call returns, and a kernel that reads memory
+        # it never wrote must find the same memory layout in both runs.
+        context = _capture() if self.count_launches else nullcontext(launches)
         host: Any = hardening.host_work(args, self.runtime) if watched else nullcontext()  # issue 18
         threads = hardening.live_threads()
         start = time.perf_counter()
