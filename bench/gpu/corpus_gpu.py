@@ -51,7 +51,9 @@ def check_phase(files: list[Path], workers: int, deadline: float) -> list[dict[s
     from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
     from multiprocessing import get_context
 
-    rows, pending, queue = [], set(), list(files)
+    # longest first: the biggest files (many autotune configs) start while others still wait
+    rows, pending = [], set()
+    queue = sorted(files, key=lambda f: -f.stat().st_size)
     with ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn")) as pool:
         while queue or pending:
             while queue and len(pending) < workers and time.monotonic() < deadline:

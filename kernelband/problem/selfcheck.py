@@ -71,6 +71,24 @@ def measure_spread(first: dict[str, Any], *others: dict[str, Any]) -> dict[str, 
     return {name: value for name, value in found.items() if value > 0}
 
 
+def spread_by_dtype(first: dict[str, Any], *others: dict[str, Any]) -> dict[str, float]:
+    """Per dtype, the largest finite difference between runs over every case's tensors: a
+    case's result may mix dtypes (int8 values and their float scales), each needs its own
+    tolerance."""
+    out: dict[str, float] = {}
+    for name, value in first.items():
+        for other in others:
+            ta, tb = _tensors(value), _tensors(other.get(name))
+            if len(ta) != len(tb):
+                continue
+            for a, b in zip(ta, tb, strict=True):
+                found = _pair_spread(a, b)
+                if 0 < found < math.inf:
+                    dtype = str(a.dtype).removeprefix("torch.")
+                    out[dtype] = max(out.get(dtype, 0.0), found)
+    return out
+
+
 def dtype_of(value: Any) -> str:
     """The dtype name of the first tensor in a result (float64 for a Python float, the dtype the
     comparison uses for it; float32 when there is neither)."""

@@ -146,9 +146,8 @@ def load_tritonbench(source: str, name: str, workdir: Path, device: str) -> Kern
     declared = parse_tolerances(getattr(module, "TOLERANCES", None))
     again = [run_test(module, test_name, 0, device) for _ in range(selfcheck.SELF_RUNS - 1)]
     spreads = selfcheck.measure_spread(results, *again)
-    derived = selfcheck.derived_tolerances(
-        spreads, {n: selfcheck.dtype_of(results[n]) for n in names}, declared
-    )
+    by_dtype = selfcheck.spread_by_dtype(results, *again) if spreads else {}
+    derived = selfcheck.derived_tolerances(by_dtype, {d: d for d in by_dtype}, declared)
     if spreads:
         note += selfcheck.describe(spreads, derived)
     return KernelProblem(

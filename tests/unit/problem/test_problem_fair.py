@@ -90,6 +90,18 @@ def test_an_original_that_drifts_only_in_a_later_run_and_in_item_values_is_marke
     assert problem.tolerance("float64")[0] >= 1.0  # Python floats are compared as float64
 
 
+def test_every_dtype_of_a_case_gets_a_tolerance_from_its_own_spread(workdir: Path) -> None:
+    body = ("    x = torch.randn(64, device='cuda')\n"
+            "    _runs.append(1)\n"
+            "    q = (add(x, x) * 10).to(torch.int8) + len(_runs)\n"
+            "    scale = add(x, x).abs().max().reshape(1) * (1 + 1e-3 * len(_runs))\n"
+            "    return {'quantized': [q, scale]}")
+    source = _test(body).replace("def test_add", "_runs = []\n\n\ndef test_add")
+    problem = load_problem(source, "tritonbench", "mixed", workdir=workdir, device="cpu")
+    assert problem.tolerance("int8")[0] >= 2 * (SELF_RUNS - 1)
+    assert problem.tolerance("float32")[0] > 1e-4  # the scale's own spread, not int8's
+
+
 def test_declared_tolerances_override_the_derived_ones() -> None:
     spreads = {"a": 0.5, "b": 1e-9}
     dtypes = {"a": "float16", "b": "float32"}
