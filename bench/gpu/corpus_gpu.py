@@ -47,27 +47,41 @@ def corpus_root() -> Path:
 
 
 def check_phase(files: list[Path], workers: int, deadline: float) -> list[dict[str, Any]]:
-    """Check every file on CUDA until the deadline; files not reached are rows 'not_run'."""
-    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+    """Check every file on CUDA until the deadline; files not reached are rows 'not_run'.
+
+    Checks still running 120 s after the deadline are abandoned (their worker processes are
+    terminated) so the run always gets to write its report."""
+    from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
     from multiprocessing import get_context
 
     # longest first: the biggest files (many autotune configs) start while others still wait
-    rows, pending = [], set()
+    rows: list[dict[str, Any]] = []
+    pending: dict[Future[dict[str, Any]], str] = {}
     queue = sorted(files, key=lambda f: -f.stat().st_size)
-    with ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn")) as pool:
+    pool = ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn"))
+    try:
         while queue or pending:
             while queue and len(pending) < workers and time.monotonic() < deadline:
-                pending.add(pool.submit(check_one, str(queue.pop(0)), "tritonbench", 1))
+                path = queue.pop(0)
+                pending[pool.submit(check_one, str(path), "tritonbench", 1)] = path.name
             if not pending:
                 break
-            done, pending = wait(pending, timeout=max(1.0, deadline + 120 - time.monotonic()),
-                                 return_when=FIRST_COMPLETED)
+            done, _ = wait(set(pending), timeout=max(1.0, deadline + 120 - time.monotonic()),
+                           return_when=FIRST_COMPLETED)
             for future in done:
+                pending.pop(future)
                 rows.append(future.result())
                 print(f"[check {len(rows)}/{len(files)}] {rows[-1]['file']}: {rows[-1]['reason']}",
                       flush=True)
             if not done:
                 break
+    finally:
+        for process in list(getattr(pool, "_processes", {}).values()):
+            process.terminate()
+        pool.shutdown(wait=False, cancel_futures=True)
+    rows += [{"file": name, "accepted": False, "message": "",
+              "reason": "not_finished (still running when the check phase time box ended)"}
+             for name in pending.values()]
     reached = {r["file"] for r in rows}
     rows += [{"file": f.name, "accepted": False, "reason": "not_run (check phase time box)",
               "message": ""} for f in files if f.name not in reached]
