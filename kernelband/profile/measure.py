@@ -161,6 +161,10 @@ def measure_candidate_local(
         from kernelband.profile.gpu import measure_on_gpu
 
         return measure_on_gpu(problem, editable, target, parent_editable=parent_editable, strict=strict)
+    if editable is None and problem.needs_translation:  # the PyTorch reference: no Triton launch
+        from kernelband.profile.reference import estimate_reference
+
+        return (*estimate_reference(problem, target), None)
     return (*estimate_candidate(problem, editable, target, parent_editable=parent_editable), None)
 
 
