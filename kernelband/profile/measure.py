@@ -139,7 +139,12 @@ def estimate_candidate(
     case_times = {p.case.name: p.estimate.time_ms for p in profiles}
     total = sum(case_times.values())
     ratio = None
-    if parent_editable is not None:
+    if parent_editable is not None and problem.needs_translation and parent_editable == problem.editable:
+        from kernelband.profile.reference import estimate_reference  # the parent is PyTorch
+
+        parent_total = estimate_reference(problem, target, reference_gpu)[0].time_ms
+        ratio = total / parent_total if parent_total > 0 else None
+    elif parent_editable is not None:
         parent_total = sum(p.estimate.time_ms for p in _estimate_all(problem, parent_editable, gpu))
         ratio = total / parent_total if parent_total > 0 else None
     measurement = Measurement("estimated", estimate_label(target, gpu), f"{gpu.name} (not run)", target,
