@@ -11,6 +11,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from kernelband.problem.translate import suite_translation_refusal
 from kernelband.suite import (
     SuiteReport,
     SuiteSettings,
@@ -53,6 +54,9 @@ def suite(
             sources = attach_perf_dir(sources, perf_dir)
     except SuiteSourceError as exc:
         _fail(str(exc))
+    named = [(s.name, s.source) for s in sources]
+    if refusal := suite_translation_refusal(named, format, settings.model):
+        _fail(f"the suite is refused: {refusal}")
     console.print(f"[bold]{directory.name}[/]: {len(sources)} {format} problem files; policies "
                   f"{', '.join(settings.policies)}; targets {', '.join(settings.targets)}; "
                   f"budget {settings.budget}; generator {settings.model or 'rules (offline)'}")

@@ -54,3 +54,14 @@ def translation_refusal(source: str, format: str, model: str | None) -> str | No
     if is_published_kernelbench(source, format) and not (model or "").strip():
         return NEEDS_LLM
     return None
+
+
+def suite_translation_refusal(named_sources: list[tuple[str, str]], format: str,
+                              model: str | None) -> str | None:
+    """Why a suite is refused before loading: files as published and no LLM model."""
+    names = [name for name, source in named_sources
+             if translation_refusal(source, format, model) is not None]
+    if not names:
+        return None
+    shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+    return f"{len(names)} of {len(named_sources)} files ({shown}) need translation: {NEEDS_LLM}"
