@@ -125,12 +125,13 @@ def show_report(report: SuiteReport) -> None:
     metrics = Table(title=f"suite {report.suite_id} ({report.name}): "
                           f"{report.jobs_finished}/{len(report.job_ids)} jobs finished")
     for column in ("target", "policy", "problems", "Correct %", "Fast@1 %",
-                   "geomean (correct)", "geomean (all)", "label"):
+                   "geomean (correct)", "geomean (all)", "label", "fast_p % (p=0/1/1.5/2)"):
         metrics.add_column(column)
     for m in report.metrics:
+        fast = "/".join(f"{pct:.1f}" for pct in m.fast_p.values()) or "-"
         metrics.add_row(m.target, m.policy, str(m.problems), f"{m.correct_pct:.1f}",
                         f"{m.fast1_pct:.1f}", _x(m.geomean_speedup_correct),
-                        _x(m.geomean_speedup_all), m.label)
+                        _x(m.geomean_speedup_all), m.label, fast)
     console.print(metrics)
     problems = Table(title="per problem")
     for column in ("problem", "target", "policy", "status", "correct", "speedup", "label"):
