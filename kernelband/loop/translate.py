@@ -25,10 +25,23 @@ from kernelband.problem.translate import TRANSLATE_STEP
 UNTRANSLATED = "untranslated"
 
 
+_CACHE = "kb_needs_translation"
+
+
 def needs_translation(session: Session, job: Job) -> bool:
-    """True for a job on a KernelBench file as published."""
-    problem = session.get(Problem, job.problem_id)
-    return bool(problem is not None and (problem.loaded or {}).get("needs_translation"))
+    """True for a job on a KernelBench file as published.
+
+    Only an LLM job can hold one (submissions without a model are refused), so the rules
+    generator's jobs never ask the database; the flag of a problem is read once per session.
+    """
+    if job.generator != "llm" or not job.model:
+        return False
+    known: dict[int, bool] = session.info.setdefault(_CACHE, {})
+    if job.problem_id not in known:
+        flag = Problem.loaded["needs_translation"].as_boolean()
+        found = session.scalar(select(flag).where(Problem.id == job.problem_id))
+        known[job.problem_id] = bool(found)
+    return known[job.problem_id]
 
 
 def pull_parent(session: Session, job: Job, track: Track,

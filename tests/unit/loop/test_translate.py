@@ -112,8 +112,9 @@ def test_published_file_loads_with_the_pytorch_placeholder(published: KernelProb
 
 
 def test_translate_then_retranslate_then_optimize(
-        sqlite_factory: sessionmaker[Session], published: KernelProblem, tmp_path: Path,
+        db_factory: sessionmaker[Session], published: KernelProblem, tmp_path: Path,
         monkeypatch: pytest.MonkeyPatch) -> None:
+    sqlite_factory = db_factory  # the same test on SQLite and Postgres
     root = _script(tmp_path, [TORCH_ONLY, TRITON], [TRITON.replace("BLOCK = 64", "BLOCK = 32")])
     with scripted_llm(monkeypatch, root) as fake:
         job_id = make_llm_job(sqlite_factory, published, budget_iterations=3, repair_turns=0)
