@@ -17,7 +17,8 @@ from __future__ import annotations
 from kernelband.problem.editable import BEGIN_MARKER, END_MARKER
 
 TRANSLATE_STEP = "translate"
-PLACEHOLDER_NOTE = "# kernelband: translation placeholder (added by the service, not submitted)"
+# The line above the appended region; it stays in written kernels (the region is then Triton).
+PLACEHOLDER_NOTE = "# kernelband: ModelNew region added by the service (submitted as PyTorch only)"
 PLACEHOLDER_REGION = (
     "class ModelNew(Model):\n"
     '    """Placeholder: the PyTorch Model itself, until a translate step writes Triton."""\n'
