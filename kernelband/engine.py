@@ -50,6 +50,7 @@ from kernelband.engine_support import (
 )
 from kernelband.fairshare import cap_per_team, fair_order
 from kernelband.generate.normalize import source_hash
+from kernelband.loop.translate import new_pull
 
 log = logging.getLogger(__name__)
 FINISHED_TRACK = ("completed", "cancelled", "failed")
@@ -333,11 +334,10 @@ def select_for_track(session: Session, job: Job, track: Track, count: int) -> in
         decision, state = policy.select(state)
         seed = job.seed * 100_003 + track.iterations_dispatched  # reproducible per pull
         ref = {"strategy": decision.strategy, "cluster": decision.cluster, "seed": seed}
-        new_attempt(session, track, "generate", int(decision.parent_id),
-                    decision.decision_id, ref)
+        step = new_pull(session, job, track, decision, ref)  # a translate step on a placeholder
         track.iterations_dispatched += 1
         append_event(session, job.id, "pull_selected",
-                     {"target": track.target, **decision.to_dict()})
+                     {"target": track.target, **decision.to_dict(), **step})
     save_state(session, track, state, before)
     return count
 
