@@ -83,11 +83,17 @@ def _invalid() -> ApiError:
     return _unauthorized("invalid_token", f"The bearer token is not valid; {_HOW_TO_GET}.")
 
 
-def _touch(session: Session, token_id: int, last: datetime | None) -> None:
+def needs_touch(last: datetime | None) -> bool:
+    """Whether a token last used at `last` is due a new `last_used_at` (once a minute)."""
     now = utcnow()
     if last is not None and last.tzinfo is None:
         last = last.replace(tzinfo=now.tzinfo)  # SQLite returns naive datetimes
-    if last is None or now - last > _LAST_USED_RESOLUTION:
+    return last is None or now - last > _LAST_USED_RESOLUTION
+
+
+def _touch(session: Session, token_id: int, last: datetime | None) -> None:
+    if needs_touch(last):
+        now = utcnow()
         session.execute(update(ApiToken).where(ApiToken.id == token_id)
                         .values(last_used_at=now).execution_options(synchronize_session=False))
         session.commit()

@@ -44,6 +44,33 @@ def queue_depths(session: Session, broker_url: str | None) -> list[QueueDepth]:
             return [QueueDepth(queue=q, depth=n, source="broker") for q, n in depths.items()]
         except Exception as exc:  # the fleet view must still answer when the broker is down
             log.warning("broker unreachable for queue depths (%s); using pending attempts", exc)
-    pending = queries.pending_attempts_by_queue(session)
+    return pending_depths(queries.pending_attempts_by_queue(session))
+
+
+def pending_depths(pending: dict[str, int]) -> list[QueueDepth]:
+    """Depth per queue from pending attempts: every known queue, then any other in order."""
     names = list(KNOWN_QUEUES) + sorted(set(pending) - set(KNOWN_QUEUES))
     return [QueueDepth(queue=q, depth=pending.get(q, 0), source="pending_attempts") for q in names]
+
+
+_async_clients: dict[tuple[int, str], Any] = {}
+
+
+async def broker_depths_async(broker_url: str,
+                              queues: tuple[str, ...] = KNOWN_QUEUES) -> dict[str, int]:
+    """`broker_depths` without blocking the event loop (one client per loop and URL)."""
+    import asyncio
+
+    import redis.asyncio
+
+    key = (id(asyncio.get_running_loop()), broker_url)
+    client = _async_clients.get(key)
+    if client is None:
+        _async_clients.clear()  # clients of a finished loop (tests) cannot be reused
+        client = _async_clients[key] = redis.asyncio.Redis.from_url(
+            broker_url, socket_connect_timeout=0.5, socket_timeout=0.5)
+    async with client.pipeline(transaction=False) as pipe:
+        for name in queues:
+            pipe.llen(name)
+        answers = await pipe.execute()
+    return {q: int(n) for q, n in zip(queues, answers, strict=True)}

@@ -173,11 +173,11 @@ def workers(session: Session) -> list[Worker]:
     return list(session.scalars(select(Worker).order_by(Worker.queue, Worker.name)).all())
 
 
-def workers_fingerprint(session: Session) -> tuple[int, int, str]:
+def workers_fingerprint(session: Session) -> tuple[int, int, datetime | None]:
     """Count, newest id and newest heartbeat of the workers table: changes with any beat."""
     count, newest_id, newest_beat = session.execute(
         select(func.count(Worker.id), func.max(Worker.id), func.max(Worker.last_heartbeat))).one()
-    return int(count or 0), int(newest_id or 0), str(newest_beat)
+    return int(count or 0), int(newest_id or 0), newest_beat
 
 
 def pending_attempts_by_queue(session: Session) -> dict[str, int]:
