@@ -126,6 +126,7 @@ class FastPollMiddleware:
                 log.debug("fast poll fell back to the endpoint: %r", exc)
                 tag = None
             if tag is not None:
+                self.fast.answered += 1
                 scope["route"] = self.fast.routes.get(poll.kind)  # metrics label: the route
                 await send({"type": "http.response.start", "status": 304,
                             "headers": [(b"etag", tag.encode()),
@@ -145,6 +146,7 @@ class FastPoll:
         self._pool: AsyncPgPool | None = None
         self.enabled: bool | None = None  # None: not decided until the first poll
         self.routes: dict[str, Any] = {}
+        self.answered = 0  # polls this process answered 304 here
 
     def _start(self) -> AsyncPgPool | None:
         """The pool on the app's Postgres database; None (fast path off) on SQLite."""
