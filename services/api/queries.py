@@ -32,6 +32,15 @@ def team_job(session: Session, team_id: int, job_id: int) -> Job:
     return job
 
 
+def team_job_and_problem(session: Session, team_id: int, job_id: int) -> tuple[Job, Problem]:
+    """The team's job with its problem in one query, or 404 (like `team_job`)."""
+    row = session.execute(select(Job, Problem).join(Problem, Problem.id == Job.problem_id)
+                          .where(Job.id == job_id, Job.team_id == team_id)).first()
+    if row is None:
+        raise not_found("job", job_id)
+    return row[0], row[1]
+
+
 def found_version(job_id: int, version: int | None) -> int:
     """The version from `authenticate_for_job`, or 404 (another team's job looks missing)."""
     if version is None:
@@ -91,6 +100,21 @@ def job_tracks(session: Session, job_id: int) -> dict[str, Track]:
     """The job's tracks by target."""
     rows = session.scalars(select(Track).where(Track.job_id == job_id)).all()
     return {t.target: t for t in rows}
+
+
+def job_tracks_with_best(session: Session,
+                         job_id: int) -> dict[str, tuple[Track, Measurement | None]]:
+    """The job's tracks by target, each with its best candidate's newest measurement on the
+    track's target (as `best_measurement`), in one query."""
+    stmt = (select(Track, Measurement).outerjoin(
+        Measurement, (Measurement.candidate_id == Track.best_candidate_id)
+        & (Measurement.target == Track.target)).where(Track.job_id == job_id))
+    found: dict[str, tuple[Track, Measurement | None]] = {}
+    for track, m in session.execute(stmt).all():
+        kept = found.get(track.target)
+        if kept is None or (m is not None and (kept[1] is None or m.id > kept[1].id)):
+            found[track.target] = (track, m)
+    return found
 
 
 def best_measurement(session: Session, track: Track) -> Measurement | None:
