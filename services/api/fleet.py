@@ -10,6 +10,7 @@ from sqlalchemy.orm import Session
 
 from kernelband.dispatch import QUEUE_CPU, QUEUE_LLM, QUEUE_RESULTS, gpu_queue
 from services.api import queries
+from services.api.redisllen import QueueLengths
 from services.api.schemas import QueueDepth, Target
 
 log = logging.getLogger(__name__)
@@ -53,24 +54,13 @@ def pending_depths(pending: dict[str, int]) -> list[QueueDepth]:
     return [QueueDepth(queue=q, depth=pending.get(q, 0), source="pending_attempts") for q in names]
 
 
-_async_clients: dict[tuple[int, str], Any] = {}
+_lengths: dict[str, QueueLengths] = {}
 
 
 async def broker_depths_async(broker_url: str,
                               queues: tuple[str, ...] = KNOWN_QUEUES) -> dict[str, int]:
-    """`broker_depths` without blocking the event loop (one client per loop and URL)."""
-    import asyncio
-
-    import redis.asyncio
-
-    key = (id(asyncio.get_running_loop()), broker_url)
-    client = _async_clients.get(key)
-    if client is None:
-        _async_clients.clear()  # clients of a finished loop (tests) cannot be reused
-        client = _async_clients[key] = redis.asyncio.Redis.from_url(
-            broker_url, socket_connect_timeout=0.5, socket_timeout=0.5)
-    async with client.pipeline(transaction=False) as pipe:
-        for name in queues:
-            pipe.llen(name)
-        answers = await pipe.execute()
-    return {q: int(n) for q, n in zip(queues, answers, strict=True)}
+    """`broker_depths` on the event loop (services/api/redisllen.py); raises where it cannot."""
+    lengths = _lengths.get(broker_url)
+    if lengths is None:
+        lengths = _lengths[broker_url] = QueueLengths(broker_url)
+    return await lengths(queues)

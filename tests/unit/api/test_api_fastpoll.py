@@ -3,25 +3,30 @@ never across teams, never for a bad token; everything else reaches the endpoint.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
 import pytest
+import redis
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 from sqlalchemy import text, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from kernelband.auth_tokens import token_prefix
+from kernelband.config import Settings
 from kernelband.db.models import ApiToken, Attempt, Track, Worker, utcnow
 from kernelband.db.session import session_scope
 from kernelband.engine_support import append_event
+from services.api.app import create_app
 from services.api.fastpoll import parse_poll
 from services.api.teams import revoke_tokens
 
 Body = Callable[..., dict[str, Any]]
 Seed = Callable[[int], dict[str, int]]
+REDIS_URL = "redis://127.0.0.1:6379/14"
 
 
 @pytest.fixture(params=["postgres"])
@@ -211,7 +216,7 @@ def test_a_lost_database_connection_falls_back_to_the_endpoint(
     assert answered_fast(app) == before + 1  # the fast path reconnected
 
 
-def scope(path: str, query: bytes = b"", **headers: str) -> dict[str, Any]:
+def scope(path: str, query: bytes = b"", /, **headers: str) -> dict[str, Any]:
     return {"type": "http", "method": "GET", "path": path, "query_string": query,
             "headers": [(k.replace("_", "-").encode(), v.encode()) for k, v in headers.items()]}
 
@@ -249,3 +254,31 @@ def test_sqlite_keeps_the_endpoints_304_without_a_fast_path(
     tag = client.get(f"/v1/jobs/{job_id}", headers=auth).headers["ETag"]
     assert poll(client, f"/v1/jobs/{job_id}", auth, tag).status_code == 304
     assert app.state.fast_poll.enabled is False and answered_fast(app) == 0
+
+
+def test_fleet_polls_with_a_broker_see_every_queue_change(
+    factory: sessionmaker[Session], settings: Settings, token: str,
+) -> None:
+    broker = redis.Redis.from_url(REDIS_URL)
+    try:
+        broker.ping()
+    except redis.RedisError as exc:
+        pytest.skip(f"Redis not reachable at {REDIS_URL}: {exc}")
+    app = create_app(settings.model_copy(update={"broker_url": REDIS_URL}),
+                     session_factory=factory)
+    auth = {"Authorization": f"Bearer {token}"}
+    marker = uuid.uuid4().hex
+    with TestClient(app) as client:
+        tag = client.get("/v1/fleet", headers=auth).headers["ETag"]
+        assert poll(client, "/v1/fleet", auth, tag).status_code == 304
+        assert answered_fast(app) == 1  # LLENs over services/api/redisllen.py
+        broker.rpush("gpu.h100", marker)
+        try:
+            queued = poll(client, "/v1/fleet", auth, tag)
+            assert queued.status_code == 200
+            assert poll(client, "/v1/fleet", auth, queued.headers["ETag"]).status_code == 304
+        finally:
+            broker.lrem("gpu.h100", 0, marker)
+            broker.close()
+        assert poll(client, "/v1/fleet", auth, queued.headers["ETag"]).status_code == 200
+        assert answered_fast(app) == 2
