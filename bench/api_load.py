@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import concurrent.futures
+import importlib.util
 import json
 import os
 import tempfile
@@ -106,8 +107,10 @@ def run_load(plan: Plan, workers: int = SERVER_WORKERS) -> dict[str, Any]:
         job = seed_api_job(url)
         seed_workers(url)
         rows, errors = serve_rates(url, job, plan, workers)
+    fast = [m for m in ("httptools", "uvloop") if importlib.util.find_spec(m) is not None]
     return {"events_in_job": job[2], "rows": rows, **errors, "cores": os.cpu_count(),
-            "server": f"uvicorn, {workers} worker process(es), Postgres",
+            "server": f"uvicorn ({', '.join(fast) or 'h11, asyncio'}), {workers} worker "
+                      "process(es), Postgres",
             "client": f"asyncio HTTP/1.1 client, open loop, {CONNECTIONS} keep-alive connections"}
 
 
@@ -132,6 +135,14 @@ def target_met(data: dict[str, Any]) -> tuple[bool | None, str]:
                  f"{fmt(row.get('postgres_cpu_ms_per_request', nan), 2)} ms, load generator "
                  f"{fmt(row.get('client_cpu_ms_per_request', nan), 2)} ms; load average "
                  f"{row.get('load_average', '?')} before the run")
+
+
+def _one_minute_load(text: str) -> float:
+    """The 1-minute figure of a "1/5/15" load average (0 when unknown)."""
+    try:
+        return float(text.split("/")[0])
+    except ValueError:
+        return 0.0
 
 
 def section(data: dict[str, Any]) -> str:
@@ -165,6 +176,14 @@ def section(data: dict[str, Any]) -> str:
     if data.get("server_tracebacks"):
         table += (f"\n\nThe server logged {data['server_tracebacks']} tracebacks; the first "
                   f"error: `{data['first_server_error'][:200]}`.")
+    row = target_row(data)
+    busy_before = _one_minute_load(row.get("load_average", "")) if row else 0.0
+    if row and busy_before > (data.get("cores") or 2):
+        table += (f"\n\nThe machine was not quiet: a load average of {busy_before:.1f} on "
+                  f"{data.get('cores')} cores when the target rate started, and the machine "
+                  f"{fmt(row.get('machine_busy_pct', nan), 0)}% busy during it (this benchmark "
+                  "included). Latencies then measure the competition for the cores as much as "
+                  "the service; the CPU per request is the steadier number.")
     met, why = target_met(data)
     word = "not evaluated" if met is None else verdict(met)
     return (f"## API load\n\nCommand: `python -m bench.api_load`. {data['server']}; load "
