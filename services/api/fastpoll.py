@@ -168,35 +168,39 @@ class FastPoll:
         pool = self._start()
         if pool is None or (poll.kind == "fleet" and self.owner.state.local_workers):
             return None
-        async with pool.acquire() as conn:
+        broker = str(self.owner.state.broker_url or "") if poll.kind == "fleet" else ""
+        from_broker = broker.startswith(("redis://", "rediss://"))
+        if broker.startswith("rediss://"):
+            return None  # TLS: the endpoint reads the depths (services/api/redisllen.py has none)
+        pending: dict[str, int] = {}
+        async with pool.acquire() as conn:  # released before any Redis round trip
             if conn is None:
                 return None
-            if poll.kind == "fleet":
-                return await self._fleet_tag(pool, conn, poll)
-            rows = await pool.fetch(conn, "kb_poll_job", (hash_token(poll.token), poll.job_id))
+            if poll.kind != "fleet":
+                rows = await pool.fetch(conn, "kb_poll_job", (hash_token(poll.token), poll.job_id))
+            else:
+                rows = await pool.fetch(conn, "kb_poll_fleet", (hash_token(poll.token),))
+                if rows and not from_broker:
+                    pending = dict(await pool.fetch(conn, "kb_poll_pending",
+                                                    ("pending", "dispatched")))
         if not rows:
-            return None
-        team_id, revoked_at, last_used_at, job_team, version = rows[0]
-        if revoked_at is not None or needs_touch(last_used_at) or job_team != team_id:
-            return None
-        tag = (etag("job", poll.job_id, version) if poll.kind == "job"
-               else etag("events", poll.job_id, version, poll.after, poll.limit))
-        return tag if matches(poll.if_none_match, tag) else None
-
-    async def _fleet_tag(self, pool: AsyncPgPool, conn: Any, poll: Poll) -> str | None:
-        rows = await pool.fetch(conn, "kb_poll_fleet", (hash_token(poll.token),))
-        if not rows:
-            return None
-        _, revoked_at, last_used_at, count, newest_id, newest_beat = rows[0]
+            return None  # unknown token: the endpoint answers 401
+        team_id, revoked_at, last_used_at, *found = rows[0]
         if revoked_at is not None or needs_touch(last_used_at):
             return None
-        broker = self.owner.state.broker_url
-        if broker and broker.startswith(("redis://", "rediss://")):
-            depths = [(q, n, "broker") for q, n in (await broker_depths_async(broker)).items()]
+        if poll.kind == "fleet":
+            if from_broker:
+                depths = [(q, n, "broker") for q, n in (await broker_depths_async(broker)).items()]
+            else:
+                depths = [(d.queue, d.depth, d.source) for d in pending_depths(pending)]
+            count, newest_id, newest_beat = found
+            tag = fleet_tag((count or 0, newest_id or 0, newest_beat), depths)
         else:
-            pending = dict(await pool.fetch(conn, "kb_poll_pending", ("pending", "dispatched")))
-            depths = [(d.queue, d.depth, d.source) for d in pending_depths(pending)]
-        tag = fleet_tag((count or 0, newest_id or 0, newest_beat), depths)
+            job_team, version = found
+            if job_team != team_id:
+                return None  # another team's job (or none): the endpoint answers 404
+            tag = (etag("job", poll.job_id, version) if poll.kind == "job"
+                   else etag("events", poll.job_id, version, poll.after, poll.limit))
         return tag if matches(poll.if_none_match, tag) else None
 
     def close(self) -> None:

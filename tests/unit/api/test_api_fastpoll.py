@@ -282,3 +282,18 @@ def test_fleet_polls_with_a_broker_see_every_queue_change(
             broker.close()
         assert poll(client, "/v1/fleet", auth, queued.headers["ETag"]).status_code == 200
         assert answered_fast(app) == 2
+
+
+def test_an_unreachable_broker_leaves_fleet_polls_to_the_endpoint(
+    factory: sessionmaker[Session], settings: Settings, token: str,
+) -> None:
+    app = create_app(settings.model_copy(update={"broker_url": "redis://127.0.0.1:1/0"}),
+                     session_factory=factory)
+    auth = {"Authorization": f"Bearer {token}"}
+    with TestClient(app) as client:
+        first = client.get("/v1/fleet", headers=auth)
+        assert {q["source"] for q in first.json()["queues"]} == {"pending_attempts"}
+        for _ in range(3):  # the endpoint's fallback answers, and its ETag still holds
+            assert poll(client, "/v1/fleet", auth, first.headers["ETag"]).status_code == 304
+        assert answered_fast(app) == 0
+        assert app.state.fast_poll._pool._open == 1  # its database connection was kept
