@@ -6,6 +6,11 @@ tensors (`torch.empty`, `empty_like`, `new_empty`, `empty_strided`) start as zer
 it, a test that allocates an output with `torch.empty` and writes part of it sees whatever the
 allocator left behind, which differs from one call to the next, and the original kernel would
 disagree with itself. Zeros also mean a candidate cannot read another run's stale result.
+
+Torch's autograd engine runs `torch.autograd.Function.backward` with no torch function mode
+active, so inside the scope a backward runs under the modes that were active when the scope
+was entered (zero-filled allocations, device remapping, the checker's counters): a backward
+that allocates its gradients with `torch.empty_like` gets zeros too.
 """
 
 from __future__ import annotations
@@ -51,8 +56,36 @@ class ZeroFilledAllocations(TorchFunctionMode):
 
 
 @contextlib.contextmanager
+def _modes_in_backward(modes: list[Any]) -> Iterator[None]:
+    """While active, autograd backward nodes run under `modes` (outermost first) when the
+    engine has left them without any torch function mode."""
+    from torch.autograd.function import BackwardCFunction
+    from torch.overrides import _get_current_function_mode_stack
+
+    original = BackwardCFunction.apply
+
+    def apply(self: Any, *args: Any) -> Any:
+        if _get_current_function_mode_stack():
+            return original(self, *args)
+        with contextlib.ExitStack() as stack:
+            for mode in modes:
+                stack.enter_context(mode)
+            return original(self, *args)
+
+    BackwardCFunction.apply = apply  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        BackwardCFunction.apply = original  # type: ignore[method-assign]
+
+
+@contextlib.contextmanager
 def fair_scope(seed: int) -> Iterator[None]:
     """Same RNG states and zero-filled new tensors for the duration of one call."""
+    from torch.overrides import _get_current_function_mode_stack
+
     seed_everything(seed)
-    with ZeroFilledAllocations():
+    zeros = ZeroFilledAllocations()
+    outer = list(_get_current_function_mode_stack())
+    with zeros, _modes_in_backward([*outer, zeros]):
         yield
