@@ -148,6 +148,43 @@ class _WallClockEvent:
         return (end.stamp - self.stamp) * 1000.0
 
 
+class _PhiloxGenerator:
+    """Stands in for a CUDA generator (`torch.cuda.default_generators[i]`): like CUDA's, its
+    state is 16 bytes, the seed and a Philox offset (what Triton wrappers read to seed
+    `tl.philox`); the seed is torch's CPU seed, so `torch.manual_seed` reseeds it."""
+
+    def __init__(self) -> None:
+        self.offset = 0
+
+    def initial_seed(self) -> int:
+        return int(torch.initial_seed())
+
+    def manual_seed(self, seed: int) -> _PhiloxGenerator:
+        torch.manual_seed(seed)
+        self.offset = 0
+        return self
+
+    def seed(self) -> int:
+        self.offset = 0
+        return int(torch.seed())
+
+    def get_state(self) -> torch.Tensor:
+        return torch.tensor([self.initial_seed(), self.offset], dtype=torch.int64).view(torch.uint8)
+
+    def set_state(self, state: torch.Tensor) -> None:
+        self.offset = int(state.view(torch.int64)[1])
+
+    def get_offset(self) -> int:
+        return self.offset
+
+    def set_offset(self, offset: int) -> None:
+        self.offset = int(offset)
+
+    @property
+    def device(self) -> torch.device:
+        return torch.device("cuda", 0)
+
+
 def _no_op(name: str) -> Callable[..., None]:
     """A distinct do-nothing function per name (torch._dynamo refuses one object twice)."""
 
@@ -183,7 +220,7 @@ def _empty_strided_stand_in(size: Any, stride: Any, dtype: Any) -> torch.Tensor:
 
 @contextlib.contextmanager
 def _patched_cuda_module() -> Iterator[None]:
-    stand_ins = {**_CUDA_STAND_INS, "default_generators": (torch.default_generator,)}
+    stand_ins = {**_CUDA_STAND_INS, "default_generators": (_PhiloxGenerator(),)}
     saved = {name: getattr(torch.cuda, name) for name in stand_ins}
     # `from torch._C import _cuda_getCurrentRawStream` (the raw stream of Inductor-style wrappers)
     raw_stream = "_cuda_getCurrentRawStream"

@@ -7,10 +7,15 @@ it, a test that allocates an output with `torch.empty` and writes part of it see
 allocator left behind, which differs from one call to the next, and the original kernel would
 disagree with itself. Zeros also mean a candidate cannot read another run's stale result.
 
-Allocations the mode does not see (those autograd makes for gradients, on its own thread on a
-GPU) and reads past the end of a tensor land in the CUDA caching allocator's free memory:
+Reads of memory no tensor of the call allocated (past the end of a tensor, or into blocks
+torch's own internals reuse) land in the CUDA caching allocator's free memory:
 `zero_free_cuda_memory()` overwrites it with zeros, and a TritonBench test run starts with it
 (`kernelband.problem.tritonbench.run_test`), so such a read sees zeros in every run.
+
+Torch's autograd engine runs `torch.autograd.Function.backward` with no torch function mode
+active, so inside the scope a backward runs under the modes that were active when the scope
+was entered (zero-filled allocations, device remapping, the checker's counters): a backward
+that allocates its gradients with `torch.empty_like` gets zeros too.
 """
 
 from __future__ import annotations
@@ -74,8 +79,36 @@ def zero_free_cuda_memory() -> int:
 
 
 @contextlib.contextmanager
+def _modes_in_backward(modes: list[Any]) -> Iterator[None]:
+    """While active, autograd backward nodes run under `modes` (outermost first) when the
+    engine has left them without any torch function mode."""
+    from torch.autograd.function import BackwardCFunction
+    from torch.overrides import _get_current_function_mode_stack
+
+    original = BackwardCFunction.apply
+
+    def apply(self: Any, *args: Any) -> Any:
+        if _get_current_function_mode_stack():
+            return original(self, *args)
+        with contextlib.ExitStack() as stack:
+            for mode in modes:
+                stack.enter_context(mode)
+            return original(self, *args)
+
+    BackwardCFunction.apply = apply  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        BackwardCFunction.apply = original  # type: ignore[method-assign]
+
+
+@contextlib.contextmanager
 def fair_scope(seed: int) -> Iterator[None]:
     """Same RNG states and zero-filled new tensors for the duration of one call."""
+    from torch.overrides import _get_current_function_mode_stack
+
     seed_everything(seed)
-    with ZeroFilledAllocations():
+    zeros = ZeroFilledAllocations()
+    outer = list(_get_current_function_mode_stack())
+    with zeros, _modes_in_backward([*outer, zeros]):
         yield

@@ -10,6 +10,10 @@ its GPU path:
 - a few `triton.language.extra.libdevice` functions (tanh, rsqrt, ...) have element-wise
   numpy implementations (the interpreter leaves libdevice stubs that return None);
 - a launch grid given as a list (`kernel[[b, n]](...)`) is taken as a tuple, as on a GPU;
+- a kernel argument that is not a tensor but has `data_ptr()` and `dtype` (a tensor-like
+  buffer such as FlagGems' `StridedBuffer`) in CPU memory is passed by its pointer, as the GPU
+  JIT passes it (the interpreter wanted its torch storage to copy to the host, and it already
+  is host memory);
 - block pointers (`tl.make_block_ptr`, `tl.advance`, and `tl.load` / `tl.store` on them), which
   Triton 3.7+ removed while GPU nodes on Triton 3.6 still run them, are emulated with plain
   pointer arithmetic. Every block access is masked to the tensor's bounds (an out-of-bounds
@@ -138,6 +142,44 @@ def _patched_executor_init(init: Callable[..., Any]) -> Callable[..., Any]:
         self.constexprs = list(self.constexprs) + extra
 
     return patched
+
+
+def _raw_pointer(value: Any) -> bool:
+    """A tensor-like argument in CPU memory that only offers `data_ptr()` (no torch storage)."""
+    import torch
+
+    if isinstance(value, torch.Tensor) or not hasattr(value, "data_ptr"):
+        return False
+    if hasattr(value, "untyped_storage") or not hasattr(value, "dtype"):
+        return False
+    return str(getattr(value, "device", "cpu")).startswith("cpu")
+
+
+def _patched_host_args(executor: Any) -> None:
+    """Raw-pointer arguments bypass the interpreter's host copy (they are host memory)."""
+    init_args, restore_args = executor._init_args_hst, executor._restore_args_dev
+
+    def split(args: Any, kwargs: dict[str, Any]) -> tuple[list[Any], dict[str, Any]]:
+        return ([None if _raw_pointer(a) else a for a in args],
+                {k: None if _raw_pointer(v) else v for k, v in kwargs.items()})
+
+    def merge(dev: Any, dev_kw: dict[str, Any], hst: Any, hst_kw: dict[str, Any]) -> tuple[Any, Any]:
+        return ([d if _raw_pointer(d) else h for d, h in zip(dev, hst, strict=True)],
+                {k: dev_kw[k] if _raw_pointer(dev_kw.get(k)) else v for k, v in hst_kw.items()})
+
+    @functools.wraps(init_args)
+    def init_args_hst(self: Any, args_dev: Any, kwargs: dict[str, Any]) -> tuple[Any, Any]:
+        hst, hst_kw = init_args(self, *split(args_dev, kwargs))
+        return merge(args_dev, kwargs, hst, hst_kw)
+
+    @functools.wraps(restore_args)
+    def restore_args_dev(self: Any, args_dev: Any, args_hst: Any, kwargs: dict[str, Any],
+                         kwargs_hst: dict[str, Any]) -> None:
+        dev, dev_kw = split(args_dev, kwargs)
+        hst, hst_kw = split(args_hst, kwargs_hst)
+        restore_args(self, dev, hst, dev_kw, hst_kw)
+
+    executor._init_args_hst, executor._restore_args_dev = init_args_hst, restore_args_dev
 
 
 def _numpy_elementwise(np_fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -278,8 +320,13 @@ def install() -> None:
     executor = getattr(interpreter, "GridExecutor", None)
     if executor is not None:
         executor.__init__ = _patched_executor_init(executor.__init__)
+        if hasattr(executor, "_init_args_hst") and hasattr(executor, "_restore_args_dev"):
+            _patched_host_args(executor)
     _patch_libdevice()
     _patch_bool_ops(interpreter)
+    from kernelband.problem import interpreter_fastpath
+
+    interpreter_fastpath.install(interpreter)
     builder = getattr(interpreter, "InterpreterBuilder", None)
     if builder is not None and hasattr(builder, "create_masked_load"):
         _bool_masks(builder)

@@ -167,6 +167,11 @@ class TritonBenchRuntime(ProblemRuntime):
     def candidate(self, args: list[Any]) -> Any:
         return self._run(self.candidate_module, args, "candidate")
 
+    def candidate_again(self, args: list[Any]) -> Any:
+        """The candidate's result from a second run of the test (the determinism check): one
+        re-run answers every case of a seed, apart from the run `candidate` hands out."""
+        return self._run(self.candidate_module, args, "candidate again")
+
 
 def _to_device(value: Any, device: str, dtype: str) -> Any:
     if not isinstance(value, torch.Tensor):

@@ -94,3 +94,19 @@ def test_value_from_the_environment_is_kept(monkeypatch: pytest.MonkeyPatch) -> 
     with devices.interpreter_scope("cuda"):
         pass
     assert os.environ["TRITON_INTERPRET"] == "1"
+
+
+def test_cuda_generator_state_is_a_seed_and_a_philox_offset() -> None:
+    original = torch.cuda.default_generators
+    with device_scope("cpu"):
+        torch.manual_seed(1234)
+        gen = torch.cuda.default_generators[torch.cuda.current_device()]
+        state = gen.get_state()
+        seed, offset = state.view(torch.int64)  # what Triton wrappers unpack (16 bytes)
+        assert (int(seed), int(offset)) == (1234, 0) and state.dtype == torch.uint8
+        offset += 8  # a view into the copy: the wrapper advances it and sets it back
+        gen.set_state(state)
+        assert gen.get_offset() == 8 and int(gen.get_state().view(torch.int64)[1]) == 8
+        gen.manual_seed(99)
+        assert gen.initial_seed() == 99 == torch.initial_seed() and gen.get_offset() == 0
+    assert torch.cuda.default_generators is original

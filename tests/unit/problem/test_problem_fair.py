@@ -54,6 +54,32 @@ def test_new_uninitialised_tensors_start_as_zeros() -> None:
         assert not torch.empty(1000).any() and not torch.empty_like(torch.ones(4)).any()
 
 
+class _EmptyGrad(torch.autograd.Function):
+    """A backward that allocates its gradient with torch.empty and writes half of it."""
+
+    @staticmethod
+    def forward(ctx: object, x: torch.Tensor) -> torch.Tensor:
+        return x * 2
+
+    @staticmethod
+    def backward(ctx: object, grad: torch.Tensor) -> torch.Tensor:
+        out = torch.empty(grad.shape)
+        out[: grad.numel() // 2] = grad[: grad.numel() // 2] * 2
+        return out
+
+
+def test_backward_allocations_start_as_zeros_too() -> None:
+    from torch.autograd.function import BackwardCFunction
+
+    engine_apply = BackwardCFunction.apply
+    torch.randn(4096)  # leaves garbage behind for the allocator
+    x = torch.ones(4096, requires_grad=True)
+    with fair_scope(0):
+        _EmptyGrad.apply(x).sum().backward()  # torch's engine runs it with no mode on
+    assert x.grad is not None and not x.grad[2048:].any() and bool((x.grad[:2048] == 2).all())
+    assert BackwardCFunction.apply is engine_apply  # restored after the scope
+
+
 def test_original_using_every_rng_and_empty_agrees_with_itself(workdir: Path) -> None:
     body = ("    n = 32 + random.randint(0, 8) + int(np.random.randint(0, 8))\n"
             "    x = torch.randn(n, device='cuda')\n"

@@ -50,6 +50,22 @@ def string_constexpr(x, out, n, BLOCK: "tl.constexpr"):
     tl.store(out + offs, tl.load(x + offs, mask=offs < n) + 1, mask=offs < n)
 
 
+class RawBuffer:
+    """A tensor-like buffer with only data_ptr() and dtype (as FlagGems' StridedBuffer)."""
+
+    def __init__(self, base, offset):
+        self.base, self.dtype, self.device = base, base.dtype, base.device
+        self.ptr = base.data_ptr() + offset * base.element_size()
+
+    def data_ptr(self):
+        return self.ptr
+
+
+def add_one_raw(x, out, offset):
+    n = x.numel() - offset
+    string_constexpr[(1,)](RawBuffer(x, offset), RawBuffer(out, offset), n, BLOCK=64)
+
+
 def sm_count():
     return torch.cuda.get_device_properties("cuda").multi_processor_count
 
@@ -116,3 +132,12 @@ def test_string_constexpr_annotation_is_constexpr(tmp_path: Path) -> None:
     with device_scope("cpu"):
         mod.string_constexpr[(1,)](x, out, 10, BLOCK=16)
     assert torch.equal(out, x + 1)
+
+
+def test_raw_pointer_arguments_are_passed_by_pointer(tmp_path: Path) -> None:
+    mod = _module(tmp_path)
+    x = torch.randn(20)
+    out = torch.zeros(20)
+    with device_scope("cpu"):
+        mod.add_one_raw(x, out, 5)  # kernel arguments that are not tensors, at an offset
+    assert torch.equal(out[5:], x[5:] + 1) and not out[:5].any()

@@ -1,0 +1,90 @@
+"""Inside a launch, the interpreter patches triton.language once (not once per helper call)."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+import torch
+
+from kernelband.problem import interpreter_fastpath
+from kernelband.problem.devices import device_scope, use_interpreter_for
+
+KERNELS = '''
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def twice(x):
+    return x * 2
+
+
+@triton.jit
+def helper_kernel(x, out, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(out + offs, twice(tl.load(x + offs, mask=offs < n)), mask=offs < n)
+'''
+
+
+def _module(tmp_path: Path) -> ModuleType:
+    use_interpreter_for("cpu")
+    path = tmp_path / "fastpath_kernels.py"
+    path.write_text(KERNELS)
+    spec = importlib.util.spec_from_file_location("fastpath_kernels", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["fastpath_kernels"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_helper_calls_do_not_patch_the_language_again(tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    from triton.runtime import interpreter
+
+    mod = _module(tmp_path)
+    calls: list[object] = []
+    real = interpreter._LangPatchScope
+
+    class CountingScope(real):  # type: ignore[misc,valid-type]
+        def __init__(self) -> None:
+            calls.append(self)
+            super().__init__()
+
+    monkeypatch.setattr(interpreter, "_LangPatchScope", CountingScope)
+    x = torch.randn(40 * 16)
+    out = torch.zeros_like(x)
+    with device_scope("cpu"):
+        mod.helper_kernel[(40,)](x, out, x.numel(), BLOCK=16)
+    assert torch.equal(out, x * 2)
+    # one full patching for the launch; Triton's own code patched again on each of the 40
+    # helper calls (one per program)
+    assert len(calls) == 1
+    assert not interpreter_fastpath._patched_now  # the launch is over
+
+
+def test_language_is_restored_after_the_launch(tmp_path: Path) -> None:
+    import triton.language as tl
+
+    mod = _module(tmp_path)
+    before = tl.load
+    x = torch.randn(64)
+    out = torch.zeros_like(x)
+    with device_scope("cpu"):
+        mod.helper_kernel[(4,)](x, out, x.numel(), BLOCK=16)
+    assert tl.load is before and torch.equal(out, x * 2)
+
+
+def test_numpy_dtypes_are_remembered_and_unchanged() -> None:
+    import triton.language as tl
+    from triton.runtime import interpreter
+
+    use_interpreter_for("cpu")
+    for dtype in (tl.float16, tl.float32, tl.int32, tl.bfloat16, tl.pointer_type(tl.float32)):
+        first, again = interpreter._get_np_dtype(dtype), interpreter._get_np_dtype(dtype)
+        assert first == again
+    assert str(interpreter._get_np_dtype(tl.block_type(tl.float16, [16]))) == "float16"
