@@ -97,9 +97,15 @@ def _run_embedded(name: str, format: str, sources: Any, settings: SuiteSettings)
     for failure in failures:
         console.print(f"[yellow]not loaded[/] {failure.name}: {failure.reason}")
     started = time.monotonic()
+    last: list[float] = [0.0, -1.0]  # when the last plain line was printed, and its count
     with console.status("running suite") as status:
         def on_progress(done: int, total: int) -> None:
-            status.update(f"jobs finished {done}/{total} ({time.monotonic() - started:.0f}s)")
+            line = f"jobs finished {done}/{total} ({time.monotonic() - started:.0f}s)"
+            status.update(line)
+            # piped output (a log, CI) gets a line per finished job and one a minute anyway
+            if not console.is_terminal and (done != last[1] or time.monotonic() - last[0] >= 60):
+                console.print(line)
+                last[:] = [time.monotonic(), float(done)]
 
         return run_local_suite(get_settings(), name, format, problems, failures, settings,
                                on_progress=on_progress)

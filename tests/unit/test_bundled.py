@@ -94,6 +94,7 @@ def test_doctor_and_suite_run_from_the_wheel(installed: Path, workdir: Path) -> 
     suite = _kernelband(installed, workdir, "suite", str(suite_dir), "--budget", "1",
                         "--target", "cpu", "--json", str(workdir / "suite.json"))
     assert suite.returncode == 0, suite.stdout + suite.stderr
+    assert "jobs finished 1/1" in suite.stdout  # piped output gets plain progress lines
     assert json.loads((workdir / "suite.json").read_text())
 
 
