@@ -54,7 +54,7 @@ from kernelband.db.session import (
     make_session_factory,
     session_scope,
 )
-from kernelband.engine import step
+from kernelband.scheduling.pipeline import step
 from services.api.app import create_app
 from services.api.deps import API_WORKER_THREADS
 from services.api.teams import create_token

@@ -3,34 +3,27 @@
 from __future__ import annotations
 
 import pytest
-from engine_fakes import FAKE_TASKS, decisions, make_job
+from scheduling_fakes import FAKE_TASKS, decisions, make_job
 from sqlalchemy import event, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from kernelband.config import Settings
 from kernelband.db.models import Event, FrontierRow, Job, Track, utcnow
 from kernelband.db.session import session_scope
-from kernelband.dispatch import InlineDispatcher
-from kernelband.engine import (
+from kernelband.scheduling.dispatch import InlineDispatcher
+from kernelband.scheduling.events import append_event, prime_event_counters
+from kernelband.scheduling.lifecycle import job_is_finished, jobs_needing_finish, start_queued_jobs
+from kernelband.scheduling.pipeline import (
     EngineContext,
     dispatch_pending,
     fenced,
     ingest_batch,
     ingest_safely,
-    job_is_finished,
-    jobs_needing_finish,
-    select_pulls,
-    start_queued_jobs,
     step,
 )
-from kernelband.engine_state import cached_state, clear_cache
-from kernelband.engine_support import (
-    append_event,
-    load_state,
-    policy_for,
-    prime_event_counters,
-    save_state,
-)
+from kernelband.scheduling.selection import select_pulls
+from kernelband.scheduling.state import load_state, policy_for, save_state
+from kernelband.scheduling.state_cache import cached_state, clear_cache
 
 
 def context(factory: sessionmaker[Session]) -> EngineContext:
