@@ -11,6 +11,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from kernelband.db.models import LeaderEpoch, utcnow
+from kernelband.scheduling.view_cache import EPOCH
 
 
 class FencingError(RuntimeError):
@@ -32,6 +33,7 @@ def claim_leadership(session: Session, holder: str) -> int:
 
 def verify_epoch(session: Session, leader_epoch: int | None) -> None:
     """Refuse to write unless `leader_epoch` is still current; None means embedded (no fence)."""
+    session.info[EPOCH] = leader_epoch  # what caches of this leader's writes belong to
     if leader_epoch is None:
         return
     # FOR SHARE holds the row until commit, so a new leader's bump waits for this transaction.

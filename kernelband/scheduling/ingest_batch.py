@@ -20,6 +20,7 @@ from sqlalchemy.orm import Session
 
 from kernelband.db.models import Attempt, Candidate, Event, Job, Track
 from kernelband.loop.dedupe import prefetch_same_source
+from kernelband.loop.skills import prefetch_for_skills
 from kernelband.scheduling.dispatch import TaskResult
 from kernelband.scheduling.events import prime_event_counters
 from kernelband.scheduling.ingest import LockedAttempt, apply_result, generated_child
@@ -34,6 +35,9 @@ def apply_batch(session: Session, items: Sequence[TaskResult], now: datetime, le
     """Each item in order: heartbeats extend leases, results apply at most once."""
     locked = lock_attempts(session, {item.attempt_id for item in items})
     add_children(session, locked, items)
+    held = prefetch_for_skills(session, [  # kept while applying (the identity map is weak)
+        (job, track, candidate) for attempt, track, job, candidate in locked.values()
+        if attempt.kind == "profile" and attempt.decision_id is not None and candidate])
     outcomes = []
     for item in items:
         attempt = locked[item.attempt_id][0] if item.attempt_id in locked else None
@@ -46,6 +50,7 @@ def apply_batch(session: Session, items: Sequence[TaskResult], now: datetime, le
             outcomes.append(False)
         else:
             outcomes.append(apply_locked(session, attempt, result, max_tries))
+    del held
     return outcomes
 
 
