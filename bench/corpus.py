@@ -212,7 +212,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.target:
         from bench.gpu import corpus_gpu
 
-        return corpus_gpu.main(args.target, args.only, args.workers)
+        return corpus_gpu.main(args.target, args.only, args.workers, label=args.label)
     if not TRITONBENCH.is_dir():
         print(f"corpus benchmark skipped: {TRITONBENCH} not found (the corpus lives in "
               "../shared/corpus next to the repository)")

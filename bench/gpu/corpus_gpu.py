@@ -32,9 +32,9 @@ OUT_DIR = ROOT / "bench" / "gpu"
 PHASE_S = {"check": 240.0, "perf": 150.0, "suite": 120.0}
 # sandbox budgets of the check phase: a GPU run is short, first compiles are not
 CHECK_ENV = {"KERNELBAND_SANDBOX_TIMEOUT_S": "30", "KERNELBAND_SANDBOX_COMPILE_S": "90"}
-PERF_PROBLEMS = 12
+PERF_PROBLEMS = int(os.environ.get("KERNELBAND_CORPUS_PERF_PROBLEMS", "12"))
 PERF_INPUTS = 4  # the largest sizes of each sweep (stable timings; the paper's regime)
-PERF_ONE_S = 40.0
+PERF_ONE_S = float(os.environ.get("KERNELBAND_CORPUS_PERF_ONE_S", "40"))
 SUITE_PROBLEMS = 8
 
 
@@ -47,25 +47,41 @@ def corpus_root() -> Path:
 
 
 def check_phase(files: list[Path], workers: int, deadline: float) -> list[dict[str, Any]]:
-    """Check every file on CUDA until the deadline; files not reached are rows 'not_run'."""
-    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+    """Check every file on CUDA until the deadline; files not reached are rows 'not_run'.
+
+    Checks still running 120 s after the deadline are abandoned (their worker processes are
+    terminated) so the run always gets to write its report."""
+    from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
     from multiprocessing import get_context
 
-    rows, pending, queue = [], set(), list(files)
-    with ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn")) as pool:
+    # longest first: the biggest files (many autotune configs) start while others still wait
+    rows: list[dict[str, Any]] = []
+    pending: dict[Future[dict[str, Any]], str] = {}
+    queue = sorted(files, key=lambda f: -f.stat().st_size)
+    pool = ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn"))
+    try:
         while queue or pending:
             while queue and len(pending) < workers and time.monotonic() < deadline:
-                pending.add(pool.submit(check_one, str(queue.pop(0)), "tritonbench", 1))
+                path = queue.pop(0)
+                pending[pool.submit(check_one, str(path), "tritonbench", 1)] = path.name
             if not pending:
                 break
-            done, pending = wait(pending, timeout=max(1.0, deadline + 120 - time.monotonic()),
-                                 return_when=FIRST_COMPLETED)
+            done, _ = wait(set(pending), timeout=max(1.0, deadline + 120 - time.monotonic()),
+                           return_when=FIRST_COMPLETED)
             for future in done:
+                pending.pop(future)
                 rows.append(future.result())
                 print(f"[check {len(rows)}/{len(files)}] {rows[-1]['file']}: {rows[-1]['reason']}",
                       flush=True)
             if not done:
                 break
+    finally:
+        for process in list(getattr(pool, "_processes", {}).values()):
+            process.terminate()
+        pool.shutdown(wait=False, cancel_futures=True)
+    rows += [{"file": name, "accepted": False, "message": "",
+              "reason": "not_finished (still running when the check phase time box ended)"}
+             for name in pending.values()]
     reached = {r["file"] for r in rows}
     rows += [{"file": f.name, "accepted": False, "reason": "not_run (check phase time box)",
               "message": ""} for f in files if f.name not in reached]
@@ -207,8 +223,11 @@ def phase_boxes(overrides: str) -> dict[str, float]:
 
 
 def main(target: str, only: list[str] | None, workers: int | None = None,
-         budget: int = 5) -> int:
-    """Run the three phases and write bench/gpu/corpus-<target>.{json,md}."""
+         budget: int = 5, label: str = "") -> int:
+    """Run the three phases and write bench/gpu/corpus-<target>[-<label>].{json,md}.
+
+    A phase whose box is 0 (KERNELBAND_CORPUS_PHASE_S="check=0") is skipped; without the check
+    phase, the perf phase takes the `only` files as they are (say so in the label)."""
     import torch
     import triton
 
@@ -223,21 +242,32 @@ def main(target: str, only: list[str] | None, workers: int | None = None,
     for name, value in CHECK_ENV.items():  # the caller's environment may set other budgets
         os.environ.setdefault(name, value)
     boxes = phase_boxes(os.environ.get("KERNELBAND_CORPUS_PHASE_S", ""))
-    check = check_phase(files, workers, time.monotonic() + boxes["check"])
+    if boxes["check"] > 0:
+        check = check_phase(files, workers, time.monotonic() + boxes["check"])
+    else:
+        check = [{"file": f.name, "accepted": True, "reason": "check skipped (check=0)",
+                  "message": ""} for f in files]
     check_wall = time.monotonic() - start
     with_perf = [r["file"].removesuffix(".py") for r in check if r["accepted"]
                  and (root / "tritonbench-g" / "perf" / r["file"].replace(".py", "_perf.py")).is_file()]
-    perf = perf_phase(with_perf[:PERF_PROBLEMS], root, time.monotonic() + boxes["perf"])
+    perf = (perf_phase(with_perf[:PERF_PROBLEMS], root, time.monotonic() + boxes["perf"])
+            if boxes["perf"] > 0 else [])
     agreeing = [r["problem"] for r in perf if "error" not in r][:SUITE_PROBLEMS]
-    suite = suite_phase(agreeing, root, target, max(5, budget), boxes["suite"])
+    if boxes["perf"] <= 0:
+        agreeing = with_perf[:SUITE_PROBLEMS]
+    suite = (suite_phase(agreeing, root, target, max(5, budget), boxes["suite"])
+             if boxes["suite"] > 0 else {"problems": [], "budget": budget,
+                                         "status": "skipped (suite=0)", "wall_s": 0.0,
+                                         "report": None, "output_tail": ""})
     data = {"target": target, "device": torch.cuda.get_device_name(0), "torch": torch.__version__,
             "triton": triton.__version__, "workers": workers, "check": check,
             "check_wall_s": check_wall, "perf": perf, "suite": suite,
             "command": f"python -m bench.corpus --target {target}",
-            "wall_s": time.monotonic() - start}
+            "phase_boxes_s": boxes, "wall_s": time.monotonic() - start}
     OUT_DIR.mkdir(parents=True, exist_ok=True)
-    (OUT_DIR / f"corpus-{target}.json").write_text(json.dumps(data, indent=1, default=str))
-    (OUT_DIR / f"corpus-{target}.md").write_text(render(data))
+    stem = f"corpus-{target}" + (f"-{label}" if label else "")
+    (OUT_DIR / f"{stem}.json").write_text(json.dumps(data, indent=1, default=str))
+    (OUT_DIR / f"{stem}.md").write_text(render(data))
     print(render(data))
     return 0
 

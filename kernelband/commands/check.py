@@ -1,6 +1,8 @@
 """`kernelband check PROBLEM [--candidate FILE]`: is the kernel (or a candidate) correct?
 
-Exit codes: 0 correct, 1 rejected, 2 the problem or the candidate could not be loaded.
+Exit codes: 0 correct, 1 rejected, 2 the problem or the candidate could not be loaded. A
+KernelBench file as published (PyTorch only) is checked as far as it goes: its Model runs and
+agrees with itself; the output says it needs translation.
 """
 
 from __future__ import annotations
@@ -88,12 +90,24 @@ def check(
         except (OSError, UnicodeDecodeError, ProblemLoadError) as exc:
             _fail_load("candidate", str(exc), as_json)
     verdict = evaluate_candidate(problem, editable, held_out=not public_only, seeds=seeds)
+    untranslated = problem.needs_translation and editable is None
     if as_json:
-        typer.echo(json.dumps(verdict.to_dict(), default=str))
+        extra = {"needs_translation": True, "note": TRANSLATION_NOTE} if untranslated else {}
+        typer.echo(json.dumps({**verdict.to_dict(), **extra}, default=str))
     else:
         status = "CORRECT" if verdict.correct else "REJECTED"
-        typer.echo(f"{status} {problem.name}: {verdict.message}")
+        what = " (the PyTorch Model; no Triton yet)" if untranslated else ""
+        typer.echo(f"{status} {problem.name}{what}: {verdict.message}")
+        if untranslated:
+            typer.echo(TRANSLATION_NOTE)
     raise typer.Exit(0 if verdict.correct else 1)
+
+
+TRANSLATION_NOTE = (
+    "needs translation: a KernelBench file as published. Model runs as the reference, but there "
+    "is no Triton ModelNew to check yet. `kernelband optimize FILE --format kernelbench --model "
+    "MODEL` first translates Model into Triton (an LLM generator is needed); `--candidate FILE` "
+    "checks a ModelNew of your own against Model.")
 
 
 def register(app: typer.Typer) -> None:

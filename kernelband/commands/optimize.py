@@ -57,6 +57,7 @@ def optimize(
     if not 0 <= repair_turns <= 5:
         _fail(f"--repair-turns must be between 0 and 5; got {repair_turns}")
     options = replace(options, repair_turns=repair_turns, dedupe=dedupe)
+    _refuse_untranslatable(file, format, options.model)
     problem = _with_perf(_load(file, format), perf)
     settings = get_settings()
     console.print(f"[bold]{problem.name}[/]: {len(problem.cases)} public + "
@@ -113,6 +114,18 @@ def _with_perf(problem: Any, perf: Path | None) -> Any:
         return with_perf_harness(problem, perf.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, HarnessError) as exc:
         _fail(f"{perf} cannot time this problem: {exc}")
+
+
+def _refuse_untranslatable(file: Path, format: str, model: str) -> None:
+    """A KernelBench file as published needs an LLM to translate it: refuse it at once."""
+    from kernelband.problem.translate import translation_refusal
+
+    try:
+        source = file.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return  # _load reports it
+    if reason := translation_refusal(source, format, model):
+        _fail(f"{file} is refused: {reason}")
 
 
 def _load(file: Path, format: str) -> Any:

@@ -11,6 +11,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from kernelband.problem.translate import suite_translation_refusal
 from kernelband.suite import (
     SuiteReport,
     SuiteSettings,
@@ -53,6 +54,9 @@ def suite(
             sources = attach_perf_dir(sources, perf_dir)
     except SuiteSourceError as exc:
         _fail(str(exc))
+    named = [(s.name, s.source) for s in sources]
+    if refusal := suite_translation_refusal(named, format, settings.model):
+        _fail(f"the suite is refused: {refusal}")
     console.print(f"[bold]{directory.name}[/]: {len(sources)} {format} problem files; policies "
                   f"{', '.join(settings.policies)}; targets {', '.join(settings.targets)}; "
                   f"budget {settings.budget}; generator {settings.model or 'rules (offline)'}")
@@ -121,12 +125,13 @@ def show_report(report: SuiteReport) -> None:
     metrics = Table(title=f"suite {report.suite_id} ({report.name}): "
                           f"{report.jobs_finished}/{len(report.job_ids)} jobs finished")
     for column in ("target", "policy", "problems", "Correct %", "Fast@1 %",
-                   "geomean (correct)", "geomean (all)", "label"):
+                   "geomean (correct)", "geomean (all)", "label", "fast_p % (p=0/1/1.5/2)"):
         metrics.add_column(column)
     for m in report.metrics:
+        fast = "/".join(f"{pct:.1f}" for pct in m.fast_p.values()) or "-"
         metrics.add_row(m.target, m.policy, str(m.problems), f"{m.correct_pct:.1f}",
                         f"{m.fast1_pct:.1f}", _x(m.geomean_speedup_correct),
-                        _x(m.geomean_speedup_all), m.label)
+                        _x(m.geomean_speedup_all), m.label, fast)
     console.print(metrics)
     problems = Table(title="per problem")
     for column in ("problem", "target", "policy", "status", "correct", "speedup", "label"):

@@ -256,7 +256,7 @@ class Measurement(Base):
         ForeignKey("candidates.id", ondelete="CASCADE"), index=True
     )
     label: Mapped[str] = mapped_column(String(16))  # measured | estimated
-    method: Mapped[str] = mapped_column(String(80))
+    method: Mapped[str] = mapped_column(Text)  # how it was timed (protocol, checks, pairing)
     device: Mapped[str] = mapped_column(String(120))
     target: Mapped[str] = mapped_column(String(16))
     time_ms: Mapped[float] = mapped_column(Float)

@@ -90,21 +90,11 @@ def poison(t: torch.Tensor) -> None:
 
 
 def scrub_free_memory() -> int:
-    """Overwrite the CUDA caching allocator's free blocks; returns the bytes scrubbed."""
-    if not (torch.cuda.is_available() and torch.cuda.is_initialized()):
-        return 0
-    torch.cuda.synchronize()
-    held: list[torch.Tensor] = []
-    try:
-        for segment in torch.cuda.memory_snapshot():
-            for block in segment.get("blocks", ()):
-                if block.get("state") == "inactive" and int(block.get("size", 0)) >= 512:
-                    held.append(torch.empty(int(block["size"]), dtype=torch.uint8, device="cuda"))
-                    held[-1].fill_(POISON_BYTE)
-    except (RuntimeError, KeyError):
-        pass  # out of memory while scrubbing: what was scrubbed stays scrubbed
-    torch.cuda.synchronize()
-    return sum(int(t.numel()) for t in held)
+    """Overwrite the CUDA caching allocator's free blocks (with zeros, POISON_BYTE); returns the
+    bytes scrubbed."""
+    from kernelband.problem.fair import zero_free_cuda_memory
+
+    return zero_free_cuda_memory()
 
 
 def stash(out: Any) -> Any:

@@ -56,15 +56,18 @@ def is_triton_kernel(node: ast.AST) -> bool:
 
 
 def check_region(code: str, entry: str) -> Extraction:
-    """Parse `code`; it must define `entry` and a @triton.jit kernel at top level."""
+    """Parse `code`; it must define `entry` (function or class) and a @triton.jit kernel at
+    top level."""
     try:
         tree = ast.parse(code)
     except SyntaxError as exc:
         return _fail(f"syntax_error:line {exc.lineno}", f"the code does not parse: {exc.msg}")
     functions = [n for n in tree.body if isinstance(n, ast.FunctionDef)]
-    if not any(f.name == entry for f in functions):
-        found = ", ".join(sorted({f.name for f in functions})) or "none"
-        return _fail(f"missing_entry:{entry}", f"no function named {entry!r} (found: {found})")
+    # the entry is a function, or a class (KernelBench's `ModelNew`)
+    entries = functions + [n for n in tree.body if isinstance(n, ast.ClassDef)]
+    if not any(f.name == entry for f in entries):
+        found = ", ".join(sorted({f.name for f in entries})) or "none"
+        return _fail(f"missing_entry:{entry}", f"no function or class named {entry!r} (found: {found})")
     if not any(is_triton_kernel(f) for f in functions):
         return _fail("missing_kernel", "the code defines no @triton.jit kernel")
     return Extraction(code=code)

@@ -7,7 +7,9 @@ Layout of the script directory DIR (the problem and strategy come from the promp
     DIR/<problem>/<strategy>.json   a sequence of steps, consumed one per request; the last repeats
     DIR/<problem>/default.*, DIR/default/<strategy>.*, DIR/default/default.*   fallbacks
 
-On a repair turn (the prompt holds `<!-- kernelband: repair turn=N -->`) the files
+A translate step (a KernelBench file as published) is marked `strategy=translate`, so
+`DIR/<problem>/translate.*` answers it. On a repair turn (the prompt holds
+`<!-- kernelband: repair turn=N -->`) the files
 `<strategy>.repair.json|.md` (then `default.repair.*`) are tried first, so a script can answer a
 broken first reply with a fix. `--replay EXPORT` serves the replies of a job's transcript export
 instead (kernelband.generate.replay).

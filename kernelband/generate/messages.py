@@ -36,6 +36,7 @@ class GenerationRequest:
     memory: tuple[str, ...] = ()  # the parent's lineage and recent attempts, one line each
     example: dict[str, str] | None = None  # a one-shot example chosen by the scheduler
     repair: RepairTurn | None = None  # set on a repair turn: continue that conversation
+    step: str = ""  # "translate": write the first Triton ModelNew from PyTorch (problem/translate.py)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -47,6 +48,7 @@ class GenerationRequest:
             "memory": list(self.memory),
             "example": self.example,
             "repair": None if self.repair is None else self.repair.to_dict(),
+            "step": self.step,
         }
 
     @classmethod
@@ -60,6 +62,7 @@ class GenerationRequest:
             memory=tuple(str(line) for line in data.get("memory") or ()),
             example=data.get("example"),
             repair=RepairTurn.from_dict(data["repair"]) if data.get("repair") else None,
+            step=str(data.get("step") or ""),
         )
 
 

@@ -36,6 +36,10 @@ def render_template(name: str, **values: object) -> str:
 
 def request_messages(request: GenerationRequest) -> list[dict[str, str]]:
     """The chat messages to send: a fresh prompt, or a repair turn continuing a conversation."""
+    if request.repair is None and request.step == "translate":
+        from kernelband.generate.translate import render_translate_prompt
+
+        return render_translate_prompt(request).messages()
     if request.repair is None:
         return render_prompt(request).messages()
     from kernelband.generate.repair import repair_messages

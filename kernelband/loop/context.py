@@ -11,6 +11,8 @@ from kernelband.db.models import Attempt, Candidate, Job, Track, Transcript
 from kernelband.generate.messages import RepairTurn
 from kernelband.loop.memory import memory_lines
 from kernelband.loop.skills import skill_example
+from kernelband.loop.translate import translate_memory
+from kernelband.problem.translate import TRANSLATE_STEP
 
 
 def generation_context(session: Session, attempt: Attempt, job: Job,
@@ -29,6 +31,8 @@ def generation_context(session: Session, attempt: Attempt, job: Job,
         return {"repair": turn.to_dict()}
     track = session.get_one(Track, attempt.track_id)
     strategy = attempt.payload.get("strategy")
+    if attempt.payload.get("step") == TRANSLATE_STEP:  # PyTorch parent: no lineage, no example
+        return {"memory": translate_memory(session, track, parent)}
     context: dict[str, Any] = {"memory": memory_lines(session, track, parent, strategy)}
     example = skill_example(session, job, parent.editable, strategy)
     if example is not None:

@@ -68,7 +68,8 @@ def schedule_repair(session: Session, job: Job, track: Track, attempt: Attempt,
     first = session.get(Attempt, transcript.attempt_id) if transcript.attempt_id else None
     origin = first.payload if first is not None else {}
     ref = {"strategy": transcript.strategy, "cluster": origin.get("cluster"),
-           "seed": origin.get("seed"), "turn": turn + 1,
+           "seed": origin.get("seed"), "turn": turn + 1, **({"step": origin["step"]}
+                                                             if origin.get("step") else {}),
            "repair": {"transcript": transcript.id, "failed_candidate": failed.id if failed else None,
                       "feedback": failure_feedback(result, _problem(session, job))}}
     new_attempt(session, track, "generate", parent_id, attempt.decision_id, ref)

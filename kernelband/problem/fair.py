@@ -6,6 +6,11 @@ tensors (`torch.empty`, `empty_like`, `new_empty`, `empty_strided`) start as zer
 it, a test that allocates an output with `torch.empty` and writes part of it sees whatever the
 allocator left behind, which differs from one call to the next, and the original kernel would
 disagree with itself. Zeros also mean a candidate cannot read another run's stale result.
+
+Allocations the mode does not see (those autograd makes for gradients, on its own thread on a
+GPU) and reads past the end of a tensor land in the CUDA caching allocator's free memory:
+`zero_free_cuda_memory()` overwrites it with zeros, and a TritonBench test run starts with it
+(`kernelband.problem.tritonbench.run_test`), so such a read sees zeros in every run.
 """
 
 from __future__ import annotations
@@ -48,6 +53,24 @@ class ZeroFilledAllocations(TorchFunctionMode):
             with torch.no_grad():
                 out.zero_()
         return out
+
+
+def zero_free_cuda_memory() -> int:
+    """Overwrite the CUDA caching allocator's free blocks with zeros; returns the bytes written
+    (0 without CUDA)."""
+    if not (torch.cuda.is_available() and torch.cuda.is_initialized()):
+        return 0
+    torch.cuda.synchronize()
+    held: list[torch.Tensor] = []
+    try:
+        for segment in torch.cuda.memory_snapshot():
+            for block in segment.get("blocks", ()):
+                if block.get("state") == "inactive" and int(block.get("size", 0)) >= 512:
+                    held.append(torch.zeros(int(block["size"]), dtype=torch.uint8, device="cuda"))
+    except (RuntimeError, KeyError):
+        pass  # out of memory while scrubbing: what was scrubbed stays scrubbed
+    torch.cuda.synchronize()
+    return sum(int(t.numel()) for t in held)
 
 
 @contextlib.contextmanager

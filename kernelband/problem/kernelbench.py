@@ -2,7 +2,8 @@
 
 The reference is `Model`. The original kernel is a starting `ModelNew` that launches Triton
 kernels, shipped in the same file between the editable markers; a candidate is a new
-`ModelNew` region. A case's params override module constants (e.g. `batch_size`) before
+`ModelNew` region. A file as published (Model only, no markers) gets a placeholder region
+and is translated first (kernelband/problem/translate.py). A case's params override module constants (e.g. `batch_size`) before
 `get_inputs()` / `get_init_inputs()` run. Public cases: `CASES` if declared, else one
 "default" case (the file's own constants). Held out: `HELD_OUT_CASES` if declared, else, when
 the module defines an int `batch_size` = b, one case with batch_size = b + b // 2 + 1; else none.
@@ -19,26 +20,21 @@ from kernelband.problem.devices import device_scope
 from kernelband.problem.editable import BEGIN_MARKER, END_MARKER, extract_region
 from kernelband.problem.model import Case, KernelProblem, ProblemLoadError
 from kernelband.problem.native import parse_source, region_kernels
+from kernelband.problem.translate import is_published_kernelbench, with_placeholder
 from kernelband.problem.usercode import call_user, import_module_file
 
 ENTRY = "ModelNew"
 
 
 def _region(source: str) -> str:
-    if BEGIN_MARKER not in source and "class ModelNew" not in source:
-        raise ProblemLoadError(
-            "this is a KernelBench file as published (a PyTorch `Model`, no Triton `ModelNew`). "
-            "Writing the first Triton ModelNew from it is a translation that needs an LLM "
-            "generator, and this version of the service has no translate step yet: add a "
-            f"starting `class ModelNew` that launches Triton kernels between '{BEGIN_MARKER}' "
-            f"and '{END_MARKER}' and submit again"
-        )
     try:
         return extract_region(source, "kernelbench")
     except ProblemLoadError as exc:
         raise ProblemLoadError(
-            f"{exc.reason}. A KernelBench problem must ship a starting `class ModelNew` that "
-            f"launches Triton kernels between '{BEGIN_MARKER}' and '{END_MARKER}'"
+            f"{exc.reason}. A KernelBench problem either ships a starting `class ModelNew` that "
+            f"launches Triton kernels between '{BEGIN_MARKER}' and '{END_MARKER}', or is a "
+            "file as published (a PyTorch `Model` only, no markers, no ModelNew), which a "
+            "translate step turns into Triton"
         ) from exc
 
 
@@ -89,8 +85,14 @@ def _check_params(module: ModuleType, cases: tuple[Case, ...]) -> None:
 def load_kernelbench(source: str, name: str, workdir: Path, device: str) -> KernelProblem:
     """Load a KernelBench file (imports it: sandbox child only)."""
     parse_source(source)
-    region = _region(source)
-    kernels, region_names = region_kernels(region)
+    translate = is_published_kernelbench(source, "kernelbench")
+    kernels: tuple[str, ...]
+    if translate:
+        source, region = with_placeholder(source)
+        kernels, region_names = (), [ENTRY]
+    else:
+        region = _region(source)
+        kernels, region_names = region_kernels(region)
     if ENTRY not in region_names:
         raise ProblemLoadError(
             "the editable region must define `class ModelNew` (the Triton model)"
@@ -112,6 +114,9 @@ def load_kernelbench(source: str, name: str, workdir: Path, device: str) -> Kern
     check_unique(cases + held)
     _check_params(module, cases + held)
     note = "" if held else " No held-out cases: the module defines no int batch_size."
+    if translate:
+        note += (" Published file (PyTorch only): each track first translates Model into a "
+                 "Triton ModelNew; speedups are against the PyTorch Model.")
     return KernelProblem(
         name=name,
         format="kernelbench",
@@ -124,4 +129,5 @@ def load_kernelbench(source: str, name: str, workdir: Path, device: str) -> Kern
         tolerances=parse_tolerances(getattr(module, "TOLERANCES", None)),
         allow_nondeterminism=bool(getattr(module, "ALLOW_NONDETERMINISM", False)),
         description=((module.__doc__ or "").strip() + f"\nKernelBench problem.{note}").strip(),
+        needs_translation=translate,
     )

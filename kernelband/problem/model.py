@@ -72,6 +72,9 @@ class KernelProblem:
     self_spread: dict[str, float | None] = field(default_factory=dict)
     # a TritonBench-G performance harness (NAME_perf.py text): the timed inputs and call_op
     perf_source: str = ""
+    # a KernelBench file as published: no Triton yet; the region is a placeholder ModelNew that
+    # is the PyTorch Model itself, and each track's first pull translates it (problem/translate.py)
+    needs_translation: bool = False
 
     @property
     def content_hash(self) -> str:

@@ -1,8 +1,9 @@
-"""The original against itself: run twice in the fair harness, does it agree with itself?
+"""The original against itself: run several times in the fair harness, does it agree with itself?
 
 A kernel that uses atomics, or a test with a data race, can give different results on identical
 inputs. Comparing such an original with a candidate bit for bit would refuse every candidate,
-the original included. `measure_spread` finds how far two runs differ per case;
+the original included. `measure_spread` finds how far runs differ per case (Python floats, a
+test's `.item()` values, included);
 `derived_tolerances` turns that into the tolerance candidates are compared within.
 """
 
@@ -17,11 +18,17 @@ from kernelband.problem.model import DEFAULT_TOLERANCES
 
 # Candidates may differ from the reference by this many times the original's own spread.
 SPREAD_FACTOR = 2.0
+# Runs of the original on identical inputs at load (the first gives the cases): a kernel whose
+# result depends on a race or on memory it never wrote may agree with itself in two runs.
+SELF_RUNS = 3
 
 
 def _tensors(value: Any) -> list[torch.Tensor]:
+    """Every tensor in a result, Python floats (a test's `.item()` values) as float64 tensors."""
     if isinstance(value, torch.Tensor):
         return [value]
+    if isinstance(value, float):
+        return [torch.tensor(value, dtype=torch.float64)]
     if type(value).__module__ == "numpy" and hasattr(value, "shape"):
         return [torch.as_tensor(value)]
     if isinstance(value, list | tuple):
@@ -57,14 +64,34 @@ def spread(first: Any, second: Any) -> float:
     return max(_pair_spread(a, b) for a, b in zip(ta, tb, strict=True))
 
 
-def measure_spread(first: dict[str, Any], second: dict[str, Any]) -> dict[str, float]:
-    """Per case, how far two runs on identical inputs differ; only the cases that differ."""
-    found = {name: spread(first[name], second.get(name)) for name in first}
+def measure_spread(first: dict[str, Any], *others: dict[str, Any]) -> dict[str, float]:
+    """Per case, how far runs on identical inputs differ from the first (the largest
+    difference over `others`); only the cases that differ."""
+    found = {name: max(spread(first[name], other.get(name)) for other in others) for name in first}
     return {name: value for name, value in found.items() if value > 0}
 
 
+def spread_by_dtype(first: dict[str, Any], *others: dict[str, Any]) -> dict[str, float]:
+    """Per dtype, the largest finite difference between runs over every case's tensors: a
+    case's result may mix dtypes (int8 values and their float scales), each needs its own
+    tolerance."""
+    out: dict[str, float] = {}
+    for name, value in first.items():
+        for other in others:
+            ta, tb = _tensors(value), _tensors(other.get(name))
+            if len(ta) != len(tb):
+                continue
+            for a, b in zip(ta, tb, strict=True):
+                found = _pair_spread(a, b)
+                if 0 < found < math.inf:
+                    dtype = str(a.dtype).removeprefix("torch.")
+                    out[dtype] = max(out.get(dtype, 0.0), found)
+    return out
+
+
 def dtype_of(value: Any) -> str:
-    """The dtype name of the first tensor in a result (float32 when there is none)."""
+    """The dtype name of the first tensor in a result (float64 for a Python float, the dtype the
+    comparison uses for it; float32 when there is neither)."""
     tensors = _tensors(value)
     return str(tensors[0].dtype).removeprefix("torch.") if tensors else "float32"
 

@@ -60,9 +60,11 @@ def runnable_source(source: str) -> str:
 
 
 def run_test(module: ModuleType, test_name: str, seed: int, device: str) -> dict[str, Any]:
-    """Run the test function in a fair scope seeded with `seed`; results keyed by case name."""
-    from kernelband.problem.fair import fair_scope
+    """Run the test function in a fair scope seeded with `seed`, free GPU memory zeroed first;
+    results keyed by case name."""
+    from kernelband.problem.fair import fair_scope, zero_free_cuda_memory
 
+    zero_free_cuda_memory()
     with device_scope(device), fair_scope(seed):
         result = call_user(getattr(module, test_name), f"running {test_name}()", module)
     if isinstance(result, dict):
@@ -121,7 +123,8 @@ def _entry_name(
 
 
 def load_tritonbench(source: str, name: str, workdir: Path, device: str) -> KernelProblem:
-    """Load a TritonBench-G file (imports it and runs its test twice: sandbox child only)."""
+    """Load a TritonBench-G file (imports it and runs its test `selfcheck.SELF_RUNS` times:
+    sandbox child only)."""
     from kernelband.problem import selfcheck
 
     parse_source(source)
@@ -141,10 +144,10 @@ def load_tritonbench(source: str, name: str, workdir: Path, device: str) -> Kern
     check_unique(cases)
     note = "" if held else " No held-out cases: the test returns fewer than three results."
     declared = parse_tolerances(getattr(module, "TOLERANCES", None))
-    spreads = selfcheck.measure_spread(results, run_test(module, test_name, 0, device))
-    derived = selfcheck.derived_tolerances(
-        spreads, {n: selfcheck.dtype_of(results[n]) for n in names}, declared
-    )
+    again = [run_test(module, test_name, 0, device) for _ in range(selfcheck.SELF_RUNS - 1)]
+    spreads = selfcheck.measure_spread(results, *again)
+    by_dtype = selfcheck.spread_by_dtype(results, *again) if spreads else {}
+    derived = selfcheck.derived_tolerances(by_dtype, {d: d for d in by_dtype}, declared)
     if spreads:
         note += selfcheck.describe(spreads, derived)
     return KernelProblem(

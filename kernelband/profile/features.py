@@ -11,7 +11,8 @@ from kernelband.profile.static import StaticProfile
 PHI_NAMES = ("log1p_time_ms", "registers_per_thread", "smem_per_block_kib", "log2_threads_per_block",
              "occupancy_pct")
 H_NAMES = ("sm_pct", "dram_pct", "l2_pct")
-SOURCES = ("ncu", "driver", "static", "estimate")
+# "none": nothing to profile (the PyTorch reference of a KernelBench file has no Triton kernel)
+SOURCES = ("ncu", "driver", "static", "estimate", "none")
 
 
 @dataclass(frozen=True)

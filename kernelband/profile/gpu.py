@@ -17,6 +17,8 @@ from kernelband.profile.measure import Measurement, capture_case
 from kernelband.profile.ncu_pass import NcuCase
 from kernelband.profile.static import static_profile
 from kernelband.profile.timing import (
+    KERNELBENCH_METHOD,
+    KERNELBENCH_TIMING,
     CudaDevice,
     Prepare,
     TimingConfig,
@@ -54,14 +56,16 @@ def gpu_features(
 def measure_on_gpu(
     problem: KernelProblem, editable: str | None, target: str, *,
     parent_editable: str | None = None, config: TimingConfig | None = None, strict: bool = False,
-) -> tuple[Measurement, Features, NcuCase]:
+) -> tuple[Measurement, Features, NcuCase | None]:
     """Time every public case with CUDA events (paired with the parent when given).
 
     Every timed call runs on rotating, salted input sets and a sample of the calls (all of them
     when `strict`) is checked against the reference (`kernelband.evaluate.verified_timing`); a
     wrong timed call raises `TimingRejected`. h is the labelled estimate; the returned case is
     what an Nsight Compute pass should profile (kernelband/profile/ncu_pass.py), in another
-    process: this one has a CUDA context.
+    process: this one has a CUDA context. KernelBench problems are timed as KernelBench's
+    harness times them (KERNELBENCH_TIMING, mean); the PyTorch placeholder of a published
+    KernelBench file is timed the same way and returns no case for Nsight Compute.
     """
     with tempfile.TemporaryDirectory(prefix="kb-measure-") as workdir:
         return _measure_in(problem, editable, target, parent_editable, config, Path(workdir), strict)
@@ -70,7 +74,7 @@ def measure_on_gpu(
 def _measure_in(
     problem: KernelProblem, editable: str | None, target: str, parent_editable: str | None,
     config: TimingConfig | None, workdir: Path, strict: bool = False,
-) -> tuple[Measurement, Features, NcuCase]:
+) -> tuple[Measurement, Features, NcuCase | None]:
     from kernelband.evaluate.gpu_share import triton_share
     from kernelband.evaluate.integrity import TimerSeal
     from kernelband.evaluate.verified_timing import STRICT, VerifyConfig
@@ -84,14 +88,19 @@ def _measure_in(
         parent = load_runtime(problem, parent_editable, "cuda", workdir=workdir)
     if problem.perf_source or problem.format == "tritonbench":
         return _measure_harness(problem, runtime, parent, device, target, config, workdir)
+    kernelbench = problem.format == "kernelbench"  # timed as KernelBench's harness times
+    config = config or (KERNELBENCH_TIMING if kernelbench else None)
     timed = _time_cases(problem, runtime, parent, device, config, STRICT if strict else VerifyConfig(), seal)
     stats = timed.stats
-    case_times = {c.name: s.median_ms for c, s in zip(problem.cases, stats, strict=True)}
+    case_times = {c.name: s.mean_ms if kernelbench else s.median_ms
+                  for c, s in zip(problem.cases, stats, strict=True)}
     total = sum(case_times.values())
-    method = ("cuda events, L2 flushed per run, median, timed calls verified"
+    how = KERNELBENCH_METHOD if kernelbench else "cuda events, L2 flushed per run, median"
+    method = (f"{how}, timed calls verified"
               + (" (every call)" if strict else " (sampled)") + (", paired A/B with parent" if parent else ""))
     gpu = resolve_target(target if target != "cpu" else "h100")
     slowest = max(range(len(stats)), key=lambda i: stats[i].median_ms)
+    placeholder = editable is None and problem.needs_translation  # the PyTorch reference itself
     measurement = Measurement(
         "measured", method, device.name, target, total, case_times,
         cv=max(s.cv for s in stats), noisy=timed.noisy or any(s.noisy for s in stats),
@@ -100,8 +109,12 @@ def _measure_in(
         checks={"calls": sum(c["calls"] for c in timed.checks),
                 "verified_calls": sum(c["verified_calls"] for c in timed.checks),
                 "verify_s": round(sum(c["verify_s"] for c in timed.checks), 4), "strict": strict},
-        triton_share=triton_share(runtime, problem.cases[slowest]),
+        triton_share=None if placeholder else triton_share(runtime, problem.cases[slowest]),
     )
+    if placeholder:
+        from kernelband.profile.reference import reference_features
+
+        return measurement, reference_features(total, "driver"), None
     return (measurement, *gpu_features(problem, runtime, device, target, slowest, total))
 
 

@@ -139,7 +139,12 @@ def estimate_candidate(
     case_times = {p.case.name: p.estimate.time_ms for p in profiles}
     total = sum(case_times.values())
     ratio = None
-    if parent_editable is not None:
+    if parent_editable is not None and problem.needs_translation and parent_editable == problem.editable:
+        from kernelband.profile.reference import estimate_reference  # the parent is PyTorch
+
+        parent_total = estimate_reference(problem, target, reference_gpu)[0].time_ms
+        ratio = total / parent_total if parent_total > 0 else None
+    elif parent_editable is not None:
         parent_total = sum(p.estimate.time_ms for p in _estimate_all(problem, parent_editable, gpu))
         ratio = total / parent_total if parent_total > 0 else None
     measurement = Measurement("estimated", estimate_label(target, gpu), f"{gpu.name} (not run)", target,
@@ -161,6 +166,10 @@ def measure_candidate_local(
         from kernelband.profile.gpu import measure_on_gpu
 
         return measure_on_gpu(problem, editable, target, parent_editable=parent_editable, strict=strict)
+    if editable is None and problem.needs_translation:  # the PyTorch reference: no Triton launch
+        from kernelband.profile.reference import estimate_reference
+
+        return (*estimate_reference(problem, target), None)
     return (*estimate_candidate(problem, editable, target, parent_editable=parent_editable), None)
 
 

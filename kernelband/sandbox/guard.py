@@ -71,6 +71,19 @@ def _tool_allowed(executable: Any, args: Any) -> bool:
     return isinstance(name, str) and os.path.basename(name) in _ALLOWED_TOOLS
 
 
+def _own_child(event: str, pid: Any) -> bool:
+    """True when `pid` is a process this one started (a compiler it may stop, e.g. on a
+    timeout); a process group or anything else is another process."""
+    if event != "os.kill" or not isinstance(pid, int) or pid <= 0:
+        return False
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:  # noqa: PTH123 - hook: keep it minimal
+            fields = stat.read().rsplit(b")", 1)[1].split()
+    except OSError:
+        return False
+    return int(fields[1]) == os.getpid()  # field 4 of /proc/PID/stat: the parent's pid
+
+
 def _hook(event: str, args: tuple[Any, ...]) -> None:
     if event == "open":
         path, mode, flags = (list(args) + [None, None, None])[:3]
@@ -82,7 +95,7 @@ def _hook(event: str, args: tuple[Any, ...]) -> None:
         if not _tool_allowed(args[0], args[1]):
             _violation(f"starting a process ({args[1]!r})")
     elif event in ("os.kill", "os.killpg"):
-        if args and args[0] not in (0, os.getpid()):
+        if args and args[0] not in (0, os.getpid()) and not _own_child(event, args[0]):
             _violation(f"{event} of another process")
     elif event in _PATH_EVENTS and args and not _inside_allowed(args[0]):
         _violation(f"{event} of {args[0]!r} (outside the sandbox temp dir)")

@@ -98,3 +98,19 @@ def compile_then_run(payload: dict[str, Any]) -> dict[str, Any]:
     CLOCK.timed(time.sleep)(float(payload.get("compile", 0)))
     time.sleep(float(payload.get("run", 0)))
     return {"compile_s": CLOCK.spent}
+
+
+def stop_compiler(payload: dict[str, Any]) -> dict[str, Any]:
+    """Start an allowed tool (the C compiler, waiting on stdin), then stop it as a timeout would;
+    with payload["parent"], signal the parent process instead (not allowed)."""
+    import subprocess
+
+    if payload.get("parent"):
+        try:
+            os.kill(os.getppid(), 0)
+        except Exception as exc:  # noqa: BLE001 - the probe reports what happened
+            return {"killed": False, "error": type(exc).__name__}
+        return {"killed": True, "error": None}
+    proc = subprocess.Popen(["cc", "-x", "c", "-", "-o", os.devnull], stdin=subprocess.PIPE)
+    proc.kill()
+    return {"killed": True, "returncode": proc.wait(timeout=10)}

@@ -201,8 +201,8 @@ def write_best(outcome: JobOutcome, problem: Any, out: Path) -> list[Path]:
     """Write each track's best kernel (full module with provenance); one file per target."""
     written: list[Path] = []
     for track in outcome.tracks:
-        if track.best_editable is None:
-            continue
+        if track.best_editable is None or track.held_out == "untranslated":
+            continue  # no kernel, or only the PyTorch placeholder (kernelband/loop/translate.py)
         path = out if len(outcome.tracks) == 1 else out.with_name(
             f"{out.stem}_{track.target}{out.suffix}")
         path.parent.mkdir(parents=True, exist_ok=True)

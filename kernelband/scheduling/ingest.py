@@ -27,6 +27,7 @@ from kernelband.loop.dedupe import find_duplicate, mark_duplicate
 from kernelband.loop.repairs import failure_of, schedule_repair
 from kernelband.loop.skills import record_skill
 from kernelband.loop.transcripts import record_transcript, without_transcript
+from kernelband.loop.translate import kept_original, needs_translation, replaces_best
 from kernelband.scheduling.attempts import new_attempt
 from kernelband.scheduling.events import append_event, prime_event_counters
 from kernelband.scheduling.state import frontier_entry, load_state, policy_for, save_state
@@ -192,7 +193,7 @@ def apply_profile(session: Session, job: Job, track: Track, attempt: Attempt,
     entry = frontier_entry(child, measurement)
     finish_pull(session, job, track, attempt, child, "measured", entry)
     record_skill(session, job, track, child, measurement)
-    if track.best_time_ms is None or measurement.time_ms < track.best_time_ms:
+    if replaces_best(session, job, track, measurement.time_ms):
         set_best(session, job, track, child, measurement)
 
 
@@ -226,12 +227,13 @@ def apply_verify(session: Session, job: Job, track: Track, attempt: Attempt,
     reject(candidate, result, prefix="held_out:")
     append_event(session, job.id, "held_out_failed", {
         "target": track.target, "candidate": candidate.id, "reason": candidate.reason})
-    fallback = next_best(session, track)
+    fallback = next_best(session, track, faster_only=not needs_translation(session, job))
     if fallback is None:
         original = session.get_one(Candidate, track.original_candidate_id)
         best = _latest(session, original.id)
         set_best(session, job, track, original, best, announce=False)
-        track.held_out, track.held_out_reason = "original", "no faster candidate passed held-out"
+        track.held_out, track.held_out_reason = kept_original(
+            session, job, "no faster candidate passed held-out")
         complete_track(session, job, track)
         return
     candidate, measurement = fallback
@@ -245,7 +247,8 @@ def start_acceptance(session: Session, track: Track, why: str) -> None:
     track.status, track.reason = "accepting", why
     append_event(session, job.id, "track_accepting", {"target": track.target, "why": why})
     if track.best_candidate_id in (None, track.original_candidate_id):
-        track.held_out, track.held_out_reason = "original", "no faster candidate found"
+        track.held_out, track.held_out_reason = kept_original(session, job,
+                                                              "no faster candidate found")
         complete_track(session, job, track)
         return
     new_attempt(session, track, "verify", track.best_candidate_id)
@@ -330,15 +333,18 @@ def reject(candidate: Candidate, result: dict[str, Any], prefix: str = "") -> No
     candidate.reason = prefix + str(result.get("reason") or "rejected")
 
 
-def next_best(session: Session, track: Track) -> tuple[Candidate, Measurement] | None:
-    """The fastest measured candidate faster than the original that is not rejected."""
+def next_best(session: Session, track: Track,
+              faster_only: bool = True) -> tuple[Candidate, Measurement] | None:
+    """The fastest measured candidate (faster than the original unless not `faster_only`: a
+    translation is credited even when slower than PyTorch) that is not rejected."""
     query = (select(Candidate, Measurement)
              .join(Measurement, Measurement.candidate_id == Candidate.id)
              .where(Candidate.track_id == track.id, Candidate.status == "measured",
                     Candidate.id != track.original_candidate_id)
              .order_by(Measurement.time_ms, Candidate.id))
     for candidate, measurement in session.execute(query).all():
-        if track.original_time_ms is None or measurement.time_ms < track.original_time_ms:
+        if (not faster_only or track.original_time_ms is None
+                or measurement.time_ms < track.original_time_ms):
             return candidate, measurement
     return None
 

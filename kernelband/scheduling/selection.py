@@ -13,7 +13,8 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from kernelband.db.models import Attempt, Job, Track
-from kernelband.scheduling.attempts import ACTIVE_ATTEMPT_STATES, new_attempt
+from kernelband.loop.translate import new_pull
+from kernelband.scheduling.attempts import ACTIVE_ATTEMPT_STATES
 from kernelband.scheduling.budgets import budget_reason
 from kernelband.scheduling.events import append_event, read_event_counters
 from kernelband.scheduling.fairshare import cap_per_team, fair_order
@@ -68,11 +69,10 @@ def select_for_track(session: Session, job: Job, track: Track, count: int) -> in
         decision, state = policy.select(state)
         seed = job.seed * 100_003 + track.iterations_dispatched  # reproducible per pull
         ref = {"strategy": decision.strategy, "cluster": decision.cluster, "seed": seed}
-        new_attempt(session, track, "generate", int(decision.parent_id),
-                    decision.decision_id, ref)
+        step = new_pull(session, job, track, decision, ref)  # a translate step on a placeholder
         track.iterations_dispatched += 1
         append_event(session, job.id, "pull_selected",
-                     {"target": track.target, **decision.to_dict()})
+                     {"target": track.target, **decision.to_dict(), **step})
     save_state(session, track, state, before)
     return count
 

@@ -43,7 +43,7 @@ def generate(payload: dict[str, Any]) -> dict[str, Any]:
         seed=int(payload.get("seed") or 0), memory=tuple(payload.get("memory") or ()),
         example=payload.get("example") or None,
         repair=RepairTurn.from_dict(repair) if isinstance(repair, dict) and "reply" in repair
-        else None)
+        else None, step=str(payload.get("step") or ""))
     return _generator(str(payload.get("model") or "")).generate(request).to_dict()
 
 

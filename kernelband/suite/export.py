@@ -12,7 +12,8 @@ PROBLEM_COLUMNS = ("problem", "target", "policy", "job_id", "status", "correct",
                    "speedup", "original_ms", "best_ms", "label", "method", "case_ms", "held_out",
                    "reason")
 METRIC_COLUMNS = ("target", "policy", "problems", "finished", "correct_pct", "fast1_pct",
-                  "geomean_speedup_correct", "geomean_speedup_all", "label")
+                  "geomean_speedup_correct", "geomean_speedup_all", "label", "fast_0_pct",
+                  "fast_1_pct", "fast_1.5_pct", "fast_2_pct")
 
 
 def to_json(report: SuiteReport) -> str:
@@ -53,5 +54,6 @@ def metrics_csv(report: SuiteReport) -> str:
     writer = csv.DictWriter(buffer, fieldnames=list(METRIC_COLUMNS), lineterminator="\n")
     writer.writeheader()
     for metric in report.metrics:
-        writer.writerow(metric.to_dict())
+        row = {k: v for k, v in metric.to_dict().items() if k != "fast_p"}
+        writer.writerow(row | {f"fast_{p}_pct": pct for p, pct in metric.fast_p.items()})
     return buffer.getvalue()

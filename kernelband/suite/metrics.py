@@ -8,9 +8,14 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 # held_out values of a completed track whose best kernel passed every case: "passed" (a faster
-# candidate passed the held-out cases) or "original" (the original kernel stayed the best).
+# candidate passed the held-out cases) or "original" (the original kernel stayed the best). A
+# KernelBench file as published whose track never got a Triton translation ends "untranslated":
+# its original is the PyTorch model itself, so it does not count as correct.
 CORRECT_HELD_OUT = ("passed", "original")
 FINISHED = ("completed", "cancelled", "failed")
+# KernelBench's fast_p thresholds: the share of problems that are correct AND faster than p
+# times the baseline (fast_0 is the correct rate; fast_1 is Fast@1).
+FAST_P = (0.0, 1.0, 1.5, 2.0)
 
 
 @dataclass(frozen=True)
@@ -56,6 +61,7 @@ class SuiteMetric:
     geomean_speedup_correct: float | None
     geomean_speedup_all: float | None
     label: str  # measured | estimated | none (no correct problem)
+    fast_p: dict[str, float] = field(default_factory=dict)  # "0", "1", "1.5", "2" -> % (FAST_P)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -78,6 +84,12 @@ def combined_label(labels: Iterable[str | None]) -> str:
     return "estimated"  # any estimate makes the aggregate an estimate
 
 
+def fast_p(rows: Sequence[ProblemResult], p: float) -> float:
+    """KernelBench's fast_p in %: problems correct with speedup > p, over all problems."""
+    hits = sum(1 for r in rows if r.correct and r.speedup is not None and r.speedup > p)
+    return _pct(hits, len(rows))
+
+
 def metric_for(target: str, policy: str, rows: Sequence[ProblemResult]) -> SuiteMetric:
     """Correct %, Fast@1 %, and both geometric means over one (target, policy) group."""
     count = len(rows)
@@ -92,6 +104,7 @@ def metric_for(target: str, policy: str, rows: Sequence[ProblemResult]) -> Suite
         geomean_speedup_correct=geometric_mean(speeds),
         geomean_speedup_all=geometric_mean(strict),
         label=combined_label(r.label for r in correct),
+        fast_p={f"{p:g}": fast_p(rows, p) for p in FAST_P},
     )
 
 

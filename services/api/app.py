@@ -17,6 +17,7 @@ from kernelband.db import open_database
 from services.api.dashboard import router as dashboard_router
 from services.api.deps import API_WORKER_THREADS
 from services.api.errors import ErrorBody, install_error_handlers
+from services.api.fastpoll import FastPoll, FastPollMiddleware
 from services.api.logs import install_log_redaction
 from services.api.metrics import ApiMetrics, MetricsMiddleware
 from services.api.problems import ProblemLoader, sandboxed_loader
@@ -59,7 +60,10 @@ def create_app(
         # No more threads than pooled connections (each holds at most one): a request then
         # never waits for a connection inside a thread; excess requests queue on the loop.
         anyio.to_thread.current_default_thread_limiter().total_tokens = API_WORKER_THREADS
-        yield
+        try:
+            yield
+        finally:
+            app.state.fast_poll.close()
 
     app = FastAPI(
         title="KernelBand Service", version="0.1.0", description=DESCRIPTION, lifespan=lifespan
@@ -70,6 +74,7 @@ def create_app(
     app.state.broker_url = None if embedded else settings.broker_url
     app.state.local_workers = local_workers
     app.state.metrics = ApiMetrics(lambda: app.state.session_factory)
+    app.state.fast_poll = FastPoll(app)
     install_error_handlers(app)
     install_log_redaction()
     _install_middleware(app, _body_limit(settings))
@@ -81,7 +86,9 @@ def create_app(
 
 def _install_middleware(app: FastAPI, max_body: int) -> None:
     # Plain ASGI middleware: the decorator form (BaseHTTPMiddleware) costs a task and a memory
-    # stream per request, which a polled API pays on every call. Added last = outermost.
+    # stream per request, which a polled API pays on every call. Added last = outermost: an
+    # unchanged conditional poll is answered 304 (and counted) before body checks and routing.
+    app.add_middleware(FastPollMiddleware, fast=app.state.fast_poll)
     app.add_middleware(BodyLimitMiddleware, max_body=max_body)
     app.add_middleware(MetricsMiddleware, metrics=app.state.metrics)
 

@@ -11,6 +11,8 @@ running job's `spend.wall_s`) are not part of the version: a client shows elapse
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
+from datetime import UTC, datetime
 from typing import Any
 
 from fastapi import Request, Response
@@ -31,13 +33,36 @@ def digest_etag(kind: str, content: object) -> str:
     return etag(kind, hashlib.sha256(repr(content).encode()).hexdigest()[:20])
 
 
-def is_current(request: Request, tag: str) -> bool:
-    """True when `If-None-Match` names `tag` (weak or strong) or is `*`."""
-    header = request.headers.get("if-none-match")
+def matches(header: str | None, tag: str) -> bool:
+    """True when an `If-None-Match` value names `tag` (weak or strong) or is `*`."""
     if not header:
         return False
     sent = [t.strip().removeprefix("W/") for t in header.split(",")]
     return "*" in sent or tag in sent
+
+
+def is_current(request: Request, tag: str) -> bool:
+    """True when the request's `If-None-Match` names `tag` (weak or strong) or is `*`."""
+    return matches(request.headers.get("if-none-match"), tag)
+
+
+def instant_key(moment: datetime | None) -> str:
+    """One spelling of an instant whatever the driver returned (SQLite: naive UTC)."""
+    if moment is None:
+        return ""
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment.astimezone(UTC).isoformat()
+
+
+def fleet_tag(workers: tuple[int, int, datetime | None], depths: Sequence[tuple[str, int, str]],
+              local: Sequence[dict[str, Any]] = ()) -> str:
+    """The fleet view's ETag from what it shows, heartbeat ages aside: worker count, newest
+    worker id and heartbeat, each queue's (name, depth, source) and any in-process workers.
+    The fast path (services/api/fastpoll.py) and the endpoint both build it here."""
+    count, newest_id, newest_beat = workers
+    return digest_etag("fleet", (int(count), int(newest_id), instant_key(newest_beat),
+                                 [tuple(d) for d in depths], list(local)))
 
 
 def not_modified(tag: str) -> Response:
@@ -51,5 +76,5 @@ def tag_response(response: Response, tag: str) -> None:
     response.headers["Cache-Control"] = CACHE_CONTROL
 
 
-__all__ = ["CACHE_CONTROL", "NOT_MODIFIED", "digest_etag", "etag", "is_current",
-           "not_modified", "tag_response"]
+__all__ = ["CACHE_CONTROL", "NOT_MODIFIED", "digest_etag", "etag", "fleet_tag", "instant_key",
+           "is_current", "matches", "not_modified", "tag_response"]

@@ -49,6 +49,7 @@ async def get_problem_loader(request: Request) -> ProblemLoader:
 
 # Ids are 32-bit integers on Postgres; a larger value can only be a typo, so say so as a 422.
 MAX_ID = 2**31 - 1
+EVENTS_LIMIT_DEFAULT, EVENTS_LIMIT_MAX = 100, 1000  # GET /v1/jobs/{id}/events?limit=
 JobId = Annotated[int, Path(ge=1, le=MAX_ID, description="The job id from POST /v1/jobs.")]
 
 SettingsDep = Annotated[Settings, Depends(get_settings)]

@@ -10,6 +10,7 @@ from sqlalchemy.orm import Session
 
 from kernelband.scheduling.dispatch import QUEUE_CPU, QUEUE_LLM, QUEUE_RESULTS, gpu_queue
 from services.api import queries
+from services.api.redisllen import QueueLengths
 from services.api.schemas import QueueDepth, Target
 
 log = logging.getLogger(__name__)
@@ -44,6 +45,22 @@ def queue_depths(session: Session, broker_url: str | None) -> list[QueueDepth]:
             return [QueueDepth(queue=q, depth=n, source="broker") for q, n in depths.items()]
         except Exception as exc:  # the fleet view must still answer when the broker is down
             log.warning("broker unreachable for queue depths (%s); using pending attempts", exc)
-    pending = queries.pending_attempts_by_queue(session)
+    return pending_depths(queries.pending_attempts_by_queue(session))
+
+
+def pending_depths(pending: dict[str, int]) -> list[QueueDepth]:
+    """Depth per queue from pending attempts: every known queue, then any other in order."""
     names = list(KNOWN_QUEUES) + sorted(set(pending) - set(KNOWN_QUEUES))
     return [QueueDepth(queue=q, depth=pending.get(q, 0), source="pending_attempts") for q in names]
+
+
+_lengths: dict[str, QueueLengths] = {}
+
+
+async def broker_depths_async(broker_url: str,
+                              queues: tuple[str, ...] = KNOWN_QUEUES) -> dict[str, int]:
+    """`broker_depths` on the event loop (services/api/redisllen.py); raises where it cannot."""
+    lengths = _lengths.get(broker_url)
+    if lengths is None:
+        lengths = _lengths[broker_url] = QueueLengths(broker_url)
+    return await lengths(queues)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import UTC, datetime
 
-from sqlalchemy import func, select
+from sqlalchemy import bindparam, func, select
 from sqlalchemy.orm import Session
 
 from kernelband.db.models import (
@@ -30,6 +30,27 @@ def team_job(session: Session, team_id: int, job_id: int) -> Job:
     if job is None or job.team_id != team_id:
         raise not_found("job", job_id)
     return job
+
+
+# The polled reads' statements are built once: building one costs more CPU than running it.
+_JOB_AND_PROBLEM = (select(Job, Problem).join(Problem, Problem.id == Job.problem_id)
+                    .where(Job.id == bindparam("job_id"), Job.team_id == bindparam("team_id")))
+_TRACKS_WITH_BEST = (select(Track, Measurement).outerjoin(
+    Measurement, (Measurement.candidate_id == Track.best_candidate_id)
+    & (Measurement.target == Track.target)).where(Track.job_id == bindparam("job_id")))
+_EVENT_SEQS = (select(Event.seq).where(Event.job_id == bindparam("job_id"),
+                                       Event.seq > bindparam("after"))
+               .order_by(Event.seq).limit(bindparam("limit")))
+_EVENTS = (select(Event).where(Event.job_id == bindparam("job_id"), Event.seq > bindparam("after"),
+                               Event.seq <= bindparam("last")).order_by(Event.seq))
+
+
+def team_job_and_problem(session: Session, team_id: int, job_id: int) -> tuple[Job, Problem]:
+    """The team's job with its problem in one query, or 404 (like `team_job`)."""
+    row = session.execute(_JOB_AND_PROBLEM, {"job_id": job_id, "team_id": team_id}).first()
+    if row is None:
+        raise not_found("job", job_id)
+    return row[0], row[1]
 
 
 def found_version(job_id: int, version: int | None) -> int:
@@ -91,6 +112,18 @@ def job_tracks(session: Session, job_id: int) -> dict[str, Track]:
     """The job's tracks by target."""
     rows = session.scalars(select(Track).where(Track.job_id == job_id)).all()
     return {t.target: t for t in rows}
+
+
+def job_tracks_with_best(session: Session,
+                         job_id: int) -> dict[str, tuple[Track, Measurement | None]]:
+    """The job's tracks by target, each with its best candidate's newest measurement on the
+    track's target (as `best_measurement`), in one query."""
+    found: dict[str, tuple[Track, Measurement | None]] = {}
+    for track, m in session.execute(_TRACKS_WITH_BEST, {"job_id": job_id}).all():
+        kept = found.get(track.target)
+        if kept is None or (m is not None and (kept[1] is None or m.id > kept[1].id)):
+            found[track.target] = (track, m)
+    return found
 
 
 def best_measurement(session: Session, track: Track) -> Measurement | None:
@@ -157,15 +190,13 @@ def events_after(session: Session, job_id: int, after: int, limit: int) -> tuple
     The numbers come first from the (job_id, seq) index alone; event rows (with their
     payloads) are read only when there is something new, which most polls find there is not.
     """
-    seqs = list(session.scalars(
-        select(Event.seq).where(Event.job_id == job_id, Event.seq > after)
-        .order_by(Event.seq).limit(limit + 1)))
+    seqs = list(session.scalars(_EVENT_SEQS,
+                                {"job_id": job_id, "after": after, "limit": limit + 1}))
     if not seqs:
         return [], False
     last = seqs[min(limit, len(seqs)) - 1]
-    stmt = (select(Event).where(Event.job_id == job_id, Event.seq > after, Event.seq <= last)
-            .order_by(Event.seq))
-    return list(session.scalars(stmt).all()), len(seqs) > limit
+    events = session.scalars(_EVENTS, {"job_id": job_id, "after": after, "last": last}).all()
+    return list(events), len(seqs) > limit
 
 
 def workers(session: Session) -> list[Worker]:
@@ -173,11 +204,11 @@ def workers(session: Session) -> list[Worker]:
     return list(session.scalars(select(Worker).order_by(Worker.queue, Worker.name)).all())
 
 
-def workers_fingerprint(session: Session) -> tuple[int, int, str]:
+def workers_fingerprint(session: Session) -> tuple[int, int, datetime | None]:
     """Count, newest id and newest heartbeat of the workers table: changes with any beat."""
     count, newest_id, newest_beat = session.execute(
         select(func.count(Worker.id), func.max(Worker.id), func.max(Worker.last_heartbeat))).one()
-    return int(count or 0), int(newest_id or 0), str(newest_beat)
+    return int(count or 0), int(newest_id or 0), newest_beat
 
 
 def pending_attempts_by_queue(session: Session) -> dict[str, int]:

@@ -67,6 +67,15 @@ def check_suite_concurrency(session: Session, team_id: int, settings: Settings) 
     check_concurrency(session, team_id, settings)  # a suite counts as one job of that quota
 
 
+def check_translation(body: JobCreate) -> None:
+    """422 at once for a KernelBench file as published without an LLM model to translate it."""
+    from kernelband.problem.translate import translation_refusal
+
+    src = body.problem
+    if reason := translation_refusal(src.source, src.format, body.generator.model):
+        raise ApiError(422, "llm_model_required", f"The problem '{src.name}' is refused: {reason}.")
+
+
 def stored_problem(
     session: Session, team_id: int, body: JobCreate, loader: ProblemLoader
 ) -> Problem:

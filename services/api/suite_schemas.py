@@ -64,6 +64,9 @@ class SuiteMetricOut(BaseModel):
     geomean_speedup_correct: float | None
     geomean_speedup_all: float | None
     label: str = Field(description="measured | estimated | none (no correct problem yet)")
+    fast_p: dict[str, float] = Field(default_factory=dict, description=(
+        "KernelBench's fast_p in %, for p = 0, 1, 1.5, 2: problems correct with speedup > p "
+        "over all problems (fast_0 is the correct rate)."))
 
 
 class ProblemResultOut(BaseModel):

@@ -39,13 +39,13 @@ def budget_out(job: Job) -> BudgetOut:
     )
 
 
-def track_out(session: Session, target: str, track: Track | None) -> TrackOut:
-    """One track; a target the scheduler has not started yet shows as pending."""
+def track_out(target: str, track: Track | None, m: Measurement | None = None) -> TrackOut:
+    """One track with its best candidate's measurement `m`; a target the scheduler has not
+    started yet shows as pending."""
     if track is None:
         return TrackOut(target=target, status="pending")
     best = None
     if track.best_candidate_id is not None:
-        m = queries.best_measurement(session, track)
         best = BestOut(
             candidate_id=track.best_candidate_id, speedup=track.best_speedup,
             time_ms=track.best_time_ms, label=track.best_label or (m.label if m else None),
@@ -60,8 +60,8 @@ def track_out(session: Session, target: str, track: Track | None) -> TrackOut:
 
 def job_out(session: Session, job: Job, problem: Problem) -> JobOut:
     """A job with its tracks, best results and spend."""
-    tracks = queries.job_tracks(session, job.id)
-    outs = [track_out(session, t, tracks.get(t)) for t in job.targets]
+    tracks = queries.job_tracks_with_best(session, job.id)
+    outs = [track_out(t, *tracks.get(t, (None, None))) for t in job.targets]
     wall = queries.age_s(job.started_at, job.finished_at) if job.finished_at else None
     if job.started_at is not None and job.finished_at is None:
         wall = queries.age_s(job.started_at)

@@ -50,6 +50,10 @@ class RulesGenerator(Generator):
     def generate(self, request: GenerationRequest) -> GenerationResult:
         started = time.monotonic()
         base: dict[str, Any] = {"model": RULES_MODEL, "strategy": request.strategy, "cost_known": True, "attempts": 1}
+        if request.step == "translate":  # submissions are refused first; this guards old jobs
+            return GenerationResult(ok=False, reason="translate_needs_llm",
+                                    message="the rules generator cannot translate PyTorch into "
+                                    "Triton; run the job with an LLM model", **base)
         try:
             variants = candidate_variants(
                 request.parent_editable, request.strategy, bool(request.problem.inplace_outputs),

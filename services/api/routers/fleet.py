@@ -9,7 +9,7 @@ from services.api import queries
 from services.api.auth import authenticate
 from services.api.conditional import (
     NOT_MODIFIED,
-    digest_etag,
+    fleet_tag,
     is_current,
     not_modified,
     tag_response,
@@ -39,8 +39,9 @@ def fleet(request: Request, response: Response, token: BearerToken,
     with session_scope(db) as session:
         authenticate(session, token)  # in this session: one connection per poll
         queues = queue_depths(session, request.app.state.broker_url)
-        tag = digest_etag("fleet", (queries.workers_fingerprint(session), queues,
-                                    [w.model_dump(exclude={"heartbeat_age_s"}) for w in local]))
+        tag = fleet_tag(queries.workers_fingerprint(session),
+                        [(q.queue, q.depth, q.source) for q in queues],
+                        [w.model_dump(exclude={"heartbeat_age_s"}) for w in local])
         if is_current(request, tag):
             return not_modified(tag)
         workers = [

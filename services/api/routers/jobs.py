@@ -49,6 +49,7 @@ def create_job(
 ) -> JobOut:
     team_id = team.id
     check_size(body.problem.source, settings.max_source_bytes)
+    submission.check_translation(body)
     submission.validate_policy(body.policy, body.policy_params)
     with session_scope(db) as session:
         submission.check_concurrency(session, team_id, settings)
@@ -105,9 +106,7 @@ def get_job(job_id: JobId, token: BearerToken, db: DbDep, request: Request,
         tag = etag("job", job_id, queries.found_version(job_id, version))
         if is_current(request, tag):
             return not_modified(tag)
-        job = queries.team_job(session, team.id, job_id)
-        problem = session.get(Problem, job.problem_id)
-        assert problem is not None  # foreign key
+        job, problem = queries.team_job_and_problem(session, team.id, job_id)
         tag_response(response, tag)
         return job_out(session, job, problem)
 

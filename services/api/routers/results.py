@@ -14,7 +14,15 @@ from services.api import queries
 from services.api.auth import authenticate_for_job
 from services.api.best import best_kernel_file
 from services.api.conditional import NOT_MODIFIED, etag, is_current, not_modified, tag_response
-from services.api.deps import MAX_ID, BearerToken, CurrentTeam, DbDep, JobId
+from services.api.deps import (
+    EVENTS_LIMIT_DEFAULT,
+    EVENTS_LIMIT_MAX,
+    MAX_ID,
+    BearerToken,
+    CurrentTeam,
+    DbDep,
+    JobId,
+)
 from services.api.errors import ERROR_RESPONSES, ApiError
 from services.api.schemas import (
     ArmOut,
@@ -138,7 +146,7 @@ def bandit_arms(job_id: JobId, target: Target, team: CurrentTeam, db: DbDep) -> 
 def list_events(
     job_id: JobId, token: BearerToken, db: DbDep, request: Request, response: Response,
     after: Annotated[int, Query(ge=0, le=MAX_ID, description="Return events with a larger seq.")] = 0,
-    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    limit: Annotated[int, Query(ge=1, le=EVENTS_LIMIT_MAX)] = EVENTS_LIMIT_DEFAULT,
 ) -> EventPage | Response:
     with session_scope(db) as session:
         _, version = authenticate_for_job(session, token, job_id)

@@ -14,6 +14,7 @@ from starlette.datastructures import UploadFile
 from kernelband.config import Settings
 from kernelband.db import session_scope
 from kernelband.problem.model import KernelProblem
+from kernelband.problem.translate import suite_translation_refusal
 from kernelband.suite import (
     LoadFailure,
     SuiteNotFoundError,
@@ -67,6 +68,9 @@ async def submit_suite(request: Request, team: CurrentTeam, db: DbDep,
         check_size(item.source, settings.max_source_bytes)
     for policy in body.policies:
         validate_policy(policy, {})
+    named = [(item.name, item.source) for item in sources]
+    if refusal := suite_translation_refusal(named, body.format, body.generator.model):
+        raise ApiError(422, "llm_model_required", f"The suite is refused: {refusal}.")
     suite_settings = SuiteSettings(
         targets=tuple(t.value for t in body.targets), policies=tuple(body.policies),
         model=body.generator.model, budget=body.budget, parallelism=body.parallelism,

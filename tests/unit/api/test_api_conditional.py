@@ -18,6 +18,12 @@ Body = Callable[..., dict[str, Any]]
 Seed = Callable[[int], dict[str, int]]
 
 
+@pytest.fixture(params=["sqlite", "postgres"])
+def db_kind(request: pytest.FixtureRequest) -> str:
+    """Both databases: on Postgres unchanged polls take the fast path (services/api/fastpoll.py)."""
+    return str(request.param)
+
+
 @pytest.fixture
 def job_id(client: TestClient, auth: dict[str, str], job_body: Body, seed_results: Seed) -> int:
     created = int(client.post("/v1/jobs", json=job_body(), headers=auth).json()["id"])

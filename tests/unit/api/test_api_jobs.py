@@ -6,6 +6,7 @@ from collections.abc import Callable
 from typing import Any
 
 from fastapi.testclient import TestClient
+from sqlalchemy import Engine, event
 from sqlalchemy.orm import Session, sessionmaker
 
 from kernelband.db.models import Job, Problem
@@ -85,3 +86,25 @@ def test_concurrent_job_limit_is_429_with_message(
 def test_unknown_job_is_404(client: TestClient, auth: dict[str, str]) -> None:
     resp = client.get("/v1/jobs/999", headers=auth)
     assert resp.status_code == 404 and resp.json()["error"] == "not_found"
+
+
+def test_a_job_detail_costs_three_queries_whatever_its_tracks(
+    client: TestClient, auth: dict[str, str], job_body: Body, engine: Engine,
+    seed_results: Callable[[int], dict[str, int]],
+) -> None:
+    job_id = client.post("/v1/jobs", json=job_body(), headers=auth).json()["id"]
+    seed_results(job_id)  # the h100 track with a best candidate and its measurements
+    client.get(f"/v1/jobs/{job_id}", headers=auth)  # records the token's use (one update)
+    statements: list[str] = []
+
+    def count(*args: Any) -> None:
+        statements.append(str(args[2]).split()[0])
+
+    event.listen(engine, "before_cursor_execute", count)
+    try:
+        job = client.get(f"/v1/jobs/{job_id}", headers=auth).json()
+    finally:
+        event.remove(engine, "before_cursor_execute", count)
+    assert job["tracks"][0]["best"]["method"] == "cuda_events"  # the newest measurement's
+    # token with the job's version, the job with its problem, the tracks with their best
+    assert statements == ["SELECT"] * 3, statements

@@ -52,3 +52,39 @@ def test_unloadable_problem_exits_2_with_loader_reason(app: typer.Typer, tmp_pat
 def test_missing_candidate_file_exits_2(app: typer.Typer, tmp_path: Path) -> None:
     result = CliRunner().invoke(app, ["check", str(EXAMPLE), "--candidate", str(tmp_path / "nope.py")])
     assert result.exit_code == 2
+
+
+PUBLISHED_KERNELBENCH = """import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def forward(self, x):
+        return torch.relu(x)
+
+
+batch_size = 4
+dim = 40
+
+
+def get_inputs():
+    return [torch.randn(batch_size, dim)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+def test_published_kernelbench_file_checks_model_and_says_it_needs_translation(
+        app: typer.Typer, tmp_path: Path) -> None:
+    path = tmp_path / "relu.py"
+    path.write_text(PUBLISHED_KERNELBENCH)
+    args = ["check", str(path), "--format", "kernelbench", "--seeds", "1"]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    text = " ".join(result.output.split())
+    assert "CORRECT relu (the PyTorch Model; no Triton yet)" in text
+    assert "needs translation" in text and "--model" in text
+    verdict = json.loads(CliRunner().invoke(app, [*args, "--json"]).output)
+    assert verdict["correct"] is True and verdict["needs_translation"] is True

@@ -24,3 +24,20 @@ def test_out_of_range_repair_turns_are_refused(tmp_path: Path) -> None:
     app.command("noop")(lambda: None)  # typer needs two commands to keep the name
     result = CliRunner().invoke(app, ["optimize", str(tmp_path), "--repair-turns", "9"])
     assert result.exit_code == 2 and "between 0 and 5" in " ".join(result.output.split())
+
+
+def test_published_kernelbench_file_is_refused_without_a_model(tmp_path: Path) -> None:
+    from kernelband.commands import optimize
+
+    path = tmp_path / "relu.py"
+    path.write_text("import torch\nimport torch.nn as nn\n\n\nclass Model(nn.Module):\n"
+                    "    def forward(self, x):\n        return torch.relu(x)\n\n\n"
+                    "def get_inputs():\n    return [torch.randn(4, 4)]\n\n\n"
+                    "def get_init_inputs():\n    return []\n")
+    app = typer.Typer()
+    optimize.register(app)
+    app.command("noop")(lambda: None)
+    result = CliRunner().invoke(app, ["optimize", str(path), "--format", "kernelbench"])
+    text = " ".join(result.output.split())
+    assert result.exit_code == 2 and "is refused" in text
+    assert "only an LLM generator can do" in text and "--model" in text

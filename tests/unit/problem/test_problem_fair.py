@@ -10,7 +10,7 @@ import torch
 
 from kernelband.problem import load_problem
 from kernelband.problem.fair import fair_scope, seed_everything
-from kernelband.problem.selfcheck import derived_tolerances, measure_spread
+from kernelband.problem.selfcheck import SELF_RUNS, derived_tolerances, measure_spread
 
 KERNEL = '''
 import random
@@ -69,10 +69,37 @@ def test_nondeterministic_original_is_marked_with_its_spread(workdir: Path) -> N
     source = _test(body).replace("def test_add", "_runs = []\n\n\ndef test_add")
     problem = load_problem(source, "tritonbench", "nondet", workdir=workdir, device="cpu")
     assert set(problem.self_spread) == {"case_a"}
-    assert abs((problem.self_spread["case_a"] or 0) - 1e-3) < 1e-6
+    # the largest difference from the first run over the SELF_RUNS - 1 later runs
+    assert abs((problem.self_spread["case_a"] or 0) - 1e-3 * (SELF_RUNS - 1)) < 1e-6
     assert problem.allow_nondeterminism
     assert problem.tolerance("float32")[0] >= 2e-3  # derived from the spread
     assert "Nondeterministic" in problem.description and "case_a" in problem.description
+
+
+def test_an_original_that_drifts_only_in_a_later_run_and_in_item_values_is_marked(
+    workdir: Path,
+) -> None:
+    body = ("    x = torch.randn(16, device='cuda')\n"
+            "    _runs.append(1)\n"
+            "    drift = 0.5 if len(_runs) == SELF_RUNS else 0.0\n"
+            "    return {'norm': add(x, x).norm().item() + drift, 'same': add(x, x)}")
+    source = _test(body).replace("def test_add", f"SELF_RUNS = {SELF_RUNS}\n_runs = []\n\n\ndef test_add")
+    problem = load_problem(source, "tritonbench", "late", workdir=workdir, device="cpu")
+    assert set(problem.self_spread) == {"norm"}
+    assert abs((problem.self_spread["norm"] or 0) - 0.5) < 1e-9
+    assert problem.tolerance("float64")[0] >= 1.0  # Python floats are compared as float64
+
+
+def test_every_dtype_of_a_case_gets_a_tolerance_from_its_own_spread(workdir: Path) -> None:
+    body = ("    x = torch.randn(64, device='cuda')\n"
+            "    _runs.append(1)\n"
+            "    q = (add(x, x) * 10).to(torch.int8) + len(_runs)\n"
+            "    scale = add(x, x).abs().max().reshape(1) * (1 + 1e-3 * len(_runs))\n"
+            "    return {'quantized': [q, scale]}")
+    source = _test(body).replace("def test_add", "_runs = []\n\n\ndef test_add")
+    problem = load_problem(source, "tritonbench", "mixed", workdir=workdir, device="cpu")
+    assert problem.tolerance("int8")[0] >= 2 * (SELF_RUNS - 1)
+    assert problem.tolerance("float32")[0] > 1e-4  # the scale's own spread, not int8's
 
 
 def test_declared_tolerances_override_the_derived_ones() -> None:

@@ -284,7 +284,8 @@ def test_kernelbench_without_batch_size_has_no_held_out(workdir: Path) -> None:
 @pytest.mark.parametrize(
     ("source", "message"),
     [
-        (KB_HEAD, "starting `class ModelNew`"),
+        # a ModelNew without markers (a file as published has neither: it is translated)
+        (KB_HEAD + "\nclass ModelNew(Model):\n    pass\n", "starting `class ModelNew`"),
         (
             KB_HEAD + KB_REGION.replace("class ModelNew", "class Other"),
             "must define `class ModelNew`",
@@ -303,12 +304,10 @@ def test_kernelbench_load_errors(workdir: Path, source: str, message: str) -> No
     assert message in load_error(source, workdir, "kernelbench").reason
 
 
-def test_published_kernelbench_file_is_refused_saying_translation_needs_an_llm(
-    workdir: Path,
-) -> None:
+def test_published_kernelbench_file_loads_to_be_translated(workdir: Path) -> None:
     source = ("import torch\nimport torch.nn as nn\n\n\nclass Model(nn.Module):\n"
               "    def forward(self, x):\n        return torch.relu(x)\n\n\n"
               "def get_inputs():\n    return [torch.randn(8)]\n\n\n"
               "def get_init_inputs():\n    return []\n")
-    with pytest.raises(ProblemLoadError, match="needs an LLM generator"):
-        load_problem(source, "kernelbench", "relu", workdir=workdir, device="cpu")
+    problem = load_problem(source, "kernelbench", "relu", workdir=workdir, device="cpu")
+    assert problem.needs_translation and "class ModelNew(Model)" in problem.editable

@@ -126,3 +126,14 @@ def test_fresh_inputs_are_built_outside_the_timed_region() -> None:
 
     stats = measure(device, prepare, TimingConfig(warmup=1, min_reps=5, max_reps=5))
     assert len(built) == 6 and stats.median_ms == 1.0
+
+
+def test_kernelbench_timing_is_warm_up_plus_100_synchronized_trials() -> None:
+    from kernelband.profile.timing import KERNELBENCH_TIMING
+
+    device = FakeDevice()
+    times = iter([9.0] * 4 + [1.0] * 99 + [101.0])  # warm-up runs, then the 100 trials
+    stats = measure(device, device.kernel("k", lambda: next(times)), KERNELBENCH_TIMING)
+    assert stats.reps == 100 and device.flushes == 104  # L2 flushed before every run
+    assert device.syncs >= 2 * 104  # before and after every run (KernelBench's trial loop)
+    assert stats.mean_ms == pytest.approx(2.0) and stats.median_ms == pytest.approx(1.0)

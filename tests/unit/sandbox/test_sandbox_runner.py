@@ -118,3 +118,10 @@ def test_exception_in_target_comes_back_with_type_and_message() -> None:
     assert not result.ok
     assert result.reason == "exception:AttributeError"
     assert "does_not_exist" in result.message
+
+
+def test_a_child_may_stop_a_tool_it_started_but_no_other_process() -> None:
+    own = run("stop_compiler", {})
+    assert own.ok and own.value["killed"] is True, own
+    other = run("stop_compiler", {"parent": True})
+    assert other.value == {"killed": False, "error": "SandboxViolation"}, other

@@ -65,3 +65,18 @@ def test_geometric_mean() -> None:
     assert geometric_mean([]) is None
     assert geometric_mean([2.0, 8.0]) == pytest.approx(4.0)
     assert math.isclose(geometric_mean([1.0]) or 0, 1.0)
+
+
+def test_fast_p_follows_kernelbench() -> None:
+    # KernelBench's fast_p: correct AND speedup > p, over every problem (failures included)
+    rows = [_row("a", True, 2.5), _row("b", True, 1.2), _row("c", True, 0.6),
+            _row("d", True, 1.5), _row("e", False, None, status="failed")]
+    metric = metric_for("cpu", "kernelband", rows)
+    assert metric.fast_p == {"0": 80.0, "1": 60.0, "1.5": 20.0, "2": 20.0}
+    assert metric.fast_p["0"] == metric.correct_pct and metric.fast_p["1"] == metric.fast1_pct
+
+
+def test_an_untranslated_kernelbench_track_is_not_correct() -> None:
+    from kernelband.suite.metrics import CORRECT_HELD_OUT
+
+    assert "untranslated" not in CORRECT_HELD_OUT

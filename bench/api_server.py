@@ -1,0 +1,199 @@
+"""The API load benchmark's server side: a seeded database, uvicorn, and CPU accounting.
+
+The server under test is uvicorn serving `services.api.app:create_app` on a fresh, migrated
+Postgres database seeded with a job whose events and candidates come from real engine steps
+fed SIMULATED task results. CPU is read from /proc: the uvicorn process tree (supervisor and
+workers), the Postgres backends serving the benchmark's database, and the whole machine.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import IO, Any
+
+import httpx
+from sqlalchemy import func, select, text
+from sqlalchemy.engine import make_url
+
+from bench.common import ADMIN_URL, ROOT
+from bench.scheduler_throughput import make_context, seed_jobs
+from kernelband.db import repository
+from kernelband.db.models import Event, Team, Worker
+from kernelband.db.session import make_engine, make_session_factory, session_scope
+from kernelband.scheduling.pipeline import step
+from services.api.teams import create_token
+
+SIMULATED_WORKERS = 50  # fleet rows the dashboard mix's fleet view lists
+
+
+def seed_api_job(url: str, steps: int = 30) -> tuple[int, str, int]:
+    """A running job with events and candidates; returns (job id, API token, last event seq)."""
+    engine = make_engine(url)
+    factory = make_session_factory(engine)
+    ctx = make_context(factory)
+    job_id = seed_jobs(ctx, jobs=1, frontier=20)[0]
+    for _ in range(steps):
+        step(ctx)
+    with session_scope(factory) as session:
+        job = repository.get_job(session, job_id)
+        team = session.get_one(Team, job.team_id)
+        token = create_token(session, team.name, "bench")  # the API's token format
+        last = int(session.scalar(select(func.max(Event.seq)).where(Event.job_id == job_id)) or 0)
+    engine.dispose()
+    return job_id, token, last
+
+
+def seed_workers(url: str, count: int = SIMULATED_WORKERS) -> None:
+    """Worker rows as heartbeats leave them (SIMULATED: no worker runs)."""
+    engine = make_engine(url)
+    with session_scope(make_session_factory(engine)) as session:
+        session.add_all([Worker(name=f"sim-gpu-{i}", queue="gpu.h100", target="h100",
+                                gpu_name="SIMULATED H100") for i in range(count)])
+    engine.dispose()
+
+
+def free_port() -> int:
+    """An unused local TCP port."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def start_server(url: str, port: int, log: IO[bytes], workers: int = 1) -> subprocess.Popen[bytes]:
+    """uvicorn serving the API on `url`'s database (output to `log`); waits for /healthz."""
+    env = {**os.environ, "KERNELBAND_DATABASE_URL": url, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    cmd = [sys.executable, "-m", "uvicorn", "services.api.app:create_app", "--factory",
+           "--host", "127.0.0.1", "--port", str(port), "--log-level", "warning",
+           "--no-access-log", "--workers", str(workers)]
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"uvicorn exited with {proc.returncode}; run `{' '.join(cmd)}` "
+                               "by hand to see why")
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200:
+                return proc
+        except httpx.HTTPError:
+            time.sleep(0.2)
+    proc.terminate()
+    raise RuntimeError("uvicorn did not answer /healthz within 60 s; is the port free?")
+
+
+def stop_server(proc: subprocess.Popen[bytes]) -> None:
+    """SIGTERM, then SIGKILL if a saturated server is still draining after 10 s."""
+    proc.terminate()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout=10)
+
+
+def process_cpu_s(pid: int) -> float:
+    """User+system CPU seconds of a process so far (Linux /proc; nan when it is gone)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return float("nan")
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def process_tree(pid: int) -> list[int]:
+    """`pid` and its descendants (uvicorn's supervisor and its worker processes)."""
+    found, todo = [], [pid]
+    while todo:
+        current = todo.pop()
+        found.append(current)
+        try:
+            todo += [int(c) for c in
+                     Path(f"/proc/{current}/task/{current}/children").read_text().split()]
+        except OSError:
+            continue
+    return found
+
+
+def tree_cpu_s(pid: int) -> float:
+    """CPU seconds of a process tree so far."""
+    return sum(cpu for p in process_tree(pid) if (cpu := process_cpu_s(p)) == cpu)
+
+
+def backend_pids(url: str) -> list[int]:
+    """The Postgres backend processes connected to `url`'s database."""
+    engine = make_engine(ADMIN_URL)
+    try:
+        with engine.connect() as conn:
+            return [int(p) for p in conn.scalars(text(
+                "SELECT pid FROM pg_stat_activity WHERE datname = :d"),
+                {"d": make_url(url).database})]
+    finally:
+        engine.dispose()
+
+
+def machine_busy() -> tuple[float, float]:
+    """(busy, total) CPU jiffies of the whole machine so far, from /proc/stat."""
+    try:
+        values = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    except OSError:
+        return 0.0, 0.0
+    idle = values[3] + (values[4] if len(values) > 4 else 0)
+    return float(sum(values) - idle), float(sum(values))
+
+
+class CpuMeter:
+    """CPU spent between `start` and `stop` by the server tree, the database's backends,
+    this process (the load generator) and the whole machine (other work included)."""
+
+    def __init__(self, server_pid: int, url: str) -> None:
+        self.server_pid, self.url = server_pid, url
+        self._start: dict[str, Any] = {}
+
+    def _read(self) -> dict[str, Any]:
+        backends = {p: cpu for p in backend_pids(self.url) if (cpu := process_cpu_s(p)) == cpu}
+        return {"server": tree_cpu_s(self.server_pid), "backends": backends,
+                "client": time.process_time(), "machine": machine_busy(),
+                "wall": time.perf_counter()}
+
+    def start(self) -> None:
+        """Take the starting readings."""
+        self._start = self._read()
+
+    def stop(self) -> dict[str, float]:
+        """Seconds of CPU per consumer since `start`, and the machine's busy fraction."""
+        end, begin = self._read(), self._start
+        postgres = sum(cpu - begin["backends"].get(pid, 0.0)
+                       for pid, cpu in end["backends"].items())
+        busy = end["machine"][0] - begin["machine"][0]
+        total = end["machine"][1] - begin["machine"][1]
+        return {"server_cpu_s": end["server"] - begin["server"], "postgres_cpu_s": postgres,
+                "client_cpu_s": end["client"] - begin["client"],
+                "machine_busy_pct": 100.0 * busy / total if total else float("nan"),
+                "wall_s": end["wall"] - begin["wall"]}
+
+
+def idle_in_transaction(url: str) -> int:
+    """How many of the database's connections sit idle inside a transaction."""
+    engine = make_engine(ADMIN_URL)
+    try:
+        with engine.connect() as conn:
+            return int(conn.scalar(text(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = :d "
+                "AND state = 'idle in transaction'"), {"d": make_url(url).database}) or 0)
+    finally:
+        engine.dispose()
+
+
+def server_errors(log: IO[bytes]) -> dict[str, Any]:
+    """How many tracebacks the server logged, and the first one's final line."""
+    log.seek(0)
+    lines = log.read().decode(errors="replace").splitlines()
+    finals = [m.group(1) for line in lines
+              if (m := re.match(r"^[\s|+]*([A-Za-z_.]+(?:Error|Exception): .*)", line))]
+    return {"server_tracebacks": sum(line.startswith("Traceback") for line in lines),
+            "first_server_error": finals[0] if finals else ""}

@@ -1,0 +1,212 @@
+"""The 304 fast path: a conditional poll answered before routing, from one small read.
+
+Most dashboard polls (`GET /v1/jobs/{id}`, `GET /v1/jobs/{id}/events`, `GET /v1/fleet` with
+`If-None-Match`) find nothing new. The ordinary endpoints answer those with 304 too, but only
+after routing, dependency injection, a worker-thread hop and an ORM session, which cost a
+few milliseconds of CPU per poll. This middleware answers them on the event loop instead:
+
+- one prepared query (services/api/pgasync.py) reads the token row by its sha256 (the unique
+  index) together with the job's `team_id` and `version`, or the workers' fingerprint;
+- it answers 304 only when the token is valid and unrevoked, its `last_used_at` is recent
+  (else the endpoint records the use), the job belongs to the token's team, and the ETag
+  the endpoint would send now (built by the same functions) is among those the client sent.
+
+Everything else (no ETag, a changed job, another team's job, a bad or revoked token, odd
+query parameters, SQLite, a busy or failing fast-path connection) goes to the endpoint
+unchanged, so the fast path can only ever say "not modified" when the endpoint would say it
+too: the version is read when the request arrives, after every commit that preceded it.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import parse_qsl
+
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from kernelband.auth_tokens import hash_token, token_prefix
+from services.api.auth import needs_touch
+from services.api.conditional import CACHE_CONTROL, etag, fleet_tag, matches
+from services.api.deps import EVENTS_LIMIT_DEFAULT, EVENTS_LIMIT_MAX, MAX_ID
+from services.api.fleet import broker_depths_async, pending_depths
+from services.api.pgasync import AsyncPgPool
+
+log = logging.getLogger(__name__)
+
+_JOB_PATH = re.compile(r"/v1/jobs/([0-9]{1,10})(/events)?")
+_DIGITS = re.compile(r"[0-9]{1,10}")
+_TOKEN = "SELECT t.team_id, t.revoked_at, t.last_used_at"
+STATEMENTS = {
+    "kb_poll_job": ("text, integer", f"{_TOKEN}, j.team_id, j.version FROM api_tokens t "
+                    "LEFT JOIN jobs j ON j.id = $2 WHERE t.token_hash = $1"),
+    "kb_poll_fleet": ("text", f"{_TOKEN}, w.n, w.newest_id, w.newest_beat FROM api_tokens t "
+                      "CROSS JOIN (SELECT count(id) AS n, max(id) AS newest_id, "
+                      "max(last_heartbeat) AS newest_beat FROM workers) w "
+                      "WHERE t.token_hash = $1"),
+    "kb_poll_pending": ("text, text", "SELECT queue, count(*) FROM attempts "
+                        "WHERE state IN ($1, $2) GROUP BY queue"),
+}
+ROUTES = {"job": "/v1/jobs/{job_id}", "events": "/v1/jobs/{job_id}/events",
+          "fleet": "/v1/fleet"}
+
+
+@dataclass(frozen=True)
+class Poll:
+    """A conditional GET the fast path may answer: what it asks for and what it sent."""
+
+    kind: str  # job | events | fleet
+    token: str
+    if_none_match: str
+    job_id: int = 0
+    after: int = 0
+    limit: int = EVENTS_LIMIT_DEFAULT
+
+
+def parse_poll(scope: Scope) -> Poll | None:
+    """The poll a request makes, or None when the fast path must leave it to the endpoint."""
+    if scope["type"] != "http" or scope["method"] != "GET":
+        return None
+    path = scope["path"]
+    if path == "/v1/fleet":
+        kind, job_id = "fleet", 0
+    else:
+        match = _JOB_PATH.fullmatch(path)
+        if match is None:
+            return None
+        kind, job_id = ("events" if match.group(2) else "job"), int(match.group(1))
+        if not 1 <= job_id <= MAX_ID:
+            return None
+    authorization = if_none_match = None
+    for name, value in scope["headers"]:  # the first of each, as the endpoint reads them
+        if name == b"authorization" and authorization is None:
+            authorization = value.decode("latin-1")
+        elif name == b"if-none-match" and if_none_match is None:
+            if_none_match = value.decode("latin-1")
+    if not authorization or not if_none_match:
+        return None
+    scheme, _, token = authorization.partition(" ")
+    if scheme.lower() != "bearer" or token_prefix(token) is None:
+        return None
+    if kind != "events":
+        return None if scope.get("query_string") else Poll(kind, token, if_none_match, job_id)
+    query = _events_query(scope.get("query_string", b""))
+    return None if query is None else Poll(kind, token, if_none_match, job_id, *query)
+
+
+def _events_query(raw: bytes) -> tuple[int, int] | None:
+    """`after` and `limit` of an events poll when both are plain in-range numbers."""
+    values = {"after": 0, "limit": EVENTS_LIMIT_DEFAULT}
+    seen: set[str] = set()
+    for key, value in parse_qsl(raw.decode("latin-1"), keep_blank_values=True):
+        if key not in values or key in seen or not _DIGITS.fullmatch(value):
+            return None
+        seen.add(key)
+        values[key] = int(value)
+    if values["after"] > MAX_ID or not 1 <= values["limit"] <= EVENTS_LIMIT_MAX:
+        return None
+    return values["after"], values["limit"]
+
+
+class FastPollMiddleware:
+    """Answers unchanged conditional polls with 304 on the loop; passes everything else on."""
+
+    def __init__(self, app: ASGIApp, fast: FastPoll) -> None:
+        self.app = app
+        self.fast = fast
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        poll = parse_poll(scope) if self.fast.enabled is not False else None
+        if poll is not None:
+            try:
+                tag = await self.fast.current_tag(poll)
+            except Exception as exc:  # the endpoint answers instead; it reports real failures
+                log.debug("fast poll fell back to the endpoint: %r", exc)
+                tag = None
+            if tag is not None:
+                self.fast.answered += 1
+                scope["route"] = self.fast.routes.get(poll.kind)  # metrics label: the route
+                await send({"type": "http.response.start", "status": 304,
+                            "headers": [(b"etag", tag.encode()),
+                                        (b"cache-control", CACHE_CONTROL.encode())]})
+                await send({"type": "http.response.body", "body": b""})
+                return
+        await self.app(scope, receive, send)
+
+
+class FastPoll:
+    """The fast path's reads. `owner` is the FastAPI app: its state holds the session factory
+    (read at the first poll, to reach the same Postgres database), the broker URL and any
+    in-process workers (the embedded fleet view, which always goes to the endpoint)."""
+
+    def __init__(self, owner: Any) -> None:
+        self.owner = owner
+        self._pool: AsyncPgPool | None = None
+        self.enabled: bool | None = None  # None: not decided until the first poll
+        self.routes: dict[str, Any] = {}
+        self.answered = 0  # polls this process answered 304 here
+
+    def _start(self) -> AsyncPgPool | None:
+        """The pool on the app's Postgres database; None (fast path off) on SQLite."""
+        if self.enabled is None:
+            factory = self.owner.state.session_factory
+            engine = getattr(factory, "kw", {}).get("bind") if factory is not None else None
+            if engine is None:
+                return None  # not started yet: decide at a later poll
+            self.enabled = engine.dialect.name == "postgresql"
+            if self.enabled:
+                args, kwargs = engine.dialect.create_connect_args(engine.url)
+                self._pool = AsyncPgPool(args, kwargs, STATEMENTS)
+            self.routes = {kind: route for route in self.owner.routes
+                            for kind, path in ROUTES.items() if getattr(route, "path", "") == path}
+        return self._pool
+
+    async def current_tag(self, poll: Poll) -> str | None:
+        """The ETag the endpoint would send now, when it is one the client sent; else None."""
+        pool = self._start()
+        if pool is None or (poll.kind == "fleet" and self.owner.state.local_workers):
+            return None
+        broker = str(self.owner.state.broker_url or "") if poll.kind == "fleet" else ""
+        from_broker = broker.startswith(("redis://", "rediss://"))
+        if broker.startswith("rediss://"):
+            return None  # TLS: the endpoint reads the depths (services/api/redisllen.py has none)
+        pending: dict[str, int] = {}
+        async with pool.acquire() as conn:  # released before any Redis round trip
+            if conn is None:
+                return None
+            if poll.kind != "fleet":
+                rows = await pool.fetch(conn, "kb_poll_job", (hash_token(poll.token), poll.job_id))
+            else:
+                rows = await pool.fetch(conn, "kb_poll_fleet", (hash_token(poll.token),))
+                if rows and not from_broker:
+                    pending = dict(await pool.fetch(conn, "kb_poll_pending",
+                                                    ("pending", "dispatched")))
+        if not rows:
+            return None  # unknown token: the endpoint answers 401
+        team_id, revoked_at, last_used_at, *found = rows[0]
+        if revoked_at is not None or needs_touch(last_used_at):
+            return None
+        if poll.kind == "fleet":
+            if from_broker:
+                depths = [(q, n, "broker") for q, n in (await broker_depths_async(broker)).items()]
+            else:
+                depths = [(d.queue, d.depth, d.source) for d in pending_depths(pending)]
+            count, newest_id, newest_beat = found
+            tag = fleet_tag((count or 0, newest_id or 0, newest_beat), depths)
+        else:
+            job_team, version = found
+            if job_team != team_id:
+                return None  # another team's job (or none): the endpoint answers 404
+            tag = (etag("job", poll.job_id, version) if poll.kind == "job"
+                   else etag("events", poll.job_id, version, poll.after, poll.limit))
+        return tag if matches(poll.if_none_match, tag) else None
+
+    def close(self) -> None:
+        """Close the fast path's idle connections."""
+        if self._pool is not None:
+            self._pool.close()
+
+
+__all__ = ["FastPoll", "FastPollMiddleware", "Poll", "STATEMENTS", "parse_poll"]

@@ -1,0 +1,94 @@
+"""An original that disagrees with itself only during the checks (after the load-time
+self-check found nothing) is not held against a candidate; a wrong candidate still fails.
+
+On a GPU this is a kernel reading memory it never wrote: the load's runs find the same
+leftovers, a check's runs do not. Here the original starts to drift once a marker file exists,
+which the test creates after loading the problem.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from kernelband.evaluate import evaluate_candidate
+from kernelband.problem import KernelProblem
+from kernelband.sandbox import SandboxLimits, load_problem_sandboxed, shutdown_pool
+
+LIMITS = SandboxLimits(wall_s=60.0, cpu_s=120, interpret=True)
+REGION = '''import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def add_kernel(x, y, out, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    tl.store(out + offs, tl.load(x + offs, mask=m) + tl.load(y + offs, mask=m), mask=m)
+
+
+def add(x, y):
+    out = torch.empty_like(x)
+    add_kernel[(triton.cdiv(x.numel(), 256),)](x, y, out, x.numel(), BLOCK=256)
+    return drift(out)
+'''
+HARNESS = '''
+########################################
+import os
+
+MARKER = "@MARKER@"
+
+
+_calls = [0]
+
+
+def drift(out):
+    if os.path.exists(MARKER):  # every other run moves, like a read of stale memory would
+        out[0] += 1e-3 * (_calls[0] % 2)
+    return out
+
+def test_add():
+    _calls[0] += 1
+    x = torch.randn(1024, device="cuda")
+    return {"a": add(x, x), "b": add(x, x * 2)}
+'''
+
+
+@pytest.fixture(scope="module")
+def marker(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("rerun") / "vary"
+
+
+@pytest.fixture(scope="module")
+def problem(marker: Path) -> Iterator[KernelProblem]:
+    source = REGION + HARNESS.replace("@MARKER@", str(marker))
+    loaded = load_problem_sandboxed(source, "tritonbench", "rerun", LIMITS)
+    marker.write_text("drift from now on")
+    yield loaded
+    shutdown_pool()
+
+
+def test_the_load_time_self_check_saw_no_spread(problem: KernelProblem) -> None:
+    assert problem.self_spread == {} and not problem.allow_nondeterminism
+
+
+def test_the_original_is_accepted_and_the_verdict_says_it_is_nondeterministic(
+    problem: KernelProblem, marker: Path
+) -> None:
+    verdict = evaluate_candidate(problem, None, seeds=1, limits=LIMITS, device="cpu")
+    assert verdict.correct, verdict.message
+    assert "nondeterminism_allowed" in verdict.flags
+    assert "disagreed with itself" in verdict.message
+
+
+def test_a_candidate_off_by_far_more_than_the_originals_drift_is_still_wrong(
+    problem: KernelProblem, marker: Path
+) -> None:
+    region = problem.editable.replace("tl.load(y + offs, mask=m), mask=m)",
+                                      "tl.load(y + offs, mask=m) + 0.5, mask=m)")
+    assert region != problem.editable
+    verdict = evaluate_candidate(problem, region, seeds=1, limits=LIMITS, device="cpu")
+    assert not verdict.correct and verdict.reason == "wrong_result", verdict.message
