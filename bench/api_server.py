@@ -26,7 +26,7 @@ from bench.scheduler_throughput import make_context, seed_jobs
 from kernelband.db import repository
 from kernelband.db.models import Event, Team, Worker
 from kernelband.db.session import make_engine, make_session_factory, session_scope
-from kernelband.engine import step
+from kernelband.scheduling.pipeline import step
 from services.api.teams import create_token
 
 SIMULATED_WORKERS = 50  # fleet rows the dashboard mix's fleet view lists

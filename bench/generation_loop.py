@@ -26,15 +26,16 @@ from typing import Any
 from sqlalchemy import func, select
 
 from bench.common import RESULTS_DIR, fmt, machine_line, markdown_table, write_section
-from kernelband import tasks
 from kernelband.config import Settings, get_settings
 from kernelband.db import open_database, repository, session_scope
 from kernelband.db.models import Attempt, Candidate, Job
-from kernelband.dispatch import InlineDispatcher
-from kernelband.engine import EngineContext, job_is_finished, step
 from kernelband.problem.model import KernelProblem
 from kernelband.sandbox import load_problem_sandboxed
-from kernelband.stages import stage_times
+from kernelband.scheduling import tasks
+from kernelband.scheduling.dispatch import InlineDispatcher
+from kernelband.scheduling.lifecycle import job_is_finished
+from kernelband.scheduling.pipeline import EngineContext, step
+from kernelband.scheduling.stages import stage_times
 
 SIMULATED = "SIMULATED model (scripted weak-model replies); evaluation real (cpu interpreter)"
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "vector_add.py"

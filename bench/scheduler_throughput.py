@@ -44,18 +44,17 @@ from kernelband.config import Settings
 from kernelband.db import repository
 from kernelband.db.models import Candidate, Track
 from kernelband.db.session import make_engine, make_session_factory, session_scope
-from kernelband.dispatch import InlineDispatcher
-from kernelband.engine import (
+from kernelband.scheduling.dispatch import InlineDispatcher
+from kernelband.scheduling.lifecycle import finish_tracks_and_jobs, start_queued_jobs
+from kernelband.scheduling.pipeline import (
     EngineContext,
     dispatch_pending,
     fenced,
-    finish_tracks_and_jobs,
     ingest_batch,
     ingest_safely,
     select_and_dispatch,
-    start_queued_jobs,
 )
-from kernelband.engine_support import load_state, save_state
+from kernelband.scheduling.state import load_state, save_state
 
 SIMULATED = "SIMULATED task results: workers answer instantly; no LLM, compiler or GPU ran"
 BIG_BUDGET = 1000  # the API maximum; more than any benchmark run dispatches
@@ -166,7 +165,7 @@ class Timings:
 
 
 def timed_step(ctx: EngineContext, t: Timings) -> None:
-    """One scheduler pass, as `engine.step` does it, timing each cycle."""
+    """One scheduler pass, as `scheduling.pipeline.step` does it, timing each cycle."""
     items = ctx.dispatcher.drain()
     if items:
         start = time.perf_counter()
@@ -314,7 +313,7 @@ def section(data: dict[str, Any]) -> str:
                  "transaction, so a batch costs the same statements whatever its size. A pass "
                  "reads 4 times to select and 6 times to claim attempts and build their "
                  "payloads, whatever the number of pulls; each track's row is updated once per "
-                 "transaction. tests/unit/engine/test_engine_throughput.py counts them.")
+                 "transaction. tests/unit/scheduling/test_pipeline_throughput.py counts them.")
     shares = data.get("hotspots") or {}
     where = "; ".join(f"{100 * share:.0f}% {HOTSPOTS[name]} (`{name}`)"
                       for name, share in sorted(shares.items(), key=lambda kv: -kv[1]))

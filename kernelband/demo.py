@@ -26,8 +26,8 @@ def optimize_example() -> int:
 
     from kernelband.commands.optimize import outcome_table
     from kernelband.config import Settings, get_settings
-    from kernelband.engine_embedded import JobOptions, run_local_job, write_best
     from kernelband.sandbox import load_problem_sandboxed, shutdown_pool
+    from kernelband.scheduling.embedded import JobOptions, run_local_job, write_best
 
     console = Console()
     path = examples_dir() / f"{DEMO_EXAMPLE}.py"

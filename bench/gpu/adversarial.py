@@ -148,8 +148,8 @@ def _naive(problem: Any, editable: str, limits: Any) -> dict[str, Any]:
 
 
 def _verified(problem: Any, editable: str, target: str) -> dict[str, Any]:
-    """The service's measurement path (`kernelband.tasks`), implausibility gate included."""
-    from kernelband.tasks import _measure
+    """The service's measurement path (`kernelband.scheduling.tasks`), implausibility gate included."""
+    from kernelband.scheduling.tasks import _measure
 
     start = time.perf_counter()
     timings: dict[str, float] = {}

@@ -39,7 +39,7 @@ class WorkerSpec:
 
 
 def measure_queue(target: str) -> str:
-    """The queue whose worker measures for `target` (kernelband.dispatch routes cpu to cpu)."""
+    """The queue whose worker measures for `target` (kernelband.scheduling.dispatch routes cpu to cpu)."""
     return "cpu" if target == "cpu" else f"gpu.{target}"
 
 

@@ -14,8 +14,8 @@ def run_job(example: Path, policy: str, target: str, budget: int, data_dir: Path
             wall_s: float | None, seed: int = 0) -> dict[str, Any]:
     """One embedded job, exactly what `kernelband optimize FILE --target T --policy P` runs."""
     from kernelband.config import Settings
-    from kernelband.engine_embedded import JobOptions, run_local_job
     from kernelband.sandbox import load_problem_sandboxed
+    from kernelband.scheduling.embedded import JobOptions, run_local_job
 
     problem = load_problem_sandboxed(example.read_text(), "native", example.stem)
     settings = Settings(data_dir=data_dir)

@@ -150,7 +150,7 @@ def render_scaled(jobs: list[dict[str, Any]], env: dict[str, Any], replay: dict[
     stages = stage_rows(every)
     if stages:
         lines += ["### Where the iteration time goes (scaled cases)", "",
-                  "Worker wall seconds per attempt of each step (`kernelband.stages`): median, "
+                  "Worker wall seconds per attempt of each step (`kernelband.scheduling.stages`): median, "
                   "p90 and total over the job, the median queue wait, and the median of each "
                   "part the worker reported (check = sandboxed correctness run, static = static "
                   "profile, measure = sandboxed timing and features).", "",

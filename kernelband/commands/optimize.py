@@ -14,14 +14,14 @@ from rich.table import Table
 
 from kernelband.config import get_settings
 from kernelband.default_policy import DEFAULT_POLICY
-from kernelband.engine import StepReport
-from kernelband.engine_embedded import (
+from kernelband.scheduling.embedded import (
     JobOptions,
     JobOutcome,
     parse_targets,
     run_local_job,
     write_best,
 )
+from kernelband.scheduling.pipeline import StepReport
 
 # litellm must not fetch its price map over the network at import time.
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")

@@ -71,7 +71,7 @@ def suite(
 def _settings(policy: list[str] | None, target: list[str] | None, budget: int, model: str,
               parallel: int, seed: int) -> SuiteSettings:
     from kernelband.bandit import DEFAULT_POLICY, POLICIES
-    from kernelband.engine_embedded import parse_targets
+    from kernelband.scheduling.embedded import parse_targets
 
     policies = tuple(dict.fromkeys(policy or [DEFAULT_POLICY]))
     unknown = [p for p in policies if p not in POLICIES]

@@ -1,4 +1,5 @@
-"""Repository functions the API and the CLI use (the scheduler writes through kernelband.engine)."""
+"""Repository functions the API and the CLI use (the scheduler writes through
+kernelband.scheduling)."""
 
 from __future__ import annotations
 

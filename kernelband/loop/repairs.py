@@ -12,10 +12,12 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from kernelband.db.models import Attempt, Candidate, Job, Problem, Track, Transcript, utcnow
-from kernelband.engine_support import append_event, budget_reason, new_attempt
 from kernelband.generate.repair import failure_feedback, is_repairable
 from kernelband.loop.transcripts import turn_transcript
 from kernelband.problem.model import KernelProblem
+from kernelband.scheduling.attempts import new_attempt
+from kernelband.scheduling.budgets import budget_reason
+from kernelband.scheduling.events import append_event
 
 
 def _problem(session: Session, job: Job) -> KernelProblem | None:

@@ -9,6 +9,8 @@ switched off neither adds nor retrieves entries.
 
 from __future__ import annotations
 
+from typing import Any
+
 from sqlalchemy import or_, select
 from sqlalchemy.orm import Session
 
@@ -17,11 +19,45 @@ from kernelband.generate.example_bank import Example
 from kernelband.generate.skills import example_dict, rank_examples
 
 TEAM_BANK_LIMIT = 200  # newest entries of the strategy that take part in a retrieval
+_PARENT_TIMES = "kb_parent_times"  # session.info: (transaction, {(parent id, target): ms})
+
+
+def prefetch_for_skills(session: Session, measured: list[tuple[Job, Track, Candidate]]) -> list[Any]:
+    """Everything `record_skill` reads for a batch of measured children, in one query per table.
+
+    Parents' times go to the session (for this transaction); the returned rows must be kept
+    while the batch is applied: the identity map holds rows weakly, and `session.get_one`
+    finds them there without a query (and so without flushing the batch one result at a time).
+    """
+    if not measured:
+        return []
+    pairs = {(c.parent_id, t.target) for _, t, c in measured if c.parent_id is not None}
+    times: dict[tuple[int, str], float | None] = dict.fromkeys(pairs)
+    if pairs:
+        query = (select(Measurement.candidate_id, Measurement.target, Measurement.time_ms)
+                 .where(Measurement.candidate_id.in_({p for p, _ in pairs}))
+                 .order_by(Measurement.id))  # the newest last: it overwrites older ones
+        for candidate_id, target, time_ms in session.execute(query):
+            if (candidate_id, target) in times:
+                times[(candidate_id, target)] = time_ms
+    session.info[_PARENT_TIMES] = (session.get_transaction(), times)
+    held: list[Any] = []
+    for model, ids in ((Team, {j.team_id for j, _, _ in measured}),
+                       (Problem, {j.problem_id for j, _, _ in measured}),
+                       (Candidate, {p for p, _ in pairs})):
+        if ids:
+            held += session.scalars(select(model).where(model.id.in_(ids))).all()
+    return held
 
 
 def _parent_time(session: Session, child: Candidate, target: str) -> float | None:
     if child.parent_id is None:
         return None
+    held = session.info.get(_PARENT_TIMES)
+    if held is not None and held[0] is session.get_transaction():
+        prefetched = held[1]
+        if (child.parent_id, target) in prefetched:
+            return prefetched[(child.parent_id, target)]
     query = (select(Measurement.time_ms).where(Measurement.candidate_id == child.parent_id,
                                                Measurement.target == target)
              .order_by(Measurement.id.desc()).limit(1))

@@ -18,9 +18,9 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from kernelband.db.models import Candidate, Job, Problem, Track
-from kernelband.engine_support import new_attempt
 from kernelband.loop.memory import MAX_RECENT, outcome_text
 from kernelband.problem.translate import TRANSLATE_STEP
+from kernelband.scheduling.attempts import new_attempt
 
 UNTRANSLATED = "untranslated"
 

@@ -11,9 +11,9 @@ from kernelband.config import Settings
 from kernelband.db import repository
 from kernelband.db.models import FINISHED_JOB_STATUSES, Job
 from kernelband.db.session import open_database, session_scope
-from kernelband.dispatch import EmbeddedDispatcher, TaskFunction
-from kernelband.engine import EngineContext, step
 from kernelband.problem.model import KernelProblem
+from kernelband.scheduling.dispatch import EmbeddedDispatcher, TaskFunction
+from kernelband.scheduling.pipeline import EngineContext, step
 from kernelband.suite.model import LoadFailure, SuiteReport, SuiteSettings
 from kernelband.suite.store import create_suite, suite_report
 

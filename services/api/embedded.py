@@ -13,15 +13,15 @@ from kernelband.auth_tokens import hash_token, token_prefix
 from kernelband.config import Settings
 from kernelband.db import repository, session_scope
 from kernelband.db.models import ApiToken
-from kernelband.dispatch import EmbeddedDispatcher
-from kernelband.engine import EngineContext, step
+from kernelband.scheduling.dispatch import EmbeddedDispatcher
+from kernelband.scheduling.pipeline import EngineContext, step
 from services.api.schemas import WorkerOut
 
 log = logging.getLogger(__name__)
 
 
 class EmbeddedScheduler:
-    """Runs `kernelband.engine.step` in a background thread with a thread-pool dispatcher."""
+    """Runs `kernelband.scheduling.pipeline.step` in a background thread with a thread-pool dispatcher."""
 
     def __init__(self, factory: sessionmaker[Session], settings: Settings, workers: int = 2) -> None:
         self.dispatcher = EmbeddedDispatcher(max_workers=workers)

@@ -8,7 +8,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from kernelband.dispatch import QUEUE_CPU, QUEUE_LLM, QUEUE_RESULTS, gpu_queue
+from kernelband.scheduling.dispatch import QUEUE_CPU, QUEUE_LLM, QUEUE_RESULTS, gpu_queue
 from services.api import queries
 from services.api.redisllen import QueueLengths
 from services.api.schemas import QueueDepth, Target

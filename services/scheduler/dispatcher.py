@@ -24,7 +24,7 @@ from kombu.exceptions import ChannelError
 from kombu.message import Message
 
 from kernelband.config import Settings
-from kernelband.dispatch import Dispatcher, TaskMessage, TaskResult
+from kernelband.scheduling.dispatch import Dispatcher, TaskMessage, TaskResult
 from services.scheduler.workers import note_current
 from services.worker.app import make_app
 from services.worker.messages import RESULTS, Heartbeat, MessageFormatError, parse_message

@@ -1,9 +1,10 @@
 """One leader among scheduler replicas: a Postgres advisory lock plus a fenced epoch.
 
 The lock lives on a dedicated connection (session-level lock: it is released when that
-connection dies). Each takeover increments `leader_epoch.epoch` (kernelband.engine_support
-.claim_leadership); every write transaction of the engine checks that the epoch is still its
-own, so a leader that lost its lock and did not notice yet can not commit.
+connection dies). Each takeover increments `leader_epoch.epoch`
+(kernelband.scheduling.fencing.claim_leadership); every write transaction of the engine checks
+that the epoch is still its own, so a leader that lost its lock and did not notice yet can not
+commit.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from sqlalchemy.pool import NullPool
 
 from kernelband.db.session import normalize_url, session_scope
-from kernelband.engine_support import claim_leadership
+from kernelband.scheduling.fencing import claim_leadership
 
 log = logging.getLogger(__name__)
 

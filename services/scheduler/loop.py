@@ -1,7 +1,7 @@
 """The scheduler process: wait for the leader lock, then run engine steps until told to stop.
 
 Each pass: expire leases, drain results, select and dispatch, finish tracks and jobs (all in
-kernelband.engine.step, each sub-step a fenced transaction), then record heartbeats. Results
+kernelband.scheduling.pipeline.step, each sub-step a fenced transaction), then record heartbeats. Results
 are acknowledged to Redis only after the step that ingested them returned, so a crash
 redelivers them and the at-most-once-per-attempt rule absorbs the duplicate.
 """
@@ -24,9 +24,9 @@ from kernelband.db.session import (
     open_database,
     session_scope,
 )
-from kernelband.engine import EngineContext, fenced, step
-from kernelband.engine_leases import recheck_untaken
-from kernelband.engine_support import FencingError, verify_epoch
+from kernelband.scheduling.fencing import FencingError, verify_epoch
+from kernelband.scheduling.leases import recheck_untaken
+from kernelband.scheduling.pipeline import EngineContext, fenced, step
 from services.scheduler.dispatcher import CeleryDispatcher
 from services.scheduler.leader import LeaderLock, require_postgres
 from services.scheduler.workers import record_heartbeats, scheduler_heartbeat
@@ -37,7 +37,7 @@ log = logging.getLogger(__name__)
 STANDBY_POLL_S = 1.0  # how often a replica retries the lock
 LOCK_CHECK_S = 2.0  # how often the leader confirms it still holds the lock
 # A worker reports a task as soon as it takes it; a new leader gives untaken tries that no
-# queue holds this long to be reported before sending them again (engine_leases.recheck_untaken).
+# queue holds this long to be reported before sending them again (scheduling.leases.recheck_untaken).
 TAKEOVER_GRACE_S = 10.0
 OWN_HEARTBEAT_S = 5.0
 ERROR_BACKOFF_S = 2.0

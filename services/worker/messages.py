@@ -25,7 +25,7 @@ class MessageFormatError(ValueError):
 
 @dataclass(frozen=True)
 class ResultMessage:
-    """The outcome of one attempt, as produced by a kernelband.tasks body."""
+    """The outcome of one attempt, as produced by a kernelband.scheduling.tasks body."""
 
     attempt_id: int
     kind: str

@@ -1,4 +1,4 @@
-"""Celery task wrappers: run a kernelband.tasks body and send its result to the scheduler.
+"""Celery task wrappers: run a kernelband.scheduling.tasks body and send its result to the scheduler.
 
 Each task takes the whole message (attempt id, kind, payload) and returns nothing: the result
 goes back on the `results` queue, never through the Celery result backend.
@@ -20,7 +20,7 @@ from kombu.exceptions import OperationalError as KombuOperationalError
 from redis.exceptions import ConnectionError as RedisConnectionError
 
 from kernelband.config import get_settings
-from kernelband.dispatch import TaskFunction, task_error_result, task_function
+from kernelband.scheduling.dispatch import TaskFunction, task_error_result, task_function
 from services.worker import messages
 from services.worker.app import TIME_LIMITS, app
 
@@ -33,7 +33,7 @@ TASK_NAMES: dict[str, str] = {kind: f"kernelband.{kind}" for kind in TIME_LIMITS
 
 
 def task_body(kind: str) -> TaskFunction:
-    """The kernelband.tasks function for `kind`, imported here (in the pool child, not the parent)."""
+    """The kernelband.scheduling.tasks function for `kind`, imported here (in the pool child, not the parent)."""
     return task_function(kind)
 
 

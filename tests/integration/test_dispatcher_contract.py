@@ -9,7 +9,7 @@ import pytest
 import redis
 
 from kernelband.config import Settings
-from kernelband.dispatch import Dispatcher, EmbeddedDispatcher, TaskMessage, TaskResult
+from kernelband.scheduling.dispatch import Dispatcher, EmbeddedDispatcher, TaskMessage, TaskResult
 from services.scheduler.dispatcher import RESULTS_UNACKED_KEYS, CeleryDispatcher
 from services.worker.messages import ResultMessage, publish
 from services.worker.queues import RESULTS_QUEUE

@@ -6,7 +6,7 @@ import pytest
 from sqlalchemy.orm import Session, sessionmaker
 
 from kernelband.db.session import session_scope
-from kernelband.engine_support import FencingError, verify_epoch
+from kernelband.scheduling.fencing import FencingError, verify_epoch
 from services.scheduler.leader import LeaderLock, PostgresRequiredError
 
 pytestmark = pytest.mark.integration

@@ -26,8 +26,8 @@ from kernelband.db.session import (
     session_scope,
     upgrade_database,
 )
-from kernelband.engine_state import clear_cache
-from kernelband.engine_support import load_state, save_state
+from kernelband.scheduling.state import load_state, save_state
+from kernelband.scheduling.state_cache import clear_cache
 
 pytestmark = pytest.mark.integration
 

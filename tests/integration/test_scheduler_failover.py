@@ -14,8 +14,9 @@ from kernelband.config import Settings
 from kernelband.db import repository
 from kernelband.db.models import Attempt, Event, LeaderEpoch, Measurement, Track, Worker
 from kernelband.db.session import session_scope
-from kernelband.dispatch import InboxDispatcher, TaskMessage
-from kernelband.engine import EngineContext, dispatch_pending, fenced, start_queued_jobs
+from kernelband.scheduling.dispatch import InboxDispatcher, TaskMessage
+from kernelband.scheduling.lifecycle import start_queued_jobs
+from kernelband.scheduling.pipeline import EngineContext, dispatch_pending, fenced
 from services.scheduler.dispatcher import RESULTS_UNACKED_KEYS
 from services.worker.app import app as celery_app
 from services.worker.messages import ResultMessage, publish

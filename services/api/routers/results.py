@@ -9,7 +9,7 @@ from fastapi.responses import PlainTextResponse
 
 from kernelband.db import session_scope
 from kernelband.db.models import CANDIDATE_STATUSES, Problem
-from kernelband.stages import stage_times
+from kernelband.scheduling.stages import stage_times
 from services.api import queries
 from services.api.auth import authenticate_for_job
 from services.api.best import best_kernel_file

@@ -12,7 +12,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from kernelband.db.models import Worker, utcnow
 from kernelband.db.session import session_scope
-from kernelband.engine_support import append_event
+from kernelband.scheduling.events import append_event
 
 Body = Callable[..., dict[str, Any]]
 Seed = Callable[[int], dict[str, int]]

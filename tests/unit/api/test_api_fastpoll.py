@@ -19,7 +19,7 @@ from kernelband.auth_tokens import token_prefix
 from kernelband.config import Settings
 from kernelband.db.models import ApiToken, Attempt, Track, Worker, utcnow
 from kernelband.db.session import session_scope
-from kernelband.engine_support import append_event
+from kernelband.scheduling.events import append_event
 from services.api.app import create_app
 from services.api.fastpoll import parse_poll
 from services.api.teams import revoke_tokens

@@ -10,7 +10,7 @@ from bench import api_load, fleet_scaling, run_all, scheduler_throughput
 from bench.common import markers, percentile_ms, write_section
 from kernelband.db.models import Track
 from kernelband.db.session import session_scope
-from kernelband.engine_support import load_state
+from kernelband.scheduling.state import load_state
 
 
 def test_scheduler_config_runs_pulls_on_a_seeded_frontier(

@@ -7,7 +7,7 @@ from pathlib import Path
 import typer
 from typer.testing import CliRunner
 
-from kernelband.engine_embedded import JobOptions, job_columns
+from kernelband.scheduling.embedded import JobOptions, job_columns
 
 
 def test_loop_options_become_job_columns() -> None:

@@ -13,15 +13,16 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
-from kernelband import tasks
 from kernelband.config import Settings, get_settings
 from kernelband.db import repository
 from kernelband.db.models import Event
 from kernelband.db.session import session_scope
-from kernelband.dispatch import InlineDispatcher
-from kernelband.engine import EngineContext, job_is_finished, step
 from kernelband.problem.model import KernelProblem
 from kernelband.sandbox import load_problem_sandboxed
+from kernelband.scheduling import tasks
+from kernelband.scheduling.dispatch import InlineDispatcher
+from kernelband.scheduling.lifecycle import job_is_finished
+from kernelband.scheduling.pipeline import EngineContext, step
 from tests.utils.fake_llm import FakeLLM, running_fake_llm
 
 REPO = Path(__file__).resolve().parents[3]

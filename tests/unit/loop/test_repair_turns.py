@@ -22,8 +22,8 @@ from sqlalchemy.orm import Session, sessionmaker
 from kernelband.db import repository
 from kernelband.db.models import Attempt, Candidate, Job, LlmUsage, Transcript
 from kernelband.db.session import session_scope
-from kernelband.engine_support import load_state
 from kernelband.problem.model import KernelProblem
+from kernelband.scheduling.state import load_state
 
 
 def _generate_attempts(session: Session, job_id: int) -> list[Attempt]:

@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from kernelband.config import Settings
-from kernelband.dispatch import queue_for
+from kernelband.scheduling.dispatch import queue_for
 from services.worker.app import TIME_LIMITS, VISIBILITY_TIMEOUT_S, celery_config
 from services.worker.messages import (
     Heartbeat,

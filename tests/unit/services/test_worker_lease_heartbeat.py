@@ -11,7 +11,7 @@ import pytest
 import redis
 
 from kernelband.config import Settings
-from kernelband.dispatch import TaskResult
+from kernelband.scheduling.dispatch import TaskResult
 from services.scheduler.dispatcher import CeleryDispatcher
 from services.worker import tasks
 from services.worker.app import make_app

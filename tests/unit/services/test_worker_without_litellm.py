@@ -12,7 +12,7 @@ REPO = Path(__file__).resolve().parents[3]
 BLOCK_AND_IMPORT = """
 import sys
 sys.modules["litellm"] = None
-import services.worker.app, services.worker.tasks, kernelband.tasks
+import services.worker.app, services.worker.tasks, kernelband.scheduling.tasks
 from kernelband.generate.budget import load_litellm
 try:
     load_litellm()

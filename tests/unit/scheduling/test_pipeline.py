@@ -6,7 +6,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
-from engine_fakes import FAKE_TASKS, TOKENS_PER_GENERATION, decisions, fake_generate, make_job
+from scheduling_fakes import FAKE_TASKS, TOKENS_PER_GENERATION, decisions, fake_generate, make_job
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -14,9 +14,11 @@ from kernelband.config import Settings
 from kernelband.db import repository
 from kernelband.db.models import ArmStat, Attempt, Candidate, Job, Track, utcnow
 from kernelband.db.session import session_scope
-from kernelband.dispatch import InboxDispatcher, InlineDispatcher, TaskMessage
-from kernelband.engine import EngineContext, ingest_result, job_is_finished, step
-from kernelband.engine_support import FencingError, claim_leadership, load_state
+from kernelband.scheduling.dispatch import InboxDispatcher, InlineDispatcher, TaskMessage
+from kernelband.scheduling.fencing import FencingError, claim_leadership
+from kernelband.scheduling.lifecycle import job_is_finished
+from kernelband.scheduling.pipeline import EngineContext, ingest_result, step
+from kernelband.scheduling.state import load_state
 
 
 class Clock:

@@ -20,6 +20,7 @@ from sqlalchemy.orm import Session
 from kernelband.bandit import FrontierEntry, PolicyState, make_policy
 from kernelband.db.models import ArmStat, Cluster, FrontierRow, Job, Track, utcnow
 from kernelband.db.upsert import upsert_rows
+from kernelband.scheduling.view_cache import changed_rows
 
 
 @dataclass
@@ -33,6 +34,7 @@ class DeferredWrites:
 
 
 _DEFERRED = "kb_deferred_writes"
+UCB_DECIMALS = 4  # stored precision of an arm's UCB score
 
 
 def deferred_writes(session: Session) -> DeferredWrites:
@@ -66,10 +68,13 @@ def _write_deferred(session: Session) -> None:
     for track, job, state in writes.views.values():
         arms += arm_rows(job, track, state, now)
         clusters += cluster_rows(track, state, now)
-    upsert_rows(session, ArmStat, arms, ("track_id", "cluster", "strategy"),
-                ("pulls", "mean_reward", "ucb_score", "masked"), touched="updated_at")
-    upsert_rows(session, Cluster, clusters, ("track_id", "cluster"),
-                ("members", "size", "representative_id", "centroid"), touched="updated_at")
+    for model, rows, keys, compared in (
+            (ArmStat, arms, ("track_id", "cluster", "strategy"),
+             ("pulls", "mean_reward", "ucb_score", "masked")),
+            (Cluster, clusters, ("track_id", "cluster"),
+             ("members", "size", "representative_id", "centroid"))):
+        rows = changed_rows(session, model.__tablename__, rows, keys, compared)
+        upsert_rows(session, model, rows, keys, compared, touched="updated_at")
     if writes.touched_jobs:
         session.execute(update(Job).where(Job.id.in_(sorted(writes.touched_jobs)))
                         .values(version=Job.version + 1)
@@ -103,7 +108,10 @@ def _ucb_or_none(state: PolicyState, c: float) -> list[list[float]] | None:
         scores = ucb_scores(state, c, False)
     except Exception:  # a policy with another arm layout: the view just omits the score
         return None
-    return [[float(v) if math.isfinite(float(v)) else 0.0 for v in row] for row in scores]
+    # Rounded: the view shows 3 decimals, and an unrounded score changes with every reward
+    # (ln t), so every arm row would be rewritten each time.
+    return [[round(float(v), UCB_DECIMALS) if math.isfinite(float(v)) else 0.0 for v in row]
+            for row in scores]
 
 
 def _open_mask(state: PolicyState, theta: Any) -> list[list[bool]]:

@@ -3,34 +3,27 @@
 from __future__ import annotations
 
 import pytest
-from engine_fakes import FAKE_TASKS, decisions, make_job
+from scheduling_fakes import FAKE_TASKS, decisions, make_job
 from sqlalchemy import event, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from kernelband.config import Settings
 from kernelband.db.models import Event, FrontierRow, Job, Track, utcnow
 from kernelband.db.session import session_scope
-from kernelband.dispatch import InlineDispatcher
-from kernelband.engine import (
+from kernelband.scheduling.dispatch import InlineDispatcher
+from kernelband.scheduling.events import append_event, prime_event_counters
+from kernelband.scheduling.lifecycle import job_is_finished, jobs_needing_finish, start_queued_jobs
+from kernelband.scheduling.pipeline import (
     EngineContext,
     dispatch_pending,
     fenced,
     ingest_batch,
     ingest_safely,
-    job_is_finished,
-    jobs_needing_finish,
-    select_pulls,
-    start_queued_jobs,
     step,
 )
-from kernelband.engine_state import cached_state, clear_cache
-from kernelband.engine_support import (
-    append_event,
-    load_state,
-    policy_for,
-    prime_event_counters,
-    save_state,
-)
+from kernelband.scheduling.selection import select_pulls
+from kernelband.scheduling.state import load_state, policy_for, save_state
+from kernelband.scheduling.state_cache import cached_state, clear_cache
 
 
 def context(factory: sessionmaker[Session]) -> EngineContext:
@@ -243,3 +236,53 @@ def test_a_batch_applies_each_result_once_and_ignores_duplicates(
         children = session.scalars(select(Event.payload).where(
             Event.kind == "candidate_generated")).all()
     assert len({c["candidate"] for c in children}) == 4
+
+
+def _statements_and_pulls(factory: sessionmaker[Session], jobs: int) -> tuple[int, int]:
+    """Statements and pulls of 12 whole scheduler passes over `jobs` running jobs."""
+    ctx = context(factory)
+    _running_jobs(ctx, count=jobs, parallelism=2)
+    pulls = 0
+    with StatementLog(factory) as log:
+        for _ in range(12):
+            pulls += step(ctx).selected
+    return len(log), pulls
+
+
+def test_statements_per_pull_stay_bounded_however_many_tracks(
+        postgres_factory: sessionmaker[Session]) -> None:
+    """Whole scheduler passes on Postgres: each added pull costs a bounded number of statements.
+
+    A pull takes three results (generate, compile, profile). A pass sends a fixed set of reads
+    and batched writes, plus one UPDATE per track whose row changed (its version counter needs
+    a statement of its own). Applying a result must never flush on its own: a read that is not
+    prefetched flushes the batch one result at a time (measured before: 7.2 per added pull).
+    """
+    few, few_pulls = _statements_and_pulls(postgres_factory, 4)
+    many, many_pulls = _statements_and_pulls(postgres_factory, 12)
+    assert many_pulls - few_pulls >= 60, (few_pulls, many_pulls)
+    per_added_pull = (many - few) / (many_pulls - few_pulls)
+    assert per_added_pull <= 3.0, (per_added_pull, few, many)  # 2.5 measured
+
+
+def test_profile_results_of_a_batch_read_nothing_one_by_one(
+        postgres_factory: sessionmaker[Session]) -> None:
+    """The team, problem, parent and parent's time of every measured child: read per batch."""
+    ctx = context(postgres_factory)
+    _running_jobs(ctx, count=4, parallelism=2)
+    with fenced(ctx) as session:
+        select_pulls(session, ctx.clock())
+    dispatch_pending(ctx)
+    for _ in range(2):  # generate results, then compile results: profile attempts follow
+        ingest_batch(ctx, ctx.dispatcher.drain())
+        dispatch_pending(ctx)
+    items = sorted(ctx.dispatcher.drain(), key=lambda item: item.attempt_id)
+    assert len(items) >= 6  # profile results (a fake compile rejects some children)
+    with StatementLog(postgres_factory) as few:
+        assert ingest_batch(ctx, items[:2]) == (2, 0)
+    with StatementLog(postgres_factory) as more:
+        assert ingest_batch(ctx, items[2:]) == (len(items) - 2, 0)
+    assert few.count("SELECT") == more.count("SELECT"), (few, more)
+    # What may grow: one UPDATE per further track, and a first skill-library row (one INSERT).
+    # Read one result at a time, each result would add about six statements.
+    assert len(more) <= len(few) + 4, (few, more)

@@ -5,17 +5,17 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from engine_fakes import FAKE_TASKS, make_job
+from scheduling_fakes import FAKE_TASKS, make_job
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from kernelband.config import Settings
 from kernelband.db.models import Attempt, utcnow
 from kernelband.db.session import session_scope
-from kernelband.dispatch import InboxDispatcher, TaskMessage
-from kernelband.engine import EngineContext, fenced, step
-from kernelband.engine_leases import recheck_untaken
-from kernelband.engine_support import as_utc
+from kernelband.scheduling.budgets import as_utc
+from kernelband.scheduling.dispatch import InboxDispatcher, TaskMessage
+from kernelband.scheduling.leases import recheck_untaken
+from kernelband.scheduling.pipeline import EngineContext, fenced, step
 
 
 class HeldGenerates(InboxDispatcher):

@@ -22,21 +22,15 @@ from kernelband.db.models import (
     Transcript,
     utcnow,
 )
-from kernelband.engine_support import (
-    append_event,
-    frontier_entry,
-    load_state,
-    new_attempt,
-    policy_for,
-    prime_event_counters,
-    save_state,
-)
 from kernelband.generate.normalize import source_hash
 from kernelband.loop.dedupe import find_duplicate, mark_duplicate
 from kernelband.loop.repairs import failure_of, schedule_repair
 from kernelband.loop.skills import record_skill
 from kernelband.loop.transcripts import record_transcript, without_transcript
 from kernelband.loop.translate import kept_original, needs_translation, replaces_best
+from kernelband.scheduling.attempts import new_attempt
+from kernelband.scheduling.events import append_event, prime_event_counters
+from kernelband.scheduling.state import frontier_entry, load_state, policy_for, save_state
 
 LockedAttempt = tuple[Attempt, Track, Job, Candidate | None]
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kernelband.fairshare import cap_per_team, fair_order, round_robin
+from kernelband.scheduling.fairshare import cap_per_team, fair_order, round_robin
 
 # (team, job, track)
 Item = tuple[int, int, int]

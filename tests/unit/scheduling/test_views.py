@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 import pytest
-from engine_fakes import FAKE_TASKS, make_job
+from scheduling_fakes import FAKE_TASKS, make_job
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from kernelband.config import Settings
 from kernelband.db.models import Job
 from kernelband.db.session import session_scope
-from kernelband.dispatch import InlineDispatcher
-from kernelband.engine import EngineContext, step
-from kernelband.engine_support import append_event
+from kernelband.scheduling.dispatch import InlineDispatcher
+from kernelband.scheduling.events import append_event
+from kernelband.scheduling.pipeline import EngineContext, step
 
 
 def version(factory: sessionmaker[Session], job_id: int) -> int:

@@ -17,7 +17,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from kernelband.db.models import Attempt
-from kernelband.engine_support import as_utc
+from kernelband.scheduling.budgets import as_utc
 
 KIND_ORDER = ("generate", "compile", "profile", "verify")
 

@@ -6,12 +6,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from engine_fakes import FAKE_TASKS, toy_problem
+from scheduling_fakes import FAKE_TASKS, toy_problem
 from typer.testing import CliRunner
 
 from kernelband.config import Settings
-from kernelband.dispatch import EmbeddedDispatcher, TaskMessage, queue_for
-from kernelband.engine_embedded import JobOptions, parse_targets, run_local_job, write_best
+from kernelband.scheduling.dispatch import EmbeddedDispatcher, TaskMessage, queue_for
+from kernelband.scheduling.embedded import JobOptions, parse_targets, run_local_job, write_best
 
 
 def test_embedded_dispatcher_runs_tasks_and_reports_errors() -> None:

@@ -2,7 +2,7 @@
 
 The engine commits an attempt row first and only then calls `Dispatcher.submit`; results come
 back as `TaskResult`s that the scheduler drains and ingests (at most once per attempt id).
-`EmbeddedDispatcher` runs the same `kernelband.tasks` functions on a thread pool; the Celery
+`EmbeddedDispatcher` runs the same `kernelband.scheduling.tasks` functions on a thread pool; the Celery
 dispatcher (services/worker) sends them to named queues instead.
 """
 
@@ -85,10 +85,10 @@ def task_error_result(kind: str, exc: BaseException) -> dict[str, Any]:
 
 
 def task_function(kind: str) -> TaskFunction:
-    """The task body of a kind, from `kernelband.tasks` (imported lazily)."""
+    """The task body of a kind, from `kernelband.scheduling.tasks` (imported lazily)."""
     if kind not in TASK_KINDS:
         raise ValueError(f"unknown task kind {kind!r}; expected one of {', '.join(TASK_KINDS)}")
-    tasks = importlib.import_module("kernelband.tasks")
+    tasks = importlib.import_module("kernelband.scheduling.tasks")
     return getattr(tasks, kind)  # type: ignore[no-any-return]
 
 
@@ -107,7 +107,7 @@ class Dispatcher:
         """Tasks sent to `queue` that no worker has taken yet; None when it cannot be known.
 
         The scheduler renews the lease of an untaken try while its queue is not empty
-        (kernelband/engine_leases.py), so a backlog does not look like lost work.
+        (kernelband/scheduling/leases.py), so a backlog does not look like lost work.
         """
         return None
 
@@ -141,7 +141,7 @@ class InboxDispatcher(Dispatcher):
 
 
 class EmbeddedDispatcher(InboxDispatcher):
-    """Runs `kernelband.tasks` bodies on a thread pool (candidate code still runs sandboxed)."""
+    """Runs `kernelband.scheduling.tasks` bodies on a thread pool (candidate code still runs sandboxed)."""
 
     def __init__(self, max_workers: int = 2,
                  functions: Mapping[str, TaskFunction] | None = None) -> None:

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from kernelband import tasks
 from kernelband.problem.model import KernelProblem
 from kernelband.sandbox import load_problem_sandboxed
+from kernelband.scheduling import tasks
 
 EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "vector_add.py"
 

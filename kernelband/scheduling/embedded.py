@@ -16,9 +16,11 @@ from kernelband.db import repository
 from kernelband.db.models import Attempt, Candidate, Job, Track
 from kernelband.db.session import open_database, session_scope
 from kernelband.default_policy import DEFAULT_POLICY
-from kernelband.dispatch import EmbeddedDispatcher, TaskFunction
-from kernelband.engine import EngineContext, StepReport, job_is_finished, requeue_orphans, step
-from kernelband.stages import StageTime, stage_times
+from kernelband.scheduling.dispatch import EmbeddedDispatcher, TaskFunction
+from kernelband.scheduling.leases import requeue_orphans
+from kernelband.scheduling.lifecycle import job_is_finished
+from kernelband.scheduling.pipeline import EngineContext, StepReport, step
+from kernelband.scheduling.stages import StageTime, stage_times
 
 LOCAL_TEAM = "local"
 

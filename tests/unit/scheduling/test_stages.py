@@ -11,7 +11,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from kernelband.db import repository
 from kernelband.db.models import Attempt, Track
 from kernelband.db.session import session_scope
-from kernelband.stages import stage_times
+from kernelband.scheduling.stages import stage_times
 
 T0 = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)
 

@@ -6,13 +6,13 @@ import threading
 import time
 from datetime import timedelta
 
-from engine_fakes import make_job
+from scheduling_fakes import make_job
 from sqlalchemy.orm import Session, sessionmaker
-from test_lease_heartbeat import Clock, HeldGenerates, generate_attempt
+from test_leases import Clock, HeldGenerates, generate_attempt
 
 from kernelband.config import Settings
-from kernelband.dispatch import EmbeddedDispatcher, TaskMessage
-from kernelband.engine import EngineContext, step
+from kernelband.scheduling.dispatch import EmbeddedDispatcher, TaskMessage
+from kernelband.scheduling.pipeline import EngineContext, step
 
 
 class Backlog(HeldGenerates):

@@ -6,7 +6,7 @@ import threading
 import time
 from typing import Any
 
-from kernelband.dispatch import EmbeddedDispatcher, TaskMessage
+from kernelband.scheduling.dispatch import EmbeddedDispatcher, TaskMessage
 
 
 def _recorder() -> tuple[Any, list[int]]:

@@ -10,21 +10,21 @@ import sys
 import time
 from pathlib import Path
 
-from engine_fakes import FAKE_TASKS, decisions, toy_problem
+from scheduling_fakes import FAKE_TASKS, decisions, toy_problem
 from sqlalchemy import func, select
 
 from kernelband.config import Settings
 from kernelband.db.models import Event
 from kernelband.db.session import make_engine, make_session_factory, session_scope
-from kernelband.engine_embedded import JobOptions, run_local_job
+from kernelband.scheduling.embedded import JobOptions, run_local_job
 
 OPTIONS = JobOptions(targets=("cpu",), budget=6, parallel=1, seed=11)
 CHILD = """
 import sys
 sys.path.insert(0, {tests!r})
-from engine_fakes import SLOW_FAKE_TASKS, toy_problem
+from scheduling_fakes import SLOW_FAKE_TASKS, toy_problem
 from kernelband.config import Settings
-from kernelband.engine_embedded import JobOptions, run_local_job
+from kernelband.scheduling.embedded import JobOptions, run_local_job
 options = JobOptions(targets=("cpu",), budget=6, parallel=1, seed=11)
 run_local_job(Settings(data_dir={data!r}, poll_interval_s=0.01), toy_problem(), options,
               functions=SLOW_FAKE_TASKS)

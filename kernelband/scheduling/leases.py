@@ -18,8 +18,9 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from kernelband.db.models import Attempt
-from kernelband.engine_ingest import fail_lost_attempt
-from kernelband.engine_support import append_event, as_utc
+from kernelband.scheduling.budgets import as_utc
+from kernelband.scheduling.events import append_event
+from kernelband.scheduling.ingest import fail_lost_attempt
 
 WaitingCount = Callable[[str], int | None]  # messages still queued in a queue; None: unknown
 
@@ -106,6 +107,11 @@ def retry_or_fail(session: Session, attempt: Attempt, max_tries: int, why: str) 
     fail_lost_attempt(session, attempt, f"lost:{slug}_after_{attempt.tries}_tries")
 
 
+def lease_deadline(now: datetime, lease_s: float) -> datetime:
+    """When a dispatched attempt counts as lost."""
+    return now + timedelta(seconds=lease_s)
+
+
 def extend_lease(session: Session, attempt_id: int, deadline: datetime,
                  task_id: str = "", now: datetime | None = None) -> bool:
     """Push a dispatched attempt's lease to `deadline` (worker heartbeat); False if closed.
@@ -127,3 +133,7 @@ def extend_locked_lease(attempt: Attempt, deadline: datetime, task_id: str = "",
     if attempt.started_at is None:
         attempt.started_at = now or deadline
     return True
+
+
+__all__ = ["expire_leases", "extend_lease", "extend_locked_lease", "lease_deadline",
+           "recheck_untaken", "requeue_orphans", "retry_or_fail"]

@@ -5,7 +5,7 @@ applied alone; a fleet sends hundreds per second. `ingest_batch` locks every att
 batch in one read (FOR UPDATE OF attempts, with its track, job, candidate and the job's last
 event number) and applies them in order in one fenced transaction, so each is still applied
 at most once per attempt id. New frontier rows, the arm/cluster views and job versions go out
-once per transaction (engine_views.deferred_writes). `kernelband.engine.ingest_batch` runs
+once per transaction (views.deferred_writes). `kernelband.scheduling.pipeline.ingest_batch` runs
 it; a result that cannot be applied rolls its batch back, and that batch is then applied one
 result per transaction (`ingest_safely`), which fails only that result's attempt.
 """
@@ -19,11 +19,12 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from kernelband.db.models import Attempt, Candidate, Event, Job, Track
-from kernelband.dispatch import TaskResult
-from kernelband.engine_ingest import LockedAttempt, apply_result, generated_child
-from kernelband.engine_leases import extend_locked_lease
-from kernelband.engine_support import lease_deadline, prime_event_counters
 from kernelband.loop.dedupe import prefetch_same_source
+from kernelband.loop.skills import prefetch_for_skills
+from kernelband.scheduling.dispatch import TaskResult
+from kernelband.scheduling.events import prime_event_counters
+from kernelband.scheduling.ingest import LockedAttempt, apply_result, generated_child
+from kernelband.scheduling.leases import extend_locked_lease, lease_deadline
 
 BATCH_SIZE = 500  # results per transaction: bounds how long attempt locks are held
 OPEN_STATES = ("pending", "dispatched", "expired")
@@ -34,6 +35,9 @@ def apply_batch(session: Session, items: Sequence[TaskResult], now: datetime, le
     """Each item in order: heartbeats extend leases, results apply at most once."""
     locked = lock_attempts(session, {item.attempt_id for item in items})
     add_children(session, locked, items)
+    held = prefetch_for_skills(session, [  # kept while applying (the identity map is weak)
+        (job, track, candidate) for attempt, track, job, candidate in locked.values()
+        if attempt.kind == "profile" and attempt.decision_id is not None and candidate])
     outcomes = []
     for item in items:
         attempt = locked[item.attempt_id][0] if item.attempt_id in locked else None
@@ -46,6 +50,7 @@ def apply_batch(session: Session, items: Sequence[TaskResult], now: datetime, le
             outcomes.append(False)
         else:
             outcomes.append(apply_locked(session, attempt, result, max_tries))
+    del held
     return outcomes
 
 

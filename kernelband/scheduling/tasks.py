@@ -1,7 +1,7 @@
 """The task bodies workers run: plain JSON dict in, plain JSON dict out.
 
 They hold no database handle; everything arrives in the payload built by
-`kernelband.engine_support.task_payloads`. Candidate code only ever runs inside the sandbox
+`kernelband.scheduling.payloads.task_payloads`. Candidate code only ever runs inside the sandbox
 (evaluate_candidate / measure_candidate start a sandbox child). Result keys:
 
 - generate -> GenerationResult.to_dict() (`ok`, `editable`, `reason`, tokens, cost, ...)
@@ -11,7 +11,7 @@ They hold no database handle; everything arrives in the payload built by
 
 compile, profile and verify results also carry `timings`: wall seconds per part of the task
 (`check`: the sandboxed correctness run, `static`: the static profile, `measure`: timing and
-features, `signature`: on a GPU, the Nsight Compute pass for h), which `kernelband.stages`
+features, `signature`: on a GPU, the Nsight Compute pass for h), which `kernelband.scheduling.stages`
 summarises per job.
 """
 

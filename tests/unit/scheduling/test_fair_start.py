@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from engine_fakes import FAKE_TASKS
+from scheduling_fakes import FAKE_TASKS
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -12,14 +12,10 @@ from kernelband.config import Settings
 from kernelband.db import repository
 from kernelband.db.models import Attempt, Job, utcnow
 from kernelband.db.session import session_scope
-from kernelband.dispatch import InboxDispatcher, TaskMessage
-from kernelband.engine import (
-    EngineContext,
-    in_flight_by_team,
-    select_pulls,
-    start_queued_jobs,
-    step,
-)
+from kernelband.scheduling.dispatch import InboxDispatcher, TaskMessage
+from kernelband.scheduling.lifecycle import start_queued_jobs
+from kernelband.scheduling.pipeline import EngineContext, step
+from kernelband.scheduling.selection import in_flight_by_team, select_pulls
 
 
 class ProfileOnlyDispatcher(InboxDispatcher):

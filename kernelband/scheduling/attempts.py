@@ -1,0 +1,58 @@
+"""Attempts: one try of one task (generate, compile, profile, verify) for a track.
+
+An attempt is created pending, dispatched only after the transaction that created it
+commits, and closed exactly once (done or failed); `expired` ones wait to be sent again.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import func, select, update
+from sqlalchemy.orm import Session
+
+from kernelband.db.models import Attempt, Track, utcnow
+from kernelband.scheduling.dispatch import queue_for
+
+ACTIVE_ATTEMPT_STATES = ("pending", "dispatched", "expired")
+
+
+def new_attempt(session: Session, track: Track, kind: str, candidate_id: int | None,
+                decision_id: str | None = None, ref: dict[str, Any] | None = None) -> Attempt:
+    """A pending attempt; it is dispatched only after this transaction commits."""
+    attempt = Attempt(job_id=track.job_id, track_id=track.id, kind=kind, state="pending",
+                      candidate_id=candidate_id, decision_id=decision_id,
+                      queue=queue_for(kind, track.target), payload=dict(ref or {}))
+    session.add(attempt)  # inserted at the next flush, with the transaction's other rows
+    return attempt
+
+
+def pulls_in_flight(session: Session, track_id: int) -> int:
+    """Pulls of the track whose current attempt is not finished."""
+    query = select(func.count(Attempt.id)).where(
+        Attempt.track_id == track_id, Attempt.decision_id.is_not(None),
+        Attempt.state.in_(ACTIVE_ATTEMPT_STATES))
+    return int(session.execute(query).scalar() or 0)
+
+
+def fail_open_attempts(session: Session, track_id: int, reason: str) -> None:
+    """Close every open attempt of a track (cancellation): late results are then ignored."""
+    session.execute(
+        update(Attempt)
+        .where(Attempt.track_id == track_id, Attempt.state.in_(ACTIVE_ATTEMPT_STATES))
+        .values(state="failed", reason=reason, finished_at=utcnow())
+    )
+
+
+def fail_open_pulls(session: Session, track_id: int, reason: str) -> None:
+    """Close the open attempts of a track's pulls (not its baseline or verification)."""
+    session.execute(
+        update(Attempt)
+        .where(Attempt.track_id == track_id, Attempt.decision_id.is_not(None),
+               Attempt.state.in_(ACTIVE_ATTEMPT_STATES))
+        .values(state="failed", reason=reason, finished_at=utcnow())
+    )
+
+
+__all__ = ["ACTIVE_ATTEMPT_STATES", "fail_open_attempts", "fail_open_pulls", "new_attempt",
+           "pulls_in_flight"]

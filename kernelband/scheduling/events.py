@@ -1,0 +1,63 @@
+"""The job event log: append-only, numbered per job, written only by the fenced leader."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from kernelband.db.models import Event
+from kernelband.scheduling.views import touch_job
+
+
+def append_event(session: Session, job_id: int, kind: str, payload: dict[str, Any]) -> Event:
+    """Append an event with the next sequence number of the job.
+
+    The job's last number is read once per transaction and counted on in memory, so several
+    events of one transaction are inserted together at its next flush. Only the fenced leader
+    appends events, one transaction at a time; the unique (job_id, seq) constraint backs that.
+    """
+    counters = _event_counters(session)
+    last = counters.get(job_id)
+    if last is None:
+        last = session.execute(select(func.max(Event.seq)).where(Event.job_id == job_id)).scalar()
+    counters[job_id] = (last or 0) + 1
+    event = Event(job_id=job_id, seq=counters[job_id], kind=kind, payload=payload)
+    session.add(event)
+    touch_job(session, job_id)
+    return event
+
+
+_EVENT_COUNTERS = "kb_event_counters"
+
+
+def read_event_counters(session: Session, job_ids: Iterable[int]) -> None:
+    """Read the last event number of many jobs in one query (for `append_event`)."""
+    ids = sorted(set(job_ids))
+    if ids:
+        query = (select(Event.job_id, func.max(Event.seq)).where(Event.job_id.in_(ids))
+                 .group_by(Event.job_id))
+        found = {int(job): int(seq) for job, seq in session.execute(query).all()}
+        prime_event_counters(session, {job: found.get(job, 0) for job in ids})
+
+
+def prime_event_counters(session: Session, last: dict[int, int]) -> None:
+    """Jobs' last event numbers, read along with other rows, so `append_event` need not ask."""
+    counters = _event_counters(session)
+    for job_id, seq in last.items():  # never behind what this transaction already counted
+        counters[job_id] = max(counters.get(job_id, 0), seq)
+
+
+def _event_counters(session: Session) -> dict[int, int]:
+    """Last event number per job, valid for the session's current transaction only."""
+    transaction = session.get_transaction()
+    held = session.info.get(_EVENT_COUNTERS)
+    if held is None or held[0] is not transaction:
+        held = session.info[_EVENT_COUNTERS] = (transaction, {})
+    counters: dict[int, int] = held[1]
+    return counters
+
+
+__all__ = ["append_event", "prime_event_counters", "read_event_counters"]

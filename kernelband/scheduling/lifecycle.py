@@ -1,0 +1,153 @@
+"""A job's life in the scheduler: queued jobs start, finished tracks and jobs close.
+
+A queued job starts with one track per target, each with its baseline measurement. Tracks
+stop searching when a budget is spent or every iteration is answered, then verify their best
+on held-out cases; the job closes when every track finished, or on a cancel request.
+Everything is read from the database each pass, so a restarted scheduler misses nothing.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session, sessionmaker
+
+from kernelband.db.models import Attempt, Candidate, Job, Problem, Track, utcnow
+from kernelband.db.session import session_scope
+from kernelband.generate.normalize import source_hash
+from kernelband.scheduling.attempts import (
+    ACTIVE_ATTEMPT_STATES,
+    fail_open_attempts,
+    fail_open_pulls,
+    new_attempt,
+    pulls_in_flight,
+)
+from kernelband.scheduling.budgets import budget_reason
+from kernelband.scheduling.events import append_event
+from kernelband.scheduling.fairshare import cap_per_team, fair_order
+from kernelband.scheduling.ingest import start_acceptance
+from kernelband.scheduling.selection import in_flight_by_team
+
+FINISHED_TRACK = ("completed", "cancelled", "failed")
+
+
+def start_queued_jobs(session: Session, per_team: int | None = None,
+                      cap: int | None = None) -> int:
+    """Queued jobs get one track per target, each starting with a baseline measurement.
+
+    Jobs start in the fair order of `select_pulls`, at most `per_team` per team per cycle and
+    none for a team already holding `cap` attempts in flight, so one big suite's baselines
+    cannot flood the queues ahead of other teams.
+    """
+    queued = session.scalars(select(Job).where(Job.status == "queued").order_by(Job.id)).all()
+    in_flight = in_flight_by_team(session)
+    ordered = fair_order(queued, lambda j: j.team_id, lambda j: j.id, in_flight)
+    full = {team for team, count in in_flight.items() if cap is not None and count >= cap}
+    jobs = cap_per_team([j for j in ordered if j.team_id not in full], lambda j: j.team_id,
+                        {}, per_team)
+    for job in jobs:
+        start_job(session, job)
+    return len(jobs)
+
+
+def start_job(session: Session, job: Job) -> None:
+    """One queued job becomes running: a track per target, each with its baseline attempt."""
+    job.status, job.started_at = "running", utcnow()
+    problem = session.get_one(Problem, job.problem_id)
+    for target in job.targets:
+        track = Track(job_id=job.id, target=target, status="pending", started_at=utcnow())
+        session.add(track)
+        session.flush()
+        original = Candidate(track_id=track.id, editable=problem.loaded["editable"],
+                             status="compiled", lineage_depth=0, strategy=None,
+                             source_hash=source_hash(problem.loaded["editable"]))
+        session.add(original)
+        session.flush()
+        track.original_candidate_id = original.id
+        new_attempt(session, track, "profile", original.id, ref={"original": True})
+    append_event(session, job.id, "job_started", {"targets": list(job.targets)})
+
+
+def finish_tracks_and_jobs(session: Session, now: datetime) -> list[int]:
+    """Honour cancellation and budgets, start held-out acceptance, close finished jobs."""
+    finished: list[int] = []
+    for job in jobs_needing_finish(session, now):
+        tracks = list(session.scalars(select(Track).where(Track.job_id == job.id)
+                                      .order_by(Track.id)))
+        if job.cancel_requested:
+            cancel_job(session, job, tracks)
+            finished.append(job.id)
+            continue
+        spent = budget_reason(job, now)
+        for track in tracks:
+            if track.status == "running" and spent and spent.startswith("wall-time"):
+                # Time is the one budget that in-flight pulls keep spending: abandon them.
+                fail_open_pulls(session, track.id, f"abandoned: {spent}")
+            if track.status == "running" and pulls_in_flight(session, track.id) == 0 and (
+                spent or track.iterations_dispatched >= job.budget_iterations
+            ):
+                start_acceptance(session, track, spent or "iteration budget spent")
+        if all(t.status in FINISHED_TRACK for t in tracks):
+            close_job(session, job, tracks)
+            finished.append(job.id)
+    return finished
+
+
+def jobs_needing_finish(session: Session, now: datetime) -> list[Job]:
+    """Running jobs where `finish_tracks_and_jobs` can act; the rest are not examined.
+
+    Stateless (read from the database every pass), so a restarted scheduler misses nothing:
+    a cancel request, a spent budget, a running track whose iterations are all dispatched and
+    answered, or no unfinished track left.
+    """
+    running = session.scalars(select(Job).where(Job.status == "running").order_by(Job.id)).all()
+    if not running:
+        return []
+    open_pull = (select(Attempt.id).where(Attempt.track_id == Track.id,
+                                          Attempt.decision_id.is_not(None),
+                                          Attempt.state.in_(ACTIVE_ATTEMPT_STATES)).exists())
+    done_searching = (select(Track.job_id).join(Job, Job.id == Track.job_id)
+                      .where(Job.status == "running", Track.status == "running",
+                             Track.iterations_dispatched >= Job.budget_iterations, ~open_pull))
+    unfinished = (select(Track.id).where(Track.job_id == Job.id,
+                                         Track.status.not_in(FINISHED_TRACK)).exists())
+    all_finished = select(Job.id).where(Job.status == "running", ~unfinished)
+    ready = set(session.scalars(done_searching)) | set(session.scalars(all_finished))
+    return [job for job in running
+            if job.cancel_requested or job.id in ready or budget_reason(job, now)]
+
+
+def cancel_job(session: Session, job: Job, tracks: list[Track]) -> None:
+    """Stop a job on request: open attempts close, late results are ignored."""
+    for track in tracks:
+        if track.status not in FINISHED_TRACK:
+            fail_open_attempts(session, track.id, "cancelled")
+            track.status, track.reason, track.finished_at = "cancelled", "cancelled", utcnow()
+    job.status, job.finished_at, job.reason = "cancelled", utcnow(), "cancelled on request"
+    append_event(session, job.id, "job_cancelled", {})
+
+
+def close_job(session: Session, job: Job, tracks: list[Track]) -> None:
+    """A job completes when every track finished; it fails when none completed."""
+    completed = [t for t in tracks if t.status == "completed"]
+    job.status = "completed" if completed else "failed"
+    if not completed:
+        job.reason = "; ".join(f"{t.target}: {t.reason}" for t in tracks)
+    job.finished_at = utcnow()
+    append_event(session, job.id, "job_finished", {
+        "status": job.status,
+        "tracks": {t.target: {"status": t.status, "best_speedup": t.best_speedup,
+                              "label": t.best_label, "held_out": t.held_out} for t in tracks},
+    })
+
+
+def job_is_finished(factory: sessionmaker[Session], job_id: int) -> bool:
+    """True once the job reached completed, cancelled or failed."""
+    with session_scope(factory) as session:
+        job = session.get_one(Job, job_id)
+        return job.status in ("completed", "cancelled", "failed")
+
+
+__all__ = ["FINISHED_TRACK", "cancel_job", "close_job", "finish_tracks_and_jobs",
+           "job_is_finished", "jobs_needing_finish", "start_job", "start_queued_jobs"]

@@ -1,0 +1,176 @@
+"""The scheduler, one step at a time: select -> dispatch -> ingest -> update.
+
+Read `step` top to bottom to follow one pull. Every sub-step is its own transaction that first
+checks the leader epoch (fencing); work is handed to the dispatcher only after the transaction
+that created it has committed. All state (policy state with its RNG, counters, attempts) lives
+in the database, so a scheduler killed at any instant continues where it stopped. In the
+distributed deployment this same `step` runs in the leader's loop (services/scheduler) with the
+Celery dispatcher; embedded mode runs it in-process with a thread pool.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session, sessionmaker
+
+from kernelband.config import Settings
+from kernelband.db.models import Attempt, utcnow
+from kernelband.db.session import DatabaseError, session_scope
+from kernelband.scheduling.dispatch import Dispatcher, TaskMessage, TaskResult
+from kernelband.scheduling.fencing import FencingError, verify_epoch
+from kernelband.scheduling.ingest import apply_result, fail_lost_attempt, lock_attempt
+from kernelband.scheduling.ingest_batch import BATCH_SIZE, apply_batch
+from kernelband.scheduling.leases import expire_leases, extend_lease, lease_deadline
+from kernelband.scheduling.lifecycle import finish_tracks_and_jobs, start_queued_jobs
+from kernelband.scheduling.payloads import task_payloads
+from kernelband.scheduling.selection import select_pulls
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class EngineContext:
+    """What a scheduler step needs: database, dispatcher, settings, fence and clock."""
+
+    factory: sessionmaker[Session]
+    dispatcher: Dispatcher
+    settings: Settings
+    leader_epoch: int | None = None  # None: embedded mode, nothing to fence
+    clock: Callable[[], datetime] = utcnow
+
+
+@dataclass
+class StepReport:
+    """What one step did (for logs, metrics and the progress bar)."""
+
+    started_jobs: int = 0
+    expired: int = 0
+    ingested: int = 0
+    ignored: int = 0
+    selected: int = 0
+    dispatched: int = 0
+    finished: list[int] = field(default_factory=list)  # job ids finished in this step
+
+
+@contextmanager
+def fenced(ctx: EngineContext) -> Iterator[Session]:
+    """A transaction that refuses to commit unless this scheduler is still the leader."""
+    with session_scope(ctx.factory) as session:
+        verify_epoch(session, ctx.leader_epoch)
+        yield session
+
+
+def step(ctx: EngineContext, drain_timeout_s: float = 0.0) -> StepReport:
+    """One scheduler pass over every running job."""
+    report = StepReport()
+    with fenced(ctx) as session:
+        report.started_jobs = start_queued_jobs(session, ctx.settings.max_job_starts_per_team,
+                                                ctx.settings.max_in_flight_per_team)
+    with fenced(ctx) as session:
+        report.expired = expire_leases(session, ctx.clock(), ctx.settings.max_tries,
+                                       ctx.settings.lease_s, ctx.dispatcher.waiting,
+                                       ctx.settings.queue_timeout_s)
+    report.ingested, report.ignored = ingest_batch(ctx, ctx.dispatcher.drain(drain_timeout_s))
+    with fenced(ctx) as session:
+        report.finished = finish_tracks_and_jobs(session, ctx.clock())
+    report.selected, report.dispatched = select_and_dispatch(ctx)
+    return report
+
+
+def ingest_result(session: Session, attempt_id: int, result: dict, max_tries: int) -> bool:
+    """Apply a worker result at most once per attempt id; False when it was a duplicate."""
+    loaded = lock_attempt(session, attempt_id)  # held until applied (see lock_attempt)
+    attempt = loaded[0] if loaded else None
+    if attempt is None or attempt.state not in ("pending", "dispatched", "expired"):
+        return False  # unknown, already applied, or closed by cancellation / expiry
+    reason = str(result.get("reason") or "")
+    if reason.startswith("task_error") and attempt.tries < max_tries:
+        attempt.state, attempt.reason = "expired", f"{reason} on try {attempt.tries}; retrying"
+        return True
+    apply_result(session, attempt, result)
+    return True
+
+
+def ingest_batch(ctx: EngineContext, items: Sequence[TaskResult]) -> tuple[int, int]:
+    """Apply results (and lease heartbeats) many per transaction; returns (applied, ignored).
+    A batch failing on a result (not the fence or database) is retried one per transaction."""
+    outcomes: list[bool] = []
+    for start in range(0, len(items), BATCH_SIZE):
+        chunk = items[start:start + BATCH_SIZE]
+        try:
+            with fenced(ctx) as session:
+                outcomes += apply_batch(session, chunk, ctx.clock(), ctx.settings.lease_s,
+                                        ctx.settings.max_tries)
+        except (FencingError, DatabaseError):
+            raise
+        except Exception:
+            log.exception("a batch of %s results failed; applying them one by one", len(chunk))
+            outcomes += [ingest_safely(ctx, item.attempt_id, item.result) for item in chunk]
+    return sum(outcomes), len(outcomes) - sum(outcomes)
+
+
+def ingest_safely(ctx: EngineContext, attempt_id: int, result: dict) -> bool:
+    """Ingest one result; a result that cannot be applied fails its attempt instead of the loop."""
+    if result.get("heartbeat"):  # a worker started (or is still on) it: queue time is no loss
+        with fenced(ctx) as session:
+            now = ctx.clock()
+            extend_lease(session, attempt_id, lease_deadline(now, ctx.settings.lease_s),
+                         str(result.get("task_id") or ""), now)
+        return False  # a lease extension only: the attempt stays open for its real result
+    try:
+        with fenced(ctx) as session:
+            return ingest_result(session, attempt_id, result, ctx.settings.max_tries)
+    except (FencingError, DatabaseError):
+        raise
+    except Exception as exc:  # a malformed result must not stop every other job
+        log.exception("result of attempt %s could not be applied", attempt_id)
+        reason = f"ingest_error:{type(exc).__name__}"
+    with fenced(ctx) as session:
+        loaded = lock_attempt(session, attempt_id)
+        attempt = loaded[0] if loaded else None
+        if attempt is None or attempt.state not in ("pending", "dispatched", "expired"):
+            return False
+        fail_lost_attempt(session, attempt, reason)
+    return True
+
+
+def select_and_dispatch(ctx: EngineContext) -> tuple[int, int]:
+    """New pulls are committed as pending attempts first, then every pending attempt is sent."""
+    with fenced(ctx) as session:
+        selected = select_pulls(session, ctx.clock(), ctx.settings.max_in_flight_per_team)
+    return selected, dispatch_pending(ctx)
+
+
+def dispatch_pending(ctx: EngineContext, limit: int = 256) -> int:
+    """Claim pending attempts in one committed transaction, then hand them to the dispatcher."""
+    messages: list[TaskMessage] = []
+    with fenced(ctx) as session:
+        query = (select(Attempt).where(Attempt.state.in_(("pending", "expired")))
+                 .order_by(Attempt.id).limit(limit).with_for_update())
+        attempts = list(session.scalars(query))
+        payloads = task_payloads(session, attempts)  # every read first; then one flush of updates
+        for attempt, payload in zip(attempts, payloads, strict=True):
+            attempt.tries += 1
+            attempt.state, attempt.dispatched_at = "dispatched", ctx.clock()
+            attempt.started_at = None  # this try waits in its queue until a worker beats
+            attempt.lease_expires_at = lease_deadline(ctx.clock(), ctx.settings.lease_s)
+            attempt.task_id = f"kb-{attempt.id}-{attempt.tries}"
+            messages.append(TaskMessage(attempt.id, attempt.kind, attempt.queue, payload,
+                                        attempt.task_id))
+    for message in messages:  # after commit: a crash here is recovered by lease expiry
+        try:
+            ctx.dispatcher.submit(message)
+        except Exception:  # broker down: the lease brings the attempt back
+            log.exception("could not submit attempt %s; it will be retried after its lease",
+                          message.attempt_id)
+    return len(messages)
+
+
+__all__ = ["EngineContext", "StepReport", "dispatch_pending", "fenced", "ingest_batch",
+           "ingest_result", "ingest_safely", "select_and_dispatch", "step"]

@@ -1,0 +1,79 @@
+"""A track's policy state: loaded (from the cache or its rows), saved (appending the frontier).
+
+The bandit policies are pure functions of a `PolicyState`; the scheduler keeps the state in
+the track row (small fields, JSON) and the frontier as rows appended in order. The parsed
+committed state of each track is cached per process (`state_cache`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session, object_session
+
+from kernelband.bandit import FrontierEntry, PolicyState, make_policy
+from kernelband.bandit.policy import Policy
+from kernelband.db.models import Candidate, FrontierRow, Job, Measurement, Track
+from kernelband.scheduling.state_cache import cached_state, remember_state
+from kernelband.scheduling.views import deferred_writes
+
+
+def policy_for(job: Job) -> Policy:
+    """The job's policy object (pure; configuration only)."""
+    return make_policy(job.policy, dict(job.policy_params or {}))
+
+
+def load_state(track: Track) -> PolicyState:
+    """The track's policy state: the parsed committed copy when cached, else its stored rows."""
+    session = object_session(track)
+    cached = cached_state(session, track) if session is not None else None
+    if cached is not None:
+        return cached
+    if track.policy_state is None:
+        raise RuntimeError(f"track {track.id} has no policy state yet (baseline not measured)")
+    if session is None:
+        raise RuntimeError(f"track {track.id} is detached: its frontier rows cannot be read")
+    query = (select(FrontierRow.entry).where(FrontierRow.track_id == track.id)
+             .order_by(FrontierRow.position).limit(track.frontier_size))  # rows 0..size-1
+    return PolicyState.from_dict({**track.policy_state, "frontier": list(session.scalars(query))})
+
+
+def save_state(session: Session, track: Track, state: PolicyState,
+               previous: PolicyState | None = None) -> None:
+    """Store the state and refresh the derived arm/cluster view unless `previous` shows it same.
+
+    The frontier only ever grows at its end, so only entries past the stored size are written;
+    the rest of the state is one small JSON value.
+    """
+    stored = state.to_dict(frontier=False)
+    size = track.frontier_size or 0
+    if len(state.frontier) < size:
+        raise RuntimeError(f"track {track.id}: a policy state may only append to its frontier")
+    writes = deferred_writes(session)  # rows and views go out at commit, batched
+    writes.frontier_rows += [{"track_id": track.id, "position": i, "entry": e.to_dict()}
+                             for i, e in enumerate(state.frontier[size:], start=size)]
+    track.policy_state = stored
+    track.frontier_size = len(state.frontier)
+    remember_state(session, track, state, stored)
+    if previous is None or view_key(previous) != view_key(state):
+        writes.views[track.id] = (track, session.get_one(Job, track.job_id), state)
+
+
+def view_key(state: PolicyState) -> tuple[Any, ...]:
+    """Everything the arm/cluster view is derived from (selecting a pull changes none of it)."""
+    # Frontier entries are only ever appended, so its length stands for its content.
+    return (state.t, state.arm_n, state.arm_mu, state.labels, state.n_clusters,
+            state.centroids, len(state.frontier))
+
+
+def frontier_entry(candidate: Candidate, measurement: Measurement) -> FrontierEntry:
+    """The bandit's view of a measured candidate."""
+    features = measurement.features or {}
+    h = features.get("h")
+    return FrontierEntry(kernel_id=str(candidate.id), time_ms=measurement.time_ms,
+                         phi=tuple(features.get("phi") or ()),
+                         h=None if not h else (float(h[0]), float(h[1]), float(h[2])))
+
+
+__all__ = ["frontier_entry", "load_state", "policy_for", "save_state", "view_key"]
