@@ -17,6 +17,7 @@ from kernelband.profile.measure import Measurement, capture_case
 from kernelband.profile.ncu_pass import NcuCase
 from kernelband.profile.static import static_profile
 from kernelband.profile.timing import (
+    HARNESS_TIMING,
     KERNELBENCH_METHOD,
     KERNELBENCH_TIMING,
     CudaDevice,
@@ -162,8 +163,10 @@ def _measure_harness(
     the evaluator's check of the same candidate and on the implausibility gate."""
     from kernelband.evaluate.gpu_share import triton_share
 
-    timed, how = harness_cases(problem, runtime, workdir, "child")
-    parent_timed = harness_cases(problem, parent, workdir, "parent")[0] if parent else None
+    config = config or HARNESS_TIMING
+    timed, how, harness = harness_cases(problem, runtime, workdir, "child")
+    parent_timed = (harness_cases(problem, parent, workdir, "parent", inputs_from=harness)[0]
+                    if parent else None)
     stats: list[TimingStats] = []
     weighted_ratio, parent_sum = 0.0, 0.0
     noisy = False
@@ -189,14 +192,16 @@ def _measure_harness(
     return (measurement, *gpu_features(problem, runtime, device, target, 0, total))
 
 
-def harness_cases(problem: KernelProblem, runtime: Any, workdir: Path,
-                  role: str) -> tuple[list[tuple[str, Prepare]], str]:
-    """What a TritonBench-G problem times, and how to say it: the performance harness's inputs
-    (call_op alone), or the test's calls into the region."""
+def harness_cases(problem: KernelProblem, runtime: Any, workdir: Path, role: str,
+                  inputs_from: Any = None) -> tuple[list[tuple[str, Prepare]], str, Any]:
+    """What a TritonBench-G problem times, how to say it, and the harness (None without one):
+    the performance harness's inputs (call_op alone; the same host inputs as `inputs_from`
+    when given), or the test's calls into the region."""
     from kernelband.profile.perf_harness import harness_prepares, load_harness, region_prepare
 
     if problem.perf_source:
         harness = load_harness(problem.perf_source, runtime.candidate_module, workdir, role)
-        return harness_prepares(harness), "perf harness, call_op alone"
+        return (harness_prepares(harness, inputs_from=inputs_from),
+                "perf harness, call_op alone", harness)
     prepare = region_prepare(problem, runtime, "candidate", "cuda")
-    return [("region_calls", prepare)], "region calls only, inputs untimed"
+    return [("region_calls", prepare)], "region calls only, inputs untimed", None

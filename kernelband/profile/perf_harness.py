@@ -104,13 +104,21 @@ def load_harness(source: str, kernel_module: ModuleType, workdir: Path, role: st
     return getattr(module, HARNESS_CLASS)()
 
 
-def harness_prepares(harness: Any, device: str = "cuda",
-                     limit: int | None = None) -> list[tuple[str, Prepare]]:
-    """One (case name, prepare) per harness input; inputs built and moved once, untimed."""
+def harness_prepares(harness: Any, device: str = "cuda", limit: int | None = None,
+                     inputs_from: Any = None) -> list[tuple[str, Prepare]]:
+    """One (case name, prepare) per harness input; inputs built and moved once, untimed.
+
+    With `inputs_from` (a harness whose inputs are built), this harness takes the same host
+    inputs instead of drawing its own: a parent timed beside its child sees identical values
+    (the corpus harnesses draw them unseeded), and the sweep is built once. Each harness still
+    moves them to the device itself, so an op writing its inputs never touches the other's."""
     from kernelband.problem.devices import device_scope
 
-    with device_scope(device):
-        harness.get_input_tensors()
+    if inputs_from is not None:
+        harness.input_tensors = list(inputs_from.input_tensors)
+    else:
+        with device_scope(device):
+            harness.get_input_tensors()
     inputs = list(harness.input_tensors)[:limit] if limit else list(harness.input_tensors)
     if not inputs:
         raise HarnessError("get_input_tensors() produced no inputs; fill self.input_tensors")

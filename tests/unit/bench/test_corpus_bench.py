@@ -85,3 +85,30 @@ def test_gpu_phase_boxes_take_overrides_and_refuse_unknown_phases() -> None:
     assert phase_boxes("check=450, suite=0") == {**PHASE_S, "check": 450.0, "suite": 0.0}
     with pytest.raises(SystemExit, match="unknown phase 'chek'"):
         phase_boxes("chek=1")
+
+
+def test_a_suite_cut_short_by_its_box_still_reports_what_its_database_holds(
+        tmp_path: Path) -> None:
+    from bench.gpu.corpus_gpu import stored_report
+    from kernelband.db import repository
+    from kernelband.db.session import open_database, session_scope
+    from kernelband.problem.model import Case, KernelProblem
+    from kernelband.suite import SuiteSettings, create_suite
+
+    database = tmp_path / "suite.db"
+    assert stored_report(database) is None  # nothing stored: no report, not an error
+    engine, factory = open_database(f"sqlite:///{database}", migrate=True)
+    problems = [KernelProblem(name=f"p{i}", format="native", source=f"# {i}\n", editable="BODY",
+                              entry="entry", kernel_names=("k",), cases=(Case("c1", {}),),
+                              held_out_cases=())
+                for i in range(2)]
+    with session_scope(factory) as session:
+        team = repository.get_or_create_team(session, "local")
+        create_suite(session, team.id, "s", "native", problems, [],
+                     SuiteSettings(targets=("h100",), policies=("kernelband",), model="",
+                                   budget=5, parallelism=2, seed=0))
+    engine.dispose()
+    report = stored_report(database)
+    assert report is not None
+    assert report["jobs_finished"] == 0 and len(report["job_ids"]) == 2
+    assert {row["problem"] for row in report["problems"]} == {"p0", "p1"}

@@ -73,6 +73,22 @@ def test_harness_binds_its_kernel_import_to_the_module_under_test(tmp_path: Path
     assert prepares[2][1]() is run  # inputs are built once, not per timed run
 
 
+RANDOM_HARNESS = HARNESS.replace("torch.ones(2 ** (i + 2))", "torch.rand(2 ** (i + 2))")
+
+
+def test_a_parent_harness_times_the_same_host_inputs_as_its_child(tmp_path: Path) -> None:
+    child_kernels, parent_kernels = _kernel_module(), _kernel_module()
+    child = load_harness(RANDOM_HARNESS, child_kernels, tmp_path, "child")
+    child_prepares = harness_prepares(child, "cpu")
+    parent = load_harness(RANDOM_HARNESS, parent_kernels, tmp_path, "parent")
+    parent_prepares = harness_prepares(parent, "cpu", inputs_from=child)
+    # the sweep draws unseeded random inputs: without sharing, parent and child would differ
+    for (_, child_prepare), (_, parent_prepare) in zip(child_prepares, parent_prepares,
+                                                       strict=True):
+        assert torch.equal(child_prepare()(), parent_prepare()())
+    assert len(child_kernels.calls) == len(parent_kernels.calls) == 3  # each times its own op
+
+
 def test_harness_without_the_class_is_refused_with_what_to_define() -> None:
     with pytest.raises(HarnessError, match="class performance_metrics"):
         check_harness_source("def call_op(x):\n    return x\n")
