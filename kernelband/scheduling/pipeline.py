@@ -141,10 +141,12 @@ def ingest_safely(ctx: EngineContext, attempt_id: int, result: dict) -> bool:
 
 
 def select_and_dispatch(ctx: EngineContext) -> tuple[int, int]:
-    """New pulls are committed as pending attempts first, then every pending attempt is sent."""
+    """New pulls are committed as pending attempts first, then pending attempts are sent; both
+    bounded per pass (`max_pulls_per_pass`, `max_dispatch_per_pass`), oldest attempts first."""
     with fenced(ctx) as session:
-        selected = select_pulls(session, ctx.clock(), ctx.settings.max_in_flight_per_team)
-    return selected, dispatch_pending(ctx)
+        selected = select_pulls(session, ctx.clock(), ctx.settings.max_in_flight_per_team,
+                                ctx.settings.max_pulls_per_pass)
+    return selected, dispatch_pending(ctx, ctx.settings.max_dispatch_per_pass)
 
 
 def dispatch_pending(ctx: EngineContext, limit: int = 256) -> int:
