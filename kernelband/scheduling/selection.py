@@ -7,7 +7,9 @@ are dropped. Each pull is committed as a pending generate attempt with its decis
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
@@ -55,8 +57,9 @@ def select_pulls(session: Session, now: datetime, cap: int | None = None,
                for track, job, count in per_track.values())
 
 
-def job_rank(rows: list[tuple[Track, Job]], in_flight_pulls: dict[int, int]) -> dict[int, int]:
-    """Each job's turn inside its team: fewest pulls in flight first, then the oldest job."""
+def job_rank(rows: Sequence[Any], in_flight_pulls: dict[int, int]) -> dict[int, int]:
+    """Each job's turn inside its team (rows of (track, job)): fewest pulls in flight first,
+    then the oldest job."""
     per_job: dict[int, int] = {}
     for track, job in rows:
         per_job[job.id] = per_job.get(job.id, 0) + in_flight_pulls.get(track.id, 0)
