@@ -56,6 +56,7 @@ class StepReport:
     selected: int = 0
     dispatched: int = 0
     finished: list[int] = field(default_factory=list)  # job ids finished in this step
+    more_waiting: bool = False  # the pass stopped at a bound: the next one need not wait
 
 
 @contextmanager
@@ -80,6 +81,8 @@ def step(ctx: EngineContext, drain_timeout_s: float = 0.0) -> StepReport:
     with fenced(ctx) as session:
         report.finished = finish_tracks_and_jobs(session, ctx.clock())
     report.selected, report.dispatched = select_and_dispatch(ctx)
+    report.more_waiting = (report.selected >= ctx.settings.max_pulls_per_pass
+                           or report.dispatched >= ctx.settings.max_dispatch_per_pass)
     return report
 
 
