@@ -5,8 +5,9 @@ Active jobs (1, 10, 100) each have one track whose policy state holds a frontier
 completes every task instantly with SIMULATED task results (no LLM, compiler or GPU runs), so
 what is timed is the scheduler's own work: policy select/update, clustering, SQL, JSON state.
 
-Cycle definitions: a select+dispatch cycle is one `select_and_dispatch` call (one pass over all
-jobs with free capacity, committing new pulls and sending every pending attempt); an ingest cycle
+Cycle definitions: a select+dispatch cycle is one `select_and_dispatch` call (one bounded pass
+over the jobs with free capacity, committing at most `max_pulls_per_pass` new pulls and sending
+at most `max_dispatch_per_pass` pending attempts, the Settings defaults); an ingest cycle
 is one `ingest_batch` call (every result that arrived since the last pass, applied in batches of
 up to 500 per transaction). Pulls/s counts new pulls selected per second of wall time after
 WARMUP_STEPS untimed passes (the first pass parses every policy state from the database).
@@ -330,7 +331,9 @@ def section(data: dict[str, Any]) -> str:
             "all jobs belong to one team whose fair-share cap is lifted (the default 32 "
             "attempts in flight per team would be the limit, not the scheduler). A pull takes "
             "three results (generate, compile, profile). A select+dispatch cycle is one "
-            "`select_and_dispatch` call (a pass over every job with free capacity); an ingest "
+            "`select_and_dispatch` call (a bounded pass over the jobs with free capacity: at "
+            f"most {Settings().max_pulls_per_pass} new pulls and "
+            f"{Settings().max_dispatch_per_pass} sends, the defaults); an ingest "
             "cycle is one `ingest_batch` call (every result that arrived since the last pass). "
             f"{WARMUP_STEPS} untimed passes, then {data['seconds_per_config']:g} s of scheduler "
             f"passes per configuration.\n\n{table}\n\n" + "\n".join(lines) + profile

@@ -51,6 +51,10 @@ class Settings(BaseSettings):
     # fair share: attempts in flight per team, and queued jobs started per team per cycle
     max_in_flight_per_team: int = 32
     max_job_starts_per_team: int = 4
+    # bounded passes: new pulls selected and attempts sent per scheduler pass (the rest wait
+    # for the next pass, served first), so one pass stays short however many slots are free
+    max_pulls_per_pass: int = 256
+    max_dispatch_per_pass: int = 256
 
     # api
     max_source_bytes: int = 256 * 1024

@@ -37,29 +37,31 @@ def ucb_scores(state: PolicyState, c: float, virtual: bool) -> np.ndarray:
 
 
 def cluster_members(state: PolicyState, n_clusters: int) -> list[list[int]]:
-    """Frontier indices of each cluster."""
-    members: list[list[int]] = [[] for _ in range(n_clusters)]
-    for index, label in enumerate(state.labels):
-        if label < n_clusters:
-            members[label].append(index)
-    return members
+    """Frontier indices of each cluster, ascending."""
+    labels = np.asarray(state.labels, dtype=np.int64)  # one pass in C: frontiers reach 1,000s
+    return [np.flatnonzero(labels == cluster).tolist() for cluster in range(n_clusters)]
 
 
 def representative(state: PolicyState, members: list[int]) -> int | None:
-    """The fastest member that has a hardware signature, or None when none has one."""
-    with_h = [i for i in members if state.frontier[i].h is not None]
-    if not with_h:
-        return None
-    return min(with_h, key=lambda i: state.frontier[i].time_ms)
+    """The fastest member that has a hardware signature (the first on ties), or None."""
+    frontier, best, best_ms = state.frontier, None, math.inf
+    for i in members:  # a plain loop: this runs over the whole frontier on every selection
+        entry = frontier[i]
+        if entry.h is not None and (best is None or entry.time_ms < best_ms):
+            best, best_ms = i, entry.time_ms
+    return best
 
 
-def open_arms(state: PolicyState, members: list[list[int]], theta: np.ndarray) -> np.ndarray:
-    """Mask [cluster, strategy]: open when the representative's target dimension is unsaturated."""
+def open_arms(state: PolicyState, members: list[list[int]], theta: np.ndarray,
+              reps: list[int | None] | None = None) -> np.ndarray:
+    """Mask [cluster, strategy]: open when the representative's target dimension is unsaturated.
+
+    `reps`: each cluster's `representative`, when the caller already has them."""
     mask = np.zeros((len(members), len(STRATEGY_NAMES)), dtype=bool)
     for cluster, idx in enumerate(members):
         if not idx:
             continue  # empty clusters are closed
-        rep = representative(state, idx)
+        rep = representative(state, idx) if reps is None else reps[cluster]
         if rep is None:
             mask[cluster] = True  # no signature, no evidence of saturation
             continue

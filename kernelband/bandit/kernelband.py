@@ -42,7 +42,8 @@ class KernelBandPolicy(Policy):
 
     def _choose(self, state: PolicyState, rng: np.random.Generator) -> tuple[int, str | None, str]:
         members = cluster_members(state, self.cfg.k)
-        mask = open_arms(state, members, self.theta)
+        reps = self.representatives(state, members)  # one pass over the frontier, used twice
+        mask = open_arms(state, members, self.theta, reps)
         scores = ucb_scores(state, self.cfg.c, self.cfg.pending == "virtual")
         scores = scores + self._bonus(state, members)
         cluster, s = argmax_open(scores, mask, rng)
@@ -53,11 +54,11 @@ class KernelBandPolicy(Policy):
         else:
             index = sample_parent(
                 state, members[cluster], dim, float(self.theta[dim]), self.cfg.temperature, rng,
-                self._signed(state, members),
+                self._signed(state, reps),
             )
         return cluster, strategy, state.frontier[index].kernel_id
 
-    def _signed(self, state: PolicyState, members: list[list[int]]) -> set[str] | None:
+    def _signed(self, state: PolicyState, reps: list[int | None]) -> set[str] | None:
         """Kernels whose signature the parent softmax reads; None: every member's.
 
         In `representatives` scope the current representatives join the signed set and stay
@@ -65,7 +66,7 @@ class KernelBandPolicy(Policy):
         """
         if self.cfg.signatures == "all":
             return None
-        for rep in self.representatives(state, members):
+        for rep in reps:
             kernel_id = None if rep is None else state.frontier[rep].kernel_id
             if kernel_id is not None and kernel_id not in state.signed:
                 state.signed.append(kernel_id)

@@ -63,7 +63,7 @@ class Policy:
                 f"kernelband: decision {decision_id!r} is not pending (already applied or never "
                 "selected); apply each result exactly once"
             )
-        if child is not None and any(e.kernel_id == child.kernel_id for e in state.frontier):
+        if child is not None and child.kernel_id in {e.kernel_id for e in state.frontier}:
             raise PolicyStateError(
                 f"kernelband: kernel {child.kernel_id!r} is already in the frontier; "
                 "give every child a new kernel_id"

@@ -30,7 +30,13 @@ from kernelband.loop.transcripts import record_transcript, without_transcript
 from kernelband.loop.translate import kept_original, needs_translation, replaces_best
 from kernelband.scheduling.attempts import new_attempt
 from kernelband.scheduling.events import append_event, prime_event_counters
-from kernelband.scheduling.state import frontier_entry, load_state, policy_for, save_state
+from kernelband.scheduling.state import (
+    frontier_entry,
+    load_state,
+    policy_for,
+    save_state,
+    write_final_view,
+)
 
 LockedAttempt = tuple[Attempt, Track, Job, Candidate | None]
 
@@ -245,6 +251,7 @@ def start_acceptance(session: Session, track: Track, why: str) -> None:
     """Stop searching; verify the best on held-out cases (the original needs no check)."""
     job = session.get_one(Job, track.job_id)
     track.status, track.reason = "accepting", why
+    write_final_view(session, track)
     append_event(session, job.id, "track_accepting", {"target": track.target, "why": why})
     if track.best_candidate_id in (None, track.original_candidate_id):
         track.held_out, track.held_out_reason = kept_original(session, job,

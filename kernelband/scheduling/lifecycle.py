@@ -28,6 +28,7 @@ from kernelband.scheduling.events import append_event
 from kernelband.scheduling.fairshare import cap_per_team, fair_order
 from kernelband.scheduling.ingest import start_acceptance
 from kernelband.scheduling.selection import in_flight_by_team
+from kernelband.scheduling.state import write_final_view
 
 FINISHED_TRACK = ("completed", "cancelled", "failed")
 
@@ -123,6 +124,7 @@ def cancel_job(session: Session, job: Job, tracks: list[Track]) -> None:
     for track in tracks:
         if track.status not in FINISHED_TRACK:
             fail_open_attempts(session, track.id, "cancelled")
+            write_final_view(session, track)
             track.status, track.reason, track.finished_at = "cancelled", "cancelled", utcnow()
     job.status, job.finished_at, job.reason = "cancelled", utcnow(), "cancelled on request"
     append_event(session, job.id, "job_cancelled", {})

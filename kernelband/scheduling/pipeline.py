@@ -56,6 +56,7 @@ class StepReport:
     selected: int = 0
     dispatched: int = 0
     finished: list[int] = field(default_factory=list)  # job ids finished in this step
+    more_waiting: bool = False  # the pass stopped at a bound: the next one need not wait
 
 
 @contextmanager
@@ -80,6 +81,8 @@ def step(ctx: EngineContext, drain_timeout_s: float = 0.0) -> StepReport:
     with fenced(ctx) as session:
         report.finished = finish_tracks_and_jobs(session, ctx.clock())
     report.selected, report.dispatched = select_and_dispatch(ctx)
+    report.more_waiting = (report.selected >= ctx.settings.max_pulls_per_pass
+                           or report.dispatched >= ctx.settings.max_dispatch_per_pass)
     return report
 
 
@@ -141,10 +144,12 @@ def ingest_safely(ctx: EngineContext, attempt_id: int, result: dict) -> bool:
 
 
 def select_and_dispatch(ctx: EngineContext) -> tuple[int, int]:
-    """New pulls are committed as pending attempts first, then every pending attempt is sent."""
+    """New pulls are committed as pending attempts first, then pending attempts are sent; both
+    bounded per pass (`max_pulls_per_pass`, `max_dispatch_per_pass`), oldest attempts first."""
     with fenced(ctx) as session:
-        selected = select_pulls(session, ctx.clock(), ctx.settings.max_in_flight_per_team)
-    return selected, dispatch_pending(ctx)
+        selected = select_pulls(session, ctx.clock(), ctx.settings.max_in_flight_per_team,
+                                ctx.settings.max_pulls_per_pass)
+    return selected, dispatch_pending(ctx, ctx.settings.max_dispatch_per_pass)
 
 
 def dispatch_pending(ctx: EngineContext, limit: int = 256) -> int:

@@ -7,7 +7,9 @@ are dropped. Each pull is committed as a pending generate attempt with its decis
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
@@ -21,11 +23,14 @@ from kernelband.scheduling.fairshare import cap_per_team, fair_order
 from kernelband.scheduling.state import load_state, policy_for, save_state
 
 
-def select_pulls(session: Session, now: datetime, cap: int | None = None) -> int:
+def select_pulls(session: Session, now: datetime, cap: int | None = None,
+                 limit: int | None = None) -> int:
     """Ask each running track's policy for new pulls while it has free capacity and budget.
 
     Every free slot is one item: slots are ordered round-robin between teams, then jobs
     (kernelband/scheduling/fairshare.py), and a team's slots beyond `cap` attempts in flight are dropped.
+    Inside a team, jobs with fewer pulls in flight come first, so a pass that stops after
+    `limit` pulls leaves the rest to the next pass without starving any job.
     """
     query = (select(Track, Job).join(Job, Job.id == Track.job_id)
              .where(Track.status == "running", Job.status == "running",
@@ -40,8 +45,9 @@ def select_pulls(session: Session, now: datetime, cap: int | None = None) -> int
         free = min(free, job.budget_iterations - track.iterations_dispatched)
         slots.extend([(track, job)] * max(free, 0))
     in_flight = in_flight_by_team(session)
-    ordered = fair_order(slots, lambda r: r[1].team_id, lambda r: r[1].id, in_flight)
-    kept = cap_per_team(ordered, lambda r: r[1].team_id, in_flight, cap)
+    rank = job_rank(rows, in_flight_pulls)
+    ordered = fair_order(slots, lambda r: r[1].team_id, lambda r: rank[r[1].id], in_flight)
+    kept = cap_per_team(ordered, lambda r: r[1].team_id, in_flight, cap)[:limit]
     per_track: dict[int, tuple[Track, Job, int]] = {}
     for track, job in kept:  # dict order = first slot of each track in the fair order
         count = per_track.get(track.id, (track, job, 0))[2]
@@ -49,6 +55,16 @@ def select_pulls(session: Session, now: datetime, cap: int | None = None) -> int
     read_event_counters(session, (job.id for _, job, _ in per_track.values()))
     return sum(select_for_track(session, job, track, count)
                for track, job, count in per_track.values())
+
+
+def job_rank(rows: Sequence[Any], in_flight_pulls: dict[int, int]) -> dict[int, int]:
+    """Each job's turn inside its team (rows of (track, job)): fewest pulls in flight first,
+    then the oldest job."""
+    per_job: dict[int, int] = {}
+    for track, job in rows:
+        per_job[job.id] = per_job.get(job.id, 0) + in_flight_pulls.get(track.id, 0)
+    ordered = sorted(per_job, key=lambda job_id: (per_job[job_id], job_id))
+    return {job_id: position for position, job_id in enumerate(ordered)}
 
 
 def pulls_in_flight_by_track(session: Session, track_ids: list[int]) -> dict[int, int]:
@@ -84,4 +100,5 @@ def in_flight_by_team(session: Session) -> dict[int, int]:
     return {int(team): int(count) for team, count in session.execute(query).all()}
 
 
-__all__ = ["in_flight_by_team", "pulls_in_flight_by_track", "select_for_track", "select_pulls"]
+__all__ = ["in_flight_by_team", "job_rank", "pulls_in_flight_by_track", "select_for_track",
+           "select_pulls"]

@@ -16,7 +16,7 @@ from kernelband.bandit import FrontierEntry, PolicyState, make_policy
 from kernelband.bandit.policy import Policy
 from kernelband.db.models import Candidate, FrontierRow, Job, Measurement, Track
 from kernelband.scheduling.state_cache import cached_state, remember_state
-from kernelband.scheduling.views import deferred_writes
+from kernelband.scheduling.views import deferred_writes, refresh_view
 
 
 def policy_for(job: Job) -> Policy:
@@ -60,6 +60,13 @@ def save_state(session: Session, track: Track, state: PolicyState,
         writes.views[track.id] = (track, session.get_one(Job, track.job_id), state)
 
 
+def write_final_view(session: Session, track: Track) -> None:
+    """A stopping track's arm/cluster view goes out with this transaction (views.VIEW_INTERVAL_S
+    may have held back its latest rewards)."""
+    if track.policy_state is not None:  # a track without a baseline has no view
+        refresh_view(session, track, session.get_one(Job, track.job_id), load_state(track))
+
+
 def view_key(state: PolicyState) -> tuple[Any, ...]:
     """Everything the arm/cluster view is derived from (selecting a pull changes none of it)."""
     # Frontier entries are only ever appended, so its length stands for its content.
@@ -76,4 +83,5 @@ def frontier_entry(candidate: Candidate, measurement: Measurement) -> FrontierEn
                          h=None if not h else (float(h[0]), float(h[1]), float(h[2])))
 
 
-__all__ = ["frontier_entry", "load_state", "policy_for", "save_state", "view_key"]
+__all__ = ["frontier_entry", "load_state", "policy_for", "save_state", "view_key",
+           "write_final_view"]

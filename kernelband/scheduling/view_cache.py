@@ -6,11 +6,13 @@ Postgres and left as they were. This per-process cache holds the compared values
 row a committed transaction of this process wrote, and `changed_rows` drops the rows that
 match. It is trusted only while this process is the only writer: it belongs to one engine and
 one leader epoch (a takeover by anyone, this process included, starts it empty), and rows
-enter it only after their transaction committed (a rollback forgets them).
+enter it only after their transaction committed (a rollback forgets them). It also holds when
+each track's view was last written (`view_due`), which bounds how often a view is rewritten.
 """
 
 from __future__ import annotations
 
+import time
 import weakref
 from collections.abc import Sequence
 from typing import Any
@@ -42,11 +44,29 @@ def changed_rows(session: Session, table: str, rows: Sequence[dict[str, Any]],
             continue
         changed.append(row)
         pending[key] = values
+    _listen(session)
+    return changed
+
+
+def view_due(session: Session, track_id: int, interval_s: float) -> bool:
+    """Whether this process last committed the track's view at least `interval_s` ago (or never,
+    under this engine and leader epoch)."""
+    written = _written(session)
+    last = None if written is None else written.get(("view_written_at", (track_id,)))
+    return last is None or time.monotonic() - last >= interval_s
+
+
+def note_view_written(session: Session, track_id: int) -> None:
+    """The track's view goes out with this transaction (counted once it commits)."""
+    session.info.setdefault(_PENDING, {})[("view_written_at", (track_id,))] = time.monotonic()
+    _listen(session)
+
+
+def _listen(session: Session) -> None:
     if not session.info.get(_LISTENING):  # once per session
         session.info[_LISTENING] = True
         event.listen(session, "after_commit", _publish)
         event.listen(session, "after_soft_rollback", _discard)
-    return changed
 
 
 def _frozen(value: Any) -> Any:
@@ -90,4 +110,4 @@ def clear_cache() -> None:
     _WRITTEN.clear()
 
 
-__all__ = ["EPOCH", "changed_rows", "clear_cache"]
+__all__ = ["EPOCH", "changed_rows", "clear_cache", "note_view_written", "view_due"]

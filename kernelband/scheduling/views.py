@@ -20,7 +20,7 @@ from sqlalchemy.orm import Session
 from kernelband.bandit import FrontierEntry, PolicyState, make_policy
 from kernelband.db.models import ArmStat, Cluster, FrontierRow, Job, Track, utcnow
 from kernelband.db.upsert import upsert_rows
-from kernelband.scheduling.view_cache import changed_rows
+from kernelband.scheduling.view_cache import changed_rows, note_view_written, view_due
 
 
 @dataclass
@@ -31,10 +31,16 @@ class DeferredWrites:
     frontier_rows: list[dict[str, Any]] = field(default_factory=list)
     # The latest state per track, with its job (held here: the identity map holds rows weakly).
     views: dict[int, tuple[Track, Job, PolicyState]] = field(default_factory=dict)
+    forced: set[int] = field(default_factory=set)  # tracks whose view is written however recent
 
 
 _DEFERRED = "kb_deferred_writes"
 UCB_DECIMALS = 4  # stored precision of an arm's UCB score
+# A running track's arm/cluster view is rewritten with a reward at most once per interval (each
+# reward changes every arm's UCB score through ln t, so each rewrite touches every arm row). A
+# reward inside the interval shows with the track's next reward after it, when the track stops
+# (`refresh_view`), or at once after a takeover (a new leader remembers no writes).
+VIEW_INTERVAL_S = 5.0
 
 
 def deferred_writes(session: Session) -> DeferredWrites:
@@ -47,6 +53,13 @@ def deferred_writes(session: Session) -> DeferredWrites:
             orm_events.listen(session, "before_commit", _write_deferred)
     writes: DeferredWrites = held[1]
     return writes
+
+
+def refresh_view(session: Session, track: Track, job: Job, state: PolicyState) -> None:
+    """Write the track's arm/cluster view with this transaction, however recent the last one."""
+    writes = deferred_writes(session)
+    writes.views[track.id] = (track, job, state)
+    writes.forced.add(track.id)
 
 
 def touch_job(session: Session, job_id: int) -> None:
@@ -66,6 +79,10 @@ def _write_deferred(session: Session) -> None:
     clusters: list[dict[str, Any]] = []
     now = utcnow()
     for track, job, state in writes.views.values():
+        if not (track.id in writes.forced or track.status != "running"
+                or view_due(session, track.id, VIEW_INTERVAL_S)):
+            continue  # written again within VIEW_INTERVAL_S, or when the track stops
+        note_view_written(session, track.id)
         arms += arm_rows(job, track, state, now)
         clusters += cluster_rows(track, state, now)
     for model, rows, keys, compared in (
@@ -144,4 +161,5 @@ def cluster_rows(track: Track, state: PolicyState, now: datetime) -> list[dict[s
     return rows
 
 
-__all__ = ["DeferredWrites", "arm_rows", "cluster_rows", "deferred_writes", "touch_job"]
+__all__ = ["VIEW_INTERVAL_S", "DeferredWrites", "arm_rows", "cluster_rows", "deferred_writes",
+           "refresh_view", "touch_job"]

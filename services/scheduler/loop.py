@@ -52,6 +52,7 @@ class LeaderStats:
     ingested: int = 0
     dispatched: int = 0
     requeued: int = 0
+    more_waiting: bool = False  # the last step stopped at a bound (kernelband.scheduling.pipeline)
     errors: list[str] = field(default_factory=list)
 
 
@@ -142,7 +143,9 @@ def guarded_step(ctx: EngineContext, dispatcher: CeleryDispatcher, stats: Leader
                  stop: threading.Event) -> None:
     """One engine step; results are acked after it, requeued when it fails (not fencing)."""
     try:
-        report = step(ctx, drain_timeout_s=ctx.settings.poll_interval_s)
+        # A pass that stopped at its bounds left work: the next one starts without waiting.
+        wait_s = 0.0 if stats.more_waiting else ctx.settings.poll_interval_s
+        report = step(ctx, drain_timeout_s=wait_s)
     except BROKER_ERRORS as exc:
         stats.errors.append(f"broker: {exc}"[:300])
         log.warning("broker error, reconnecting in %ss: %s", ERROR_BACKOFF_S, exc)
@@ -173,6 +176,7 @@ def guarded_step(ctx: EngineContext, dispatcher: CeleryDispatcher, stats: Leader
         stop.wait(ERROR_BACKOFF_S)
         reconnect(dispatcher, stats)
     stats.steps += 1
+    stats.more_waiting = report.more_waiting
     stats.ingested += report.ingested
     stats.dispatched += report.dispatched
 

@@ -1,0 +1,64 @@
+"""Bounded scheduler passes: at most `limit` new pulls per pass, and no job waits for ever."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from scheduling_fakes import FAKE_TASKS, make_job
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session, sessionmaker
+
+from kernelband.config import Settings
+from kernelband.db.models import Attempt
+from kernelband.db.session import session_scope
+from kernelband.scheduling.dispatch import InboxDispatcher, TaskMessage
+from kernelband.scheduling.pipeline import EngineContext, dispatch_pending, fenced, step
+from kernelband.scheduling.selection import select_pulls
+
+
+class BaselineOnlyDispatcher(InboxDispatcher):
+    """Answers profile tasks (here only baselines) at once and keeps every generate in flight."""
+
+    def submit(self, task: TaskMessage) -> str:
+        if task.kind == "profile":
+            self.deliver(task.attempt_id, FAKE_TASKS["profile"](task.payload))
+        return task.task_id
+
+
+def _running(factory: sessionmaker[Session], jobs: int,
+             parallelism: int) -> tuple[EngineContext, list[int]]:
+    ids = [make_job(factory, budget_iterations=50, parallelism=parallelism, seed=i)
+           for i in range(jobs)]
+    ctx = EngineContext(factory, BaselineOnlyDispatcher(),
+                        Settings(max_in_flight_per_team=10_000, max_pulls_per_pass=0))
+    step(ctx)  # jobs start; baselines are sent and answered
+    step(ctx)  # baselines applied: every track runs
+    return ctx, ids
+
+
+def _pulls_per_job(factory: sessionmaker[Session]) -> Counter[int]:
+    with session_scope(factory) as session:
+        rows = session.execute(select(Attempt.job_id, func.count(Attempt.id))
+                               .where(Attempt.kind == "generate").group_by(Attempt.job_id))
+        return Counter({int(job): int(count) for job, count in rows})
+
+
+def test_a_pass_selects_at_most_its_limit(sqlite_factory: sessionmaker[Session]) -> None:
+    ctx, _ = _running(sqlite_factory, jobs=5, parallelism=3)
+    with fenced(ctx) as session:
+        assert select_pulls(session, ctx.clock(), limit=4) == 4
+    assert dispatch_pending(ctx, limit=3) == 3  # the oldest first; the rest next pass
+    assert dispatch_pending(ctx, limit=3) == 1
+
+
+def test_jobs_with_fewer_pulls_in_flight_are_served_first(
+        sqlite_factory: sessionmaker[Session]) -> None:
+    ctx, jobs = _running(sqlite_factory, jobs=4, parallelism=3)
+    for passes in range(1, 5):
+        with fenced(ctx) as session:
+            assert select_pulls(session, ctx.clock(), limit=3) == 3
+        counts = _pulls_per_job(sqlite_factory)
+        per_job = [counts.get(job_id, 0) for job_id in jobs]
+        assert sum(per_job) == 3 * passes
+        assert max(per_job) - min(per_job) <= 1, per_job  # oldest-first alone starves the 4th
+    assert sorted(_pulls_per_job(sqlite_factory).values()) == [3, 3, 3, 3]  # every slot used

@@ -1,0 +1,73 @@
+"""Arm/cluster views: rewritten at most once per interval while a track runs, final when it stops."""
+
+from __future__ import annotations
+
+import pytest
+from scheduling_fakes import FAKE_TASKS, make_job
+from sqlalchemy import event, select
+from sqlalchemy.orm import Session, sessionmaker
+
+from kernelband.config import Settings
+from kernelband.db.models import ArmStat, Cluster, Job, Track, utcnow
+from kernelband.db.session import session_scope
+from kernelband.scheduling import views
+from kernelband.scheduling.dispatch import InlineDispatcher
+from kernelband.scheduling.lifecycle import job_is_finished
+from kernelband.scheduling.pipeline import EngineContext, step
+from kernelband.scheduling.state import load_state
+from kernelband.scheduling.view_cache import clear_cache
+
+
+def _view_writes(factory: sessionmaker[Session], job_id: int) -> int:
+    """Scheduler passes until the job finishes; returns the statements that wrote arm rows."""
+    ctx = EngineContext(factory, InlineDispatcher(FAKE_TASKS), Settings())
+    written: list[str] = []
+
+    def record(conn: object, cursor: object, statement: str, *rest: object) -> None:
+        if statement.lstrip().upper().startswith("INSERT INTO ARM_STATS"):
+            written.append(statement)
+
+    engine = factory.kw["bind"]
+    event.listen(engine, "before_cursor_execute", record)
+    try:
+        for _ in range(300):
+            step(ctx)
+            if job_is_finished(factory, job_id):
+                return len(written)
+    finally:
+        event.remove(engine, "before_cursor_execute", record)
+    raise AssertionError(f"job {job_id} did not finish")
+
+
+def _stored_matches_state(factory: sessionmaker[Session], job_id: int) -> None:
+    with session_scope(factory) as session:
+        job = session.get_one(Job, job_id)
+        track = session.scalars(select(Track).where(Track.job_id == job_id)).one()
+        state = load_state(track)
+        stored = {(a.cluster, a.strategy): a.pulls for a in
+                  session.scalars(select(ArmStat).where(ArmStat.track_id == track.id))}
+        expected = {(r["cluster"], r["strategy"]): r["pulls"]
+                    for r in views.arm_rows(job, track, state, utcnow())}
+        assert stored == expected
+        sizes = sum(c.size for c in
+                    session.scalars(select(Cluster).where(Cluster.track_id == track.id)))
+        assert sizes == len(state.frontier)
+
+
+def test_a_running_track_rewrites_its_view_at_most_once_per_interval(
+        sqlite_factory: sessionmaker[Session], monkeypatch: pytest.MonkeyPatch) -> None:
+    clear_cache()
+    monkeypatch.setattr(views, "VIEW_INTERVAL_S", 3600.0)
+    job_id = make_job(sqlite_factory, budget_iterations=8, parallelism=2)
+    # The baseline's first view, then nothing until the track stops: its final view.
+    assert _view_writes(sqlite_factory, job_id) == 2
+    _stored_matches_state(sqlite_factory, job_id)  # the stopped track shows every reward
+
+
+def test_without_an_interval_every_reward_is_shown(
+        sqlite_factory: sessionmaker[Session], monkeypatch: pytest.MonkeyPatch) -> None:
+    clear_cache()
+    monkeypatch.setattr(views, "VIEW_INTERVAL_S", 0.0)
+    job_id = make_job(sqlite_factory, budget_iterations=8, parallelism=2)
+    assert _view_writes(sqlite_factory, job_id) > 2
+    _stored_matches_state(sqlite_factory, job_id)
