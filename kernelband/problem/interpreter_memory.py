@@ -18,6 +18,7 @@ the heap. Arguments that alias one storage share one copy.
 from __future__ import annotations
 
 import functools
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -89,19 +90,26 @@ def _swap(value: Any, launch: _Launch) -> Any:
     return value
 
 
-# One entry per running launch (a stack: a pre-run hook may launch another kernel): the launch's
-# guarded copies and the host arguments they replaced.
-_running: list[tuple[_Launch, Any, Any]] = []
+# Per thread, one entry per running launch (a stack: a pre-run hook may launch another kernel):
+# the launch's guarded copies and the host arguments they replaced.
+_local = threading.local()
+
+
+def running() -> list[tuple[_Launch, Any, Any]]:
+    """This thread's stack of running launches."""
+    stack: list[tuple[_Launch, Any, Any]] = _local.__dict__.setdefault("running", [])
+    return stack
 
 
 def _guarded_call(call: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(call)
     def launch(self: Any, *args: Any, **kwargs: Any) -> Any:
-        depth = len(_running)
+        stack = running()
+        depth = len(stack)
         try:
             return call(self, *args, **kwargs)
         finally:
-            del _running[depth:]  # a launch that raised leaves no copies behind
+            del stack[depth:]  # a launch that raised leaves no copies behind
 
     return launch
 
@@ -113,7 +121,7 @@ def _guarded_init(init: Callable[..., Any]) -> Callable[..., Any]:
         launch = _Launch()
         guarded = [_swap(a, launch) for a in args_hst]
         guarded_kw = {k: _swap(v, launch) for k, v in kwargs_hst.items()}
-        _running.append((launch, args_hst, kwargs_hst))
+        running().append((launch, args_hst, kwargs_hst))
         return guarded, guarded_kw
 
     return init_args_hst
@@ -123,10 +131,11 @@ def _guarded_restore(restore: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(restore)
     def restore_args_dev(self: Any, args_dev: Any, args_hst: Any, kwargs: dict[str, Any],
                          kwargs_hst: dict[str, Any]) -> None:
-        if not _running:  # not a launch this module guarded
+        stack = running()
+        if not stack:  # not a launch this module guarded
             restore(self, args_dev, args_hst, kwargs, kwargs_hst)
             return
-        launch, host, host_kw = _running.pop()
+        launch, host, host_kw = stack.pop()
         launch.write_back()
         restore(self, args_dev, host, kwargs, host_kw)
 

@@ -78,7 +78,7 @@ def test_reads_past_either_end_see_zeros_every_run(tmp_path: Path, shift: int) -
         assert torch.equal(kept, inside) and not bool(zeros.any())
         results.append(out)
         del neighbours
-    assert not interpreter_memory._running  # every launch's copies are gone
+    assert not interpreter_memory.running()  # every launch's copies are gone
 
 
 def test_stores_come_back_and_stores_past_the_end_are_dropped(tmp_path: Path) -> None:
@@ -109,7 +109,7 @@ def test_a_launch_that_raises_leaves_nothing_behind(tmp_path: Path) -> None:
     x = torch.zeros(16)
     with device_scope("cpu"), pytest.raises(InterpreterError):
         mod.bad_shape[(1,)](x, BLOCK=16)
-    assert not interpreter_memory._running
+    assert not interpreter_memory.running()
 
 
 def test_a_corpus_original_that_reads_past_a_tensor_is_accepted() -> None:
@@ -123,3 +123,14 @@ def test_a_corpus_original_that_reads_past_a_tensor_is_accepted() -> None:
 
     row = check_one(str(path), seeds=1)
     assert row["accepted"], row
+
+
+def test_each_thread_has_its_own_launch_stack() -> None:
+    import threading
+
+    seen: list[object] = []
+    worker = threading.Thread(target=lambda: seen.append(interpreter_memory.running()))
+    worker.start()
+    worker.join()
+    assert seen and seen[0] is not interpreter_memory.running()
+    assert interpreter_memory.running() is interpreter_memory.running()
