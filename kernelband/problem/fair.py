@@ -10,7 +10,9 @@ disagree with itself. Zeros also mean a candidate cannot read another run's stal
 Reads of memory no tensor of the call allocated (past the end of a tensor, or into blocks
 torch's own internals reuse) land in the CUDA caching allocator's free memory:
 `zero_free_cuda_memory()` overwrites it with zeros, and a TritonBench test run starts with it
-(`kernelband.problem.tritonbench.run_test`), so such a read sees zeros in every run.
+(`kernelband.problem.tritonbench.run_test`), so such a read sees zeros in every run. In the
+CPU Triton interpreter the same read would land in the process heap; there every launch runs
+on copies of its tensors between zero guard bands (`kernelband.problem.interpreter_memory`).
 
 Torch's autograd engine runs `torch.autograd.Function.backward` with no torch function mode
 active, so inside the scope a backward runs under the modes that were active when the scope

@@ -324,9 +324,10 @@ def install() -> None:
             _patched_host_args(executor)
     _patch_libdevice()
     _patch_bool_ops(interpreter)
-    from kernelband.problem import interpreter_fastpath
+    from kernelband.problem import interpreter_fastpath, interpreter_memory
 
     interpreter_fastpath.install(interpreter)
+    interpreter_memory.install(interpreter)  # after the host-argument patch above: wraps it
     builder = getattr(interpreter, "InterpreterBuilder", None)
     if builder is not None and hasattr(builder, "create_masked_load"):
         _bool_masks(builder)

@@ -88,3 +88,49 @@ def test_numpy_dtypes_are_remembered_and_unchanged() -> None:
         first, again = interpreter._get_np_dtype(dtype), interpreter._get_np_dtype(dtype)
         assert first == again
     assert str(interpreter._get_np_dtype(tl.block_type(tl.float16, [16]))) == "float16"
+    pointers = tl.block_type(tl.pointer_type(tl.float32), [4])
+    assert str(interpreter._get_np_dtype(pointers)) == "uint64"
+
+
+OVERFLOW = '''
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def int32_add(x, out, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(out + offs, tl.load(x + offs) + 2147483647)
+'''
+
+
+def test_dead_overflow_checks_are_skipped_and_results_unchanged(tmp_path: Path) -> None:
+    from triton.runtime import interpreter
+
+    use_interpreter_for("cpu")
+    options = interpreter.interpreter_builder.options
+    # the check's assert only fires with debug on, and the interpreter never turns it on
+    assert not options.debug and not options.sanitize_overflow
+    path = tmp_path / "overflow_kernels.py"
+    path.write_text(OVERFLOW)
+    spec = importlib.util.spec_from_file_location("overflow_kernels", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    x = torch.arange(4, dtype=torch.int32)
+    out = torch.zeros_like(x)
+    with device_scope("cpu"):
+        module.int32_add[(1,)](x, out, BLOCK=4)
+    assert out.tolist() == (x.long() + 2147483647 - (1 << 32) * (x > 0)).tolist()  # wraps
+
+
+def test_overflow_checks_stay_where_debug_is_on() -> None:
+    from triton.runtime.interpreter import InterpreterOptions
+
+    builder = type("Builder", (), {})()
+    builder.options = InterpreterOptions(debug=True)
+    interpreter_fastpath._skip_dead_overflow_checks(builder)
+    assert builder.options.sanitize_overflow
+    builder.options = InterpreterOptions()
+    interpreter_fastpath._skip_dead_overflow_checks(builder)
+    assert not builder.options.sanitize_overflow
