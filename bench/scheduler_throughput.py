@@ -188,27 +188,20 @@ WARMUP_STEPS = 3
 
 
 def measure(ctx: EngineContext, seconds: float, min_steps: int = 3) -> Timings:
-    """Run timed scheduler passes for about `seconds`, after WARMUP_STEPS untimed ones.
-
-    Garbage is collected as the scheduler process does it (`PassCollector`): full collections
-    between passes only; their time counts in the wall time, not in a pass.
-    """
+    """Timed scheduler passes for about `seconds` after WARMUP_STEPS untimed ones; full garbage
+    collections run between passes (`PassCollector`), in the wall time but in no pass."""
     collector = PassCollector()
     collector.start()
-    try:
-        for _ in range(WARMUP_STEPS):
-            timed_step(ctx, Timings())
+    for _ in range(WARMUP_STEPS):
+        timed_step(ctx, Timings())
+    collector.between_passes()
+    t, steps, start = Timings(), 0, time.perf_counter()
+    while steps < min_steps or time.perf_counter() - start < seconds:
+        timed_step(ctx, t)
         collector.between_passes()
-        t = Timings()
-        start = time.perf_counter()
-        steps = 0
-        while steps < min_steps or time.perf_counter() - start < seconds:
-            timed_step(ctx, t)
-            collector.between_passes()
-            steps += 1
-        t.wall_s = time.perf_counter() - start
-    finally:
-        collector.stop()
+        steps += 1
+    t.wall_s = time.perf_counter() - start
+    collector.stop()
     return t
 
 
@@ -325,8 +318,9 @@ def section(data: dict[str, Any]) -> str:
                  "frontier rows, arm/cluster views and job versions written once per "
                  "transaction, so a batch costs the same statements whatever its size. A pass "
                  "reads 4 times to select and 6 times to claim attempts and build their "
-                 "payloads, whatever the number of pulls; each track's row is updated once per "
-                 "transaction. tests/unit/scheduling/test_pipeline_throughput.py counts them.")
+                 "payloads, whatever the number of pulls; the changed track rows of a flush go "
+                 "out in one versioned UPDATE. tests/unit/scheduling/test_pipeline_throughput.py "
+                 "counts them.")
     shares = data.get("hotspots") or {}
     where = "; ".join(f"{100 * share:.0f}% {HOTSPOTS[name]} (`{name}`)"
                       for name, share in sorted(shares.items(), key=lambda kv: -kv[1]))
