@@ -16,6 +16,7 @@ from kernelband.db import repository
 from kernelband.db.models import Attempt, Candidate, Job, Track
 from kernelband.db.session import open_database, session_scope
 from kernelband.default_policy import DEFAULT_POLICY
+from kernelband.scheduling.collector import PassCollector
 from kernelband.scheduling.dispatch import EmbeddedDispatcher, TaskFunction
 from kernelband.scheduling.leases import requeue_orphans
 from kernelband.scheduling.lifecycle import job_is_finished
@@ -123,16 +124,20 @@ def run_local_job(settings: Settings, problem: Any, options: JobOptions,
     job_id, resumed = submit_local_job(factory, problem, options)
     with session_scope(factory) as session:  # this process is the only scheduler of the file
         requeue_orphans(session, settings.max_tries)
+    collector = PassCollector()  # full garbage collections between steps only
+    collector.start()
     try:
         while not job_is_finished(factory, job_id):
             report = step(ctx, drain_timeout_s=settings.poll_interval_s)
             if on_step:
                 on_step(report, progress(factory, job_id))
+            collector.between_passes()
     except KeyboardInterrupt:
         with session_scope(factory) as session:
             repository.request_cancel(session, job_id)
         step(ctx)
     finally:
+        collector.stop()
         dispatcher.close()
     outcome = collect_outcome(factory, job_id, time.monotonic() - started, url, resumed)
     engine.dispose()

@@ -65,7 +65,11 @@ def task_payloads(session: Session, attempts: Sequence[Attempt]) -> list[dict[st
     candidate_ids = {a.candidate_id for a in attempts if a.candidate_id is not None}
     jobs = _rows(session, Job, {a.job_id for a in attempts})
     candidates = _rows(session, Candidate, candidate_ids)
-    parent_ids = {c.parent_id for c in candidates if c.parent_id is not None} - candidate_ids
+    # A compile payload carries the child alone; profile (parent's code) and generate (lineage
+    # memory) payloads read the candidate's parent too.
+    with_parent = {a.candidate_id for a in attempts if a.kind != "compile"}
+    parent_ids = {c.parent_id for c in candidates
+                  if c.parent_id is not None and c.id in with_parent} - candidate_ids
     # The identity map holds rows weakly: `held` keeps them there while payloads are built.
     held = [jobs, candidates, _rows(session, Track, {a.track_id for a in attempts}),
             _rows(session, Problem, {j.problem_id for j in jobs}),

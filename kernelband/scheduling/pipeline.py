@@ -30,6 +30,7 @@ from kernelband.scheduling.leases import expire_leases, extend_lease, lease_dead
 from kernelband.scheduling.lifecycle import finish_tracks_and_jobs, start_queued_jobs
 from kernelband.scheduling.payloads import task_payloads
 from kernelband.scheduling.selection import select_pulls
+from kernelband.scheduling.track_rows import batch_track_updates
 
 log = logging.getLogger(__name__)
 
@@ -61,9 +62,11 @@ class StepReport:
 
 @contextmanager
 def fenced(ctx: EngineContext) -> Iterator[Session]:
-    """A transaction that refuses to commit unless this scheduler is still the leader."""
+    """A transaction that refuses to commit unless this scheduler is still the leader.
+    Its changed track rows are written one statement per flush (`track_rows`)."""
     with session_scope(ctx.factory) as session:
         verify_epoch(session, ctx.leader_epoch)
+        batch_track_updates(session)
         yield session
 
 

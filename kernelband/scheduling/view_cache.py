@@ -71,9 +71,11 @@ def _listen(session: Session) -> None:
 
 def _frozen(value: Any) -> Any:
     """Lists as tuples (hashable, and safe from later changes to the state they came from)."""
-    if isinstance(value, list | tuple):
-        return tuple(_frozen(v) for v in value)
-    return value
+    if not isinstance(value, list | tuple):
+        return value
+    if not any(isinstance(v, list | tuple) for v in value):  # flat: cluster members, centroids
+        return tuple(value)
+    return tuple(_frozen(v) for v in value)
 
 
 def _written(session: Session) -> dict[RowKey, Any] | None:

@@ -24,6 +24,7 @@ from kernelband.db.session import (
     open_database,
     session_scope,
 )
+from kernelband.scheduling.collector import PassCollector
 from kernelband.scheduling.fencing import FencingError, verify_epoch
 from kernelband.scheduling.leases import recheck_untaken
 from kernelband.scheduling.pipeline import EngineContext, fenced, step
@@ -119,24 +120,34 @@ def recheck_after_takeover(ctx: EngineContext, name: str) -> None:
 
 def lead(ctx: EngineContext, lock: LeaderLock, dispatcher: CeleryDispatcher, name: str,
          stop: threading.Event) -> LeaderStats:
-    """Engine steps while this process holds the lock and nobody asked it to stop."""
+    """Engine steps while this process holds the lock and nobody asked it to stop.
+
+    Full garbage collections run between steps only (`PassCollector`); the first step of a
+    term loads every track's state, and the collection after it freezes that state.
+    """
     stats, last_check, last_beat = LeaderStats(), time.monotonic(), 0.0
-    while not stop.is_set():
-        if time.monotonic() - last_check > LOCK_CHECK_S:
-            if not lock.still_held():
-                stats.errors.append("lost the leader lock")
+    collector = PassCollector()
+    collector.start()
+    try:
+        while not stop.is_set():
+            if time.monotonic() - last_check > LOCK_CHECK_S:
+                if not lock.still_held():
+                    stats.errors.append("lost the leader lock")
+                    return stats
+                last_check = time.monotonic()
+            try:
+                guarded_step(ctx, dispatcher, stats, stop)
+            except FencingError as exc:
+                stats.requeued += dispatcher.requeue_drained()
+                stats.errors.append(str(exc))
                 return stats
-            last_check = time.monotonic()
-        try:
-            guarded_step(ctx, dispatcher, stats, stop)
-        except FencingError as exc:
-            stats.requeued += dispatcher.requeue_drained()
-            stats.errors.append(str(exc))
-            return stats
-        if time.monotonic() - last_beat > OWN_HEARTBEAT_S or dispatcher.has_heartbeats():
-            write_heartbeats(ctx, dispatcher, name)
-            last_beat = time.monotonic()
-    return stats
+            if time.monotonic() - last_beat > OWN_HEARTBEAT_S or dispatcher.has_heartbeats():
+                write_heartbeats(ctx, dispatcher, name)
+                last_beat = time.monotonic()
+            collector.between_passes()
+        return stats
+    finally:
+        collector.stop()
 
 
 def guarded_step(ctx: EngineContext, dispatcher: CeleryDispatcher, stats: LeaderStats,

@@ -1,0 +1,75 @@
+"""Changed track rows of a flush: one versioned UPDATE on Postgres, stale versions refused."""
+
+from __future__ import annotations
+
+import pytest
+from scheduling_fakes import make_job
+from sqlalchemy import event, select, update
+from sqlalchemy.orm import Session, sessionmaker
+
+from kernelband.db.models import Track
+from kernelband.db.session import ConflictError, session_scope
+from kernelband.scheduling.lifecycle import start_queued_jobs
+from kernelband.scheduling.track_rows import batch_track_updates
+
+
+def three_tracks(factory: sessionmaker[Session]) -> list[int]:
+    make_job(factory, targets=("cpu", "h100", "a100"))
+    with session_scope(factory) as session:
+        start_queued_jobs(session)
+        return list(session.scalars(select(Track.id).order_by(Track.id)))
+
+
+def versions(factory: sessionmaker[Session]) -> dict[int, tuple[int, int, str | None]]:
+    with session_scope(factory) as session:
+        rows = session.execute(select(Track.id, Track.version, Track.iterations_done,
+                                      Track.reason)).all()
+        return {row[0]: (row[1], row[2], row[3]) for row in rows}
+
+
+def test_changed_tracks_of_a_flush_go_out_in_one_versioned_update(
+        postgres_factory: sessionmaker[Session]) -> None:
+    ids = three_tracks(postgres_factory)
+    before = versions(postgres_factory)
+    updates: list[str] = []
+    engine = postgres_factory.kw["bind"]
+
+    def record(_conn: object, _cursor: object, statement: str, *rest: object) -> None:
+        if statement.startswith("UPDATE"):
+            updates.append(statement)
+
+    event.listen(engine, "before_cursor_execute", record)
+    try:
+        with session_scope(postgres_factory) as session:
+            batch_track_updates(session)
+            for track in session.scalars(select(Track)):
+                track.iterations_done += 2
+                if track.id == ids[0]:
+                    track.reason = "a different set of columns"
+    finally:
+        event.remove(engine, "before_cursor_execute", record)
+    after = versions(postgres_factory)
+    assert len(updates) == 2  # one per set of changed columns, not one per track
+    for track_id in ids:
+        assert after[track_id][0] == before[track_id][0] + 1
+        assert after[track_id][1] == before[track_id][1] + 2
+    assert after[ids[0]][2] == "a different set of columns"
+    with session_scope(postgres_factory) as session:  # the ORM continues from the new version
+        session.get_one(Track, ids[1]).iterations_done += 1
+    assert versions(postgres_factory)[ids[1]][0] == before[ids[1]][0] + 2
+
+
+def test_a_track_changed_by_another_writer_rolls_the_transaction_back(
+        postgres_factory: sessionmaker[Session]) -> None:
+    ids = three_tracks(postgres_factory)
+    with pytest.raises(ConflictError, match="another writer"), session_scope(postgres_factory) as session:
+        batch_track_updates(session)
+        tracks = list(session.scalars(select(Track)))
+        with postgres_factory() as other, other.begin():  # another writer commits first
+            other.execute(update(Track).where(Track.id == ids[2])
+                          .values(version=Track.version + 1, reason="other writer"))
+        for track in tracks:
+            track.iterations_done += 5
+    after = versions(postgres_factory)
+    assert [after[i][1] for i in ids] == [0, 0, 0]  # nothing of the stale transaction stayed
+    assert after[ids[2]][2] == "other writer"
