@@ -32,10 +32,34 @@ def session_members(sid: int) -> list[tuple[int, int]]:
     return members
 
 
+def _pss_bytes(pid: int) -> int | None:
+    """The proportional set size of `pid` (shared pages split among their sharers), or None
+    when /proc does not show it."""
+    try:
+        with open(f"/proc/{pid}/smaps_rollup", "rb") as f:
+            for line in f:
+                if line.startswith(b"Pss:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
 def session_usage(sid: int) -> tuple[int, int]:
-    """(process count, total RSS bytes) of the session."""
+    """(process count, resident bytes) of the session.
+
+    One process counts its RSS. Forked processes share their parent's pages copy-on-write, so
+    their RSS summed would count those pages once per process (ten forks of a child that
+    imported torch look like 2 GB); a session of several processes counts each one's
+    proportional set size instead, falling back to RSS where /proc hides it."""
     members = session_members(sid)
-    return len(members), sum(rss for _, rss in members)
+    if len(members) <= 1:
+        return len(members), sum(rss for _, rss in members)
+    total = 0
+    for pid, rss in members:
+        pss = _pss_bytes(pid)
+        total += rss if pss is None else pss
+    return len(members), total
 
 
 def kill_session(sid: int) -> None:
