@@ -144,7 +144,7 @@ class PolicyState:
             arm_n=[[float(v) for v in row] for row in data["arm_n"]],
             arm_mu=[[float(v) for v in row] for row in data["arm_mu"]],
             t=int(data["t"]),
-            labels=[int(v) for v in data["labels"]],
+            labels=list(map(int, data["labels"])),  # a list, or a string of one digit per entry
             n_clusters=int(data["n_clusters"]),
             centroids=[[float(v) for v in c] for c in data["centroids"]],
             z_mean=[float(v) for v in data["z_mean"]],
@@ -154,7 +154,7 @@ class PolicyState:
             next_decision=int(data["next_decision"]),
             prior_buffer=[[float(v) for v in row] for row in data["prior_buffer"]],
             prior_coef=[float(v) for v in data["prior_coef"]],
-            signed=[str(v) for v in data.get("signed", [])],  # absent in states saved before it
+            signed=list(map(str, data.get("signed", []))),  # absent in states saved before it
             prompts={str(k): [int(c) for c in v] for k, v in data.get("prompts", {}).items()},
         )
 
