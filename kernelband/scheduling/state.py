@@ -18,6 +18,8 @@ from kernelband.db.models import Candidate, FrontierRow, Job, Measurement, Track
 from kernelband.scheduling.state_cache import cached_state, remember_state
 from kernelband.scheduling.views import deferred_writes, refresh_view
 
+_TO_DIGITS = bytes.maketrans(bytes(range(10)), b"0123456789")
+
 
 def policy_for(job: Job) -> Policy:
     """The job's policy object (pure; configuration only)."""
@@ -66,11 +68,11 @@ def stored_labels(labels: list[int]) -> str | list[int]:
 
     The track row is rewritten with every pull, and a list of 1,000s of labels was most of it;
     a digit string is a third of the size and one JSON scalar. `PolicyState.from_dict` reads
-    both forms (it takes int() of each item, and of each character alike).
+    both forms (`parse_labels`; a reader that takes int() of each item reads both alike).
     """
     if labels and (min(labels) < 0 or max(labels) > 9):
         return list(labels)
-    return "".join(map(str, labels))
+    return bytes(labels).translate(_TO_DIGITS).decode("ascii")  # encoded in C
 
 
 def write_final_view(session: Session, track: Track) -> None:
