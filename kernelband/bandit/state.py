@@ -11,6 +11,7 @@ import numpy as np
 from kernelband.bandit.types import Decision, FrontierEntry, PolicyStateError
 
 STATE_VERSION = 1
+_FROM_DIGITS = bytes.maketrans(b"0123456789", bytes(range(10)))
 
 
 def rng_to_json(rng: np.random.Generator) -> dict[str, Any]:
@@ -37,6 +38,14 @@ def rng_from_json(data: dict[str, Any]) -> np.random.Generator:
         "uinteger": int(data["uinteger"]),
     }
     return np.random.Generator(bit_generator)
+
+
+def parse_labels(value: Any) -> list[int]:
+    """Cluster labels: a list, or a string of one digit per frontier entry (how track rows
+    store them while every label is 0-9); the string is decoded in C."""
+    if isinstance(value, str) and value.isascii() and value.isdigit():
+        return list(value.encode("ascii").translate(_FROM_DIGITS))
+    return [int(v) for v in value]
 
 
 @dataclass
@@ -144,7 +153,7 @@ class PolicyState:
             arm_n=[[float(v) for v in row] for row in data["arm_n"]],
             arm_mu=[[float(v) for v in row] for row in data["arm_mu"]],
             t=int(data["t"]),
-            labels=[int(v) for v in data["labels"]],
+            labels=parse_labels(data["labels"]),
             n_clusters=int(data["n_clusters"]),
             centroids=[[float(v) for v in c] for c in data["centroids"]],
             z_mean=[float(v) for v in data["z_mean"]],
@@ -154,7 +163,7 @@ class PolicyState:
             next_decision=int(data["next_decision"]),
             prior_buffer=[[float(v) for v in row] for row in data["prior_buffer"]],
             prior_coef=[float(v) for v in data["prior_coef"]],
-            signed=[str(v) for v in data.get("signed", [])],  # absent in states saved before it
+            signed=list(map(str, data.get("signed", []))),  # absent in states saved before it
             prompts={str(k): [int(c) for c in v] for k, v in data.get("prompts", {}).items()},
         )
 

@@ -18,6 +18,8 @@ from kernelband.db.models import Candidate, FrontierRow, Job, Measurement, Track
 from kernelband.scheduling.state_cache import cached_state, remember_state
 from kernelband.scheduling.views import deferred_writes, refresh_view
 
+_TO_DIGITS = bytes.maketrans(bytes(range(10)), b"0123456789")
+
 
 def policy_for(job: Job) -> Policy:
     """The job's policy object (pure; configuration only)."""
@@ -44,9 +46,10 @@ def save_state(session: Session, track: Track, state: PolicyState,
     """Store the state and refresh the derived arm/cluster view unless `previous` shows it same.
 
     The frontier only ever grows at its end, so only entries past the stored size are written;
-    the rest of the state is one small JSON value.
+    the rest of the state is one small JSON value (its labels packed, `stored_labels`).
     """
     stored = state.to_dict(frontier=False)
+    stored["labels"] = stored_labels(state.labels)
     size = track.frontier_size or 0
     if len(state.frontier) < size:
         raise RuntimeError(f"track {track.id}: a policy state may only append to its frontier")
@@ -58,6 +61,18 @@ def save_state(session: Session, track: Track, state: PolicyState,
     remember_state(session, track, state, stored)
     if previous is None or view_key(previous) != view_key(state):
         writes.views[track.id] = (track, session.get_one(Job, track.job_id), state)
+
+
+def stored_labels(labels: list[int]) -> str | list[int]:
+    """The cluster labels as stored: one digit per frontier entry while every label is 0-9.
+
+    The track row is rewritten with every pull, and a list of 1,000s of labels was most of it;
+    a digit string is a third of the size and one JSON scalar. `PolicyState.from_dict` reads
+    both forms (`parse_labels`; a reader that takes int() of each item reads both alike).
+    """
+    if labels and (min(labels) < 0 or max(labels) > 9):
+        return list(labels)
+    return bytes(labels).translate(_TO_DIGITS).decode("ascii")  # encoded in C
 
 
 def write_final_view(session: Session, track: Track) -> None:
@@ -83,5 +98,5 @@ def frontier_entry(candidate: Candidate, measurement: Measurement) -> FrontierEn
                          h=None if not h else (float(h[0]), float(h[1]), float(h[2])))
 
 
-__all__ = ["frontier_entry", "load_state", "policy_for", "save_state", "view_key",
-           "write_final_view"]
+__all__ = ["frontier_entry", "load_state", "policy_for", "save_state", "stored_labels",
+           "view_key", "write_final_view"]

@@ -15,6 +15,7 @@ from __future__ import annotations
 import time
 import weakref
 from collections.abc import Sequence
+from itertools import repeat
 from typing import Any
 
 from sqlalchemy import event
@@ -73,7 +74,7 @@ def _frozen(value: Any) -> Any:
     """Lists as tuples (hashable, and safe from later changes to the state they came from)."""
     if not isinstance(value, list | tuple):
         return value
-    if not any(isinstance(v, list | tuple) for v in value):  # flat: cluster members, centroids
+    if not any(map(isinstance, value, repeat((list, tuple)))):  # flat: members, centroids (in C)
         return tuple(value)
     return tuple(_frozen(v) for v in value)
 
