@@ -24,8 +24,8 @@ from kernelband.db.models import Attempt, utcnow
 from kernelband.db.session import DatabaseError, session_scope
 from kernelband.scheduling.dispatch import Dispatcher, TaskMessage, TaskResult
 from kernelband.scheduling.fencing import FencingError, verify_epoch
-from kernelband.scheduling.ingest import apply_result, fail_lost_attempt, lock_attempt
-from kernelband.scheduling.ingest_batch import BATCH_SIZE, apply_batch
+from kernelband.scheduling.ingest import fail_lost_attempt, lock_attempt
+from kernelband.scheduling.ingest_batch import BATCH_SIZE, apply_batch, apply_locked
 from kernelband.scheduling.leases import expire_leases, extend_lease, lease_deadline
 from kernelband.scheduling.lifecycle import finish_tracks_and_jobs, start_queued_jobs
 from kernelband.scheduling.payloads import task_payloads
@@ -92,15 +92,9 @@ def step(ctx: EngineContext, drain_timeout_s: float = 0.0) -> StepReport:
 def ingest_result(session: Session, attempt_id: int, result: dict, max_tries: int) -> bool:
     """Apply a worker result at most once per attempt id; False when it was a duplicate."""
     loaded = lock_attempt(session, attempt_id)  # held until applied (see lock_attempt)
-    attempt = loaded[0] if loaded else None
-    if attempt is None or attempt.state not in ("pending", "dispatched", "expired"):
-        return False  # unknown, already applied, or closed by cancellation / expiry
-    reason = str(result.get("reason") or "")
-    if reason.startswith("task_error") and attempt.tries < max_tries:
-        attempt.state, attempt.reason = "expired", f"{reason} on try {attempt.tries}; retrying"
-        return True
-    apply_result(session, attempt, result)
-    return True
+    if not loaded:
+        return False  # unknown attempt id
+    return apply_locked(session, loaded[0], result, max_tries)
 
 
 def ingest_batch(ctx: EngineContext, items: Sequence[TaskResult]) -> tuple[int, int]:
