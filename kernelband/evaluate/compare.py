@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -93,7 +94,11 @@ def compare_results(expected: Any, actual: Any, tol: Tolerance, where: str = "ou
         return None
     if isinstance(expected, float) and isinstance(actual, int | float):
         atol, rtol = tol("float64")
-        if abs(actual - expected) <= atol + rtol * abs(expected) or (actual != actual and expected != expected):
+        if not (math.isfinite(actual) and math.isfinite(expected)):
+            # an infinity or NaN matches only itself (a tolerance around inf is inf)
+            if actual == expected or (math.isnan(actual) and math.isnan(expected)):
+                return None
+        elif abs(actual - expected) <= atol + rtol * abs(expected):
             return None
         return Mismatch("wrong_result", where, f"{actual!r} != expected {expected!r}", abs(actual - expected))
     if expected != actual or type(expected) is not type(actual):
