@@ -102,6 +102,24 @@ def test_a_result_cached_by_a_key_is_caught(key: str) -> None:
     assert caught.value.reason.startswith("timing_output_mismatch:call=")
 
 
+def test_a_sets_second_call_reuses_its_first_calls_allocation_refilled() -> None:
+    seen: list[tuple[int, int, torch.Tensor]] = []
+
+    def recording(args: list[Any]) -> Any:
+        seen.append((id(args), args[0].data_ptr(), args[0].clone()))
+        args[0].zero_()  # scribbles on its copy: the refill must restore the set's values
+        return args[1].clone()
+
+    runs = VerifiedRuns(AddRuntime(recording), PROBLEM, CASE, VerifyConfig(buffer_sets=1, probe_fraction=0.0),  # type: ignore[arg-type]
+                        rng=random.Random(3))
+    for _ in range(2):
+        runs.prepare()()
+        runs.pending = None  # results are not the point here
+    (first_id, first_ptr, _), (second_id, second_ptr, second_x) = seen
+    assert (second_id, second_ptr) == (first_id, first_ptr)
+    assert torch.equal(second_x, runs.sets[0][0])
+
+
 def test_buffer_sets_differ_in_contents_and_addresses() -> None:
     runs = VerifiedRuns(AddRuntime(_honest), PROBLEM, CASE, rng=random.Random(1))  # type: ignore[arg-type]
     pointers = {s[0].data_ptr() for s in runs.sets}
