@@ -21,7 +21,9 @@ from kernelband.evaluate.compare import (
 from kernelband.evaluate.torch_work import TORCH_WORK_SLACK, allowance
 from kernelband.evaluate.verdict import Verdict
 from kernelband.problem import selfcheck
+from kernelband.problem.cuda_guard import guarded_launches
 from kernelband.problem.model import Case, KernelProblem
+from kernelband.sandbox.device import ORIGINAL_MOVED
 
 
 class Rejected(Exception):
@@ -193,9 +195,10 @@ class CaseChecker:
             detail = found.detail
             if where.startswith("held-out"):  # shapes of held-out cases must not reach a generator
                 detail = f"max_abs_err {found.max_abs_err:.3g}" if found.max_abs_err is not None else "differs"
-            if math.isinf(self.original_spread.get(case.name, 0.0)):
-                detail += " (the original itself moved NaN/Inf positions or shapes when run again: " \
-                          "its result depends on memory it never wrote or on a race)"
+            moved_at_load = self.problem.self_spread.get(case.name, 0.0) is None  # NaN/Inf moved
+            if moved_at_load or math.isinf(self.original_spread.get(case.name, 0.0)):
+                detail += f" ({ORIGINAL_MOVED}: its result depends on memory it never wrote or " \
+                          "on a race)"
             raise Rejected(found.reason, f"{where}, {found.where}: {detail}", max_abs_err=found.max_abs_err)
         if determinism and not self.problem.allow_nondeterminism:
             self._check_determinism(case, seed, where, actual, expected)
@@ -283,7 +286,8 @@ def evaluate_target(payload: dict[str, Any]) -> dict[str, Any]:
     load_s = time.perf_counter() - start
     checker = CaseChecker(problem, runtime, count_launches=payload.get("count_launches", True), seal=seal)
     try:
-        checks = _run_plan(checker, plan, seeds, base_seed)
+        with guarded_launches():  # on a GPU: zeros past every tensor's end, for both sides
+            checks = _run_plan(checker, plan, seeds, base_seed)
     except Rejected as rej:
         details = {"load_s": load_s, "run_s": checker.run_s, "base_seed": base_seed, **rej.details}
         return Verdict.reject(rej.reason, rej.message, details=details, **counts).to_dict()

@@ -9,7 +9,7 @@ from kernelband.evaluate.static_checks import check_source
 from kernelband.evaluate.verdict import Verdict
 from kernelband.problem.model import KernelProblem
 from kernelband.sandbox import SandboxLimits, run_sandboxed
-from kernelband.sandbox.device import detect_device, interpreter_refusal
+from kernelband.sandbox.device import detect_device, interpreter_irreproducible, interpreter_refusal
 
 TARGET = "kernelband.evaluate.checks:evaluate_target"
 
@@ -47,6 +47,9 @@ def evaluate_candidate(
     result = run_sandboxed(TARGET, payload, limits)
     if result.ok and isinstance(result.value, dict):
         verdict = Verdict.from_dict(result.value)
+        if editable is None and limits.interpret and not verdict.correct:  # the original
+            moved = interpreter_irreproducible(verdict.reason, verdict.message)
+            verdict = replace(verdict, reason=moved[0], message=moved[1]) if moved else verdict
         flags = verdict.flags + (("network_not_isolated",) if result.network_isolated is False else ())
         details = {**verdict.details, "sandbox_wall_s": result.wall_s, "warm": result.warm}
         return replace(verdict, flags=flags, details=details)

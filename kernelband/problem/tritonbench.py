@@ -126,13 +126,15 @@ def load_tritonbench(source: str, name: str, workdir: Path, device: str) -> Kern
     """Load a TritonBench-G file (imports it and runs its test `selfcheck.SELF_RUNS` times:
     sandbox child only)."""
     from kernelband.problem import selfcheck
+    from kernelband.problem.cuda_guard import guarded_launches
 
     parse_source(source)
     region = extract_region(source, "tritonbench")
     kernels, region_names = region_kernels(region, "above the '#' separator line")
     test_name = test_function_name(source)
     module = import_module_file(runnable_source(source), "original", workdir, device)
-    results = run_test(module, test_name, seed=0, device=device)
+    with guarded_launches():  # as the checks run it (kernelband.problem.cuda_guard)
+        results = run_test(module, test_name, seed=0, device=device)
     if not results:
         raise ProblemLoadError(f"no cases: {test_name}() returned an empty dict; return results")
     names = list(results)
@@ -144,7 +146,8 @@ def load_tritonbench(source: str, name: str, workdir: Path, device: str) -> Kern
     check_unique(cases)
     note = "" if held else " No held-out cases: the test returns fewer than three results."
     declared = parse_tolerances(getattr(module, "TOLERANCES", None))
-    again = [run_test(module, test_name, 0, device) for _ in range(selfcheck.SELF_RUNS - 1)]
+    with guarded_launches():
+        again = [run_test(module, test_name, 0, device) for _ in range(selfcheck.SELF_RUNS - 1)]
     spreads = selfcheck.measure_spread(results, *again)
     by_dtype = selfcheck.spread_by_dtype(results, *again) if spreads else {}
     derived = selfcheck.derived_tolerances(by_dtype, {d: d for d in by_dtype}, declared)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import signal
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -40,23 +41,35 @@ class CompileClock:
         self.spent = 0.0
         self.depth = 0
         self.entered = 0.0
+        # compiles may run on several threads at once (kernelband.problem.autotune_compile):
+        # the clock counts the time any of them is compiling, once
+        self._lock = threading.RLock()  # re-entrant: the budget's signal handler reads it
 
     def now_spent(self) -> float:
-        running = time.monotonic() - self.entered if self.depth else 0.0
-        return self.spent + running
+        with self._lock:
+            running = time.monotonic() - self.entered if self.depth else 0.0
+            return self.spent + running
+
+    def _enter(self) -> None:
+        with self._lock:
+            if self.depth == 0:
+                self.entered = time.monotonic()
+            self.depth += 1
+
+    def _leave(self) -> None:
+        with self._lock:
+            self.depth -= 1
+            if self.depth == 0:
+                self.spent += time.monotonic() - self.entered
 
     def timed(self, fn: Callable[..., Any]) -> Callable[..., Any]:
         @functools.wraps(fn)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
-            if self.depth == 0:
-                self.entered = time.monotonic()
-            self.depth += 1
+            self._enter()
             try:
                 return fn(*args, **kwargs)
             finally:
-                self.depth -= 1
-                if self.depth == 0:
-                    self.spent += time.monotonic() - self.entered
+                self._leave()
 
         wrapper.__kb_timed__ = True  # type: ignore[attr-defined]
         return wrapper

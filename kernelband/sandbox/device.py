@@ -16,6 +16,11 @@ def detect_device() -> str:
 GPU_TARGETS = "h100, h200, a100 or rtx4090"
 _INTERPRETER_LIMITS = {"timeout": "interpreter_timeout", "cpu_limit": "interpreter_timeout",
                        "memory_limit": "interpreter_memory"}
+# What a verdict says when the original moved NaN/Inf positions (or shapes) between two runs on
+# identical inputs (kernelband.evaluate.checks).
+ORIGINAL_MOVED = "the original itself moved NaN/Inf positions or shapes when run again"
+# Verdicts that, for the original checked against itself, mean it disagreed with itself.
+_SELF_DISAGREEMENT = ("wrong_result", "nan_mismatch", "nondeterministic")
 _UNSUPPORTED_MARKS = ("InterpreterError", "CPU Triton interpreter", "not compiled with CUDA",
                       "CUDA", "Block pointers have been removed", "Unknown device")
 
@@ -34,3 +39,16 @@ def interpreter_refusal(reason: str, message: str) -> tuple[str, str] | None:
         return None
     return new, (f"{new}: the CPU Triton interpreter {why}: {message}; check this problem on a "
                  f"GPU target ({GPU_TARGETS}), e.g. `kernelband check FILE` on a GPU node")
+
+
+def interpreter_irreproducible(reason: str, message: str) -> tuple[str, str] | None:
+    """(reason, message) for a verdict on an ORIGINAL kernel checked in the CPU interpreter that
+    refused it as wrong or nondeterministic: reference and candidate are then the same code, so
+    the original did not reproduce its own results there (on a GPU it may well do). None for
+    any other verdict."""
+    if reason not in _SELF_DISAGREEMENT:
+        return None
+    new = "interpreter_irreproducible"
+    return new, (f"{new}: in the CPU Triton interpreter the original does not reproduce its own "
+                 f"results ({message}); check this problem on a GPU target ({GPU_TARGETS}), e.g. "
+                 "`kernelband check FILE` on a GPU node")

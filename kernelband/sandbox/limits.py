@@ -109,6 +109,12 @@ def scrubbed_env(limits: SandboxLimits, workdir: str) -> dict[str, str]:
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     env["PYTHONHASHSEED"] = "0"
     env["TRITON_CACHE_DIR"] = default_triton_cache_dir()
+    # Autotune choices are kept in that cache, keyed by the kernel's source, the configs and the
+    # arguments' tuning key: two imports of the same kernel (the original as reference and as
+    # candidate) run the same config, and a problem's later children skip re-benchmarking.
+    # Without it each import picks whichever config timed faster, and a kernel whose result
+    # depends on its config disagrees with itself. (The interpreter never caches: no effect.)
+    env["TRITON_CACHE_AUTOTUNING"] = "1"
     # the child imports the same kernelband as this process (a checkout, not another install)
     env["PYTHONPATH"] = _package_root()
     if limits.interpret:

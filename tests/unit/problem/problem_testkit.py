@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import importlib.util
+import sys
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
@@ -25,3 +28,16 @@ def results_close(out: Any, ref: Any, tol: tuple[float, float]) -> bool:
             and torch.allclose(out.float(), ref.float(), atol=tol[0], rtol=tol[1])
         )
     return bool(out == ref)
+
+
+def kernel_module(source: str, name: str, folder: Path) -> ModuleType:
+    """Write `source` to `folder/name.py` and import it as module `name` (Triton reads a
+    kernel's source from its file, so kernels in tests need a real file)."""
+    path = folder / f"{name}.py"
+    path.write_text(source)
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module

@@ -3,12 +3,11 @@ element-wise `and` masks, list grids and string constexpr annotations."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 from types import ModuleType
 
 import torch
+from problem_testkit import kernel_module
 
 from kernelband.problem.devices import device_scope, use_interpreter_for
 
@@ -77,14 +76,7 @@ def target_arch():
 
 def _module(tmp_path: Path) -> ModuleType:
     use_interpreter_for("cpu")
-    path = tmp_path / "interp_kernels.py"
-    path.write_text(KERNELS)
-    spec = importlib.util.spec_from_file_location("interp_kernels", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["interp_kernels"] = module
-    spec.loader.exec_module(module)
-    return module
+    return kernel_module(KERNELS, "interp_kernels", tmp_path)
 
 
 def test_driver_queries_answer_as_an_ampere_gpu(tmp_path: Path) -> None:

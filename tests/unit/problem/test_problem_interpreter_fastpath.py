@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import importlib.util
-import sys
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 import torch
+from problem_testkit import kernel_module
 
 from kernelband.problem import interpreter_fastpath
 from kernelband.problem.devices import device_scope, use_interpreter_for
@@ -32,14 +32,7 @@ def helper_kernel(x, out, n, BLOCK: tl.constexpr):
 
 def _module(tmp_path: Path) -> ModuleType:
     use_interpreter_for("cpu")
-    path = tmp_path / "fastpath_kernels.py"
-    path.write_text(KERNELS)
-    spec = importlib.util.spec_from_file_location("fastpath_kernels", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["fastpath_kernels"] = module
-    spec.loader.exec_module(module)
-    return module
+    return kernel_module(KERNELS, "fastpath_kernels", tmp_path)
 
 
 def test_helper_calls_do_not_patch_the_language_again(tmp_path: Path,

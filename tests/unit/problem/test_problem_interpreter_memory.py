@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 import torch
+from problem_testkit import kernel_module
 
 from kernelband.problem import interpreter_memory
 from kernelband.problem.devices import device_scope, use_interpreter_for
@@ -47,14 +46,7 @@ def bad_shape(x, BLOCK: tl.constexpr):
 
 def _module(tmp_path: Path) -> ModuleType:
     use_interpreter_for("cpu")
-    path = tmp_path / "guard_kernels.py"
-    path.write_text(KERNELS)
-    spec = importlib.util.spec_from_file_location("guard_kernels", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["guard_kernels"] = module
-    spec.loader.exec_module(module)
-    return module
+    return kernel_module(KERNELS, "guard_kernels", tmp_path)
 
 
 def test_guard_band_grows_with_the_storage_within_bounds() -> None:

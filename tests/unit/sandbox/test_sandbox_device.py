@@ -20,3 +20,14 @@ def test_timeouts_crashes_and_missing_features_name_the_interpreter_and_a_gpu() 
 def test_a_files_own_failure_is_left_alone() -> None:
     assert interpreter_refusal("wrong_result", "max_abs_err 3") is None
     assert interpreter_refusal("load_error", "TypeError: bad operand in the wrapper") is None
+
+
+def test_an_original_that_disagrees_with_itself_in_the_interpreter_names_the_interpreter() -> None:
+    from kernelband.sandbox.device import ORIGINAL_MOVED, interpreter_irreproducible
+
+    for reason in ("wrong_result", "nan_mismatch", "nondeterministic"):
+        found = interpreter_irreproducible(reason, f"case a: differs ({ORIGINAL_MOVED}: ...)")
+        assert found is not None and found[0] == "interpreter_irreproducible"
+        assert "CPU Triton interpreter" in found[1] and GPU_TARGETS in found[1]
+    assert interpreter_irreproducible("timeout", "the run exceeded its limit") is None
+    assert interpreter_irreproducible("decoy_torch_compute", "torch did the work") is None

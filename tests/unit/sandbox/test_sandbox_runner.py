@@ -40,6 +40,7 @@ def test_child_gets_private_dir_own_session_and_scrubbed_env(warm: bool, monkeyp
     assert value["sid_is_pid"] is True
     assert value["torch_loaded"] is warm
     assert value["env"]["TRITON_INTERPRET"] == "1"
+    assert value["env"]["TRITON_CACHE_AUTOTUNING"] == "1"  # one autotune choice per kernel source
     assert value["env"]["HOME"] == value["cwd"]
     assert not any(k in value["env"] for k in ("KERNELBAND_LLM_API_KEY", "DATABASE_URL", "MY_TOKEN"))
     assert not os.path.exists(value["cwd"]), "the temp dir must be deleted afterwards"
