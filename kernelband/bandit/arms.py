@@ -62,23 +62,26 @@ def open_arms(state: PolicyState, members: list[list[int]], theta: np.ndarray,
         if not idx:
             continue  # empty clusters are closed
         rep = representative(state, idx) if reps is None else reps[cluster]
-        if rep is None:
-            mask[cluster] = True  # no signature, no evidence of saturation
-            continue
-        h = np.array(state.frontier[rep].h)
-        headroom = theta[TARGETS] - h[TARGETS]
-        mask[cluster] = headroom > 0
-        if not mask[cluster].any():
-            # every dimension saturated: keep the arms with the most headroom open
-            mask[cluster] = headroom == headroom.max()
+        mask[cluster] = open_row(None if rep is None else state.frontier[rep].h, theta)
     return mask
+
+
+def open_row(h: tuple[float, float, float] | None, theta: np.ndarray) -> np.ndarray:
+    """Open strategies of a non-empty cluster whose representative has signature `h`."""
+    if h is None:
+        return np.ones(len(STRATEGY_NAMES), dtype=bool)  # no signature, no evidence of saturation
+    headroom = theta[TARGETS] - np.array(h)[TARGETS]
+    row = headroom > 0
+    if not row.any():
+        row = headroom == headroom.max()  # every dimension saturated: most headroom stays open
+    return row
 
 
 def argmax_open(scores: np.ndarray, mask: np.ndarray, rng: np.random.Generator) -> tuple[int, int]:
     """Best open arm; exact ties are broken uniformly at random (seeded)."""
-    masked = np.where(mask, scores, -np.inf)
-    best = masked.max()
-    ties = np.argwhere(np.isclose(masked, best, rtol=0.0, atol=1e-12) & mask)
+    best = np.where(mask, scores, -np.inf).max()
+    # np.isclose(x, best, rtol=0, atol=1e-12) on open arms, without its generic checks
+    ties = np.argwhere((np.abs(scores - best) <= 1e-12) & mask)
     row, col = ties[int(rng.integers(len(ties)))] if len(ties) > 1 else ties[0]
     return int(row), int(col)
 

@@ -38,6 +38,7 @@ class HwUcbPolicy(Policy):
         super().__init__(config)
         self.cfg = config
         self.theta = np.array(config.theta_sat, dtype=float)
+        self.theta.setflags(write=False)  # policies are shared by jobs configured alike
 
     def _choose(self, state: PolicyState, rng: np.random.Generator) -> tuple[int, str | None, str]:
         everyone = [list(range(len(state.frontier)))]

@@ -6,16 +6,15 @@ from typing import ClassVar
 
 import numpy as np
 
-from kernelband.bandit.arms import (
-    argmax_open,
-    cluster_members,
-    open_arms,
-    representative,
-    sample_parent,
-    ucb_scores,
-)
+from kernelband.bandit.arms import argmax_open, representative, ucb_scores
 from kernelband.bandit.clustering import assign, recluster, should_recluster
 from kernelband.bandit.config import KernelBandConfig
+from kernelband.bandit.frontier_index import (
+    cluster_index,
+    fastest,
+    open_mask,
+    sample_parent_indexed,
+)
 from kernelband.bandit.policy import Policy
 from kernelband.bandit.state import PolicyState
 from kernelband.bandit.strategies import STRATEGY_NAMES, TARGET_DIMENSION
@@ -32,6 +31,7 @@ class KernelBandPolicy(Policy):
         super().__init__(config)
         self.cfg = config
         self.theta = np.array(config.theta_sat, dtype=float)
+        self.theta.setflags(write=False)  # policies are shared by jobs configured alike
 
     def init_state(self, original: FrontierEntry, seed: int) -> PolicyState:
         """Arm tables get one row per possible cluster (K); only row 0 is live before clustering."""
@@ -41,22 +41,21 @@ class KernelBandPolicy(Policy):
         return state
 
     def _choose(self, state: PolicyState, rng: np.random.Generator) -> tuple[int, str | None, str]:
-        members = cluster_members(state, self.cfg.k)
-        reps = self.representatives(state, members)  # one pass over the frontier, used twice
-        mask = open_arms(state, members, self.theta, reps)
+        index = cluster_index(state, self.cfg.k)  # members and representatives, kept between pulls
+        mask = open_mask(index, self.theta)
         scores = ucb_scores(state, self.cfg.c, self.cfg.pending == "virtual")
-        scores = scores + self._bonus(state, members)
+        scores = scores + self._bonus(state, index.reps)
         cluster, s = argmax_open(scores, mask, rng)
         strategy = STRATEGY_NAMES[s]
         dim = TARGET_DIMENSION[strategy]
         if self.cfg.parent_rule == "fastest":
-            index = min(members[cluster], key=lambda i: state.frontier[i].time_ms)
+            parent = fastest(index, cluster)
         else:
-            index = sample_parent(
-                state, members[cluster], dim, float(self.theta[dim]), self.cfg.temperature, rng,
-                self._signed(state, reps),
+            parent = sample_parent_indexed(
+                index, cluster, dim, float(self.theta[dim]), self.cfg.temperature, rng,
+                self._signed(state, index.reps),
             )
-        return cluster, strategy, state.frontier[index].kernel_id
+        return cluster, strategy, state.frontier[parent].kernel_id
 
     def _signed(self, state: PolicyState, reps: list[int | None]) -> set[str] | None:
         """Kernels whose signature the parent softmax reads; None: every member's.
@@ -72,8 +71,9 @@ class KernelBandPolicy(Policy):
                 state.signed.append(kernel_id)
         return set(state.signed)
 
-    def _bonus(self, state: PolicyState, members: list[list[int]]) -> np.ndarray | float:
-        """Extra score per arm; zero here, the compatibility prior in `kernelband+prior`."""
+    def _bonus(self, state: PolicyState, reps: list[int | None]) -> np.ndarray | float:
+        """Extra score per arm given each cluster's representative; zero here, the
+        compatibility prior in `kernelband+prior`."""
         return 0.0
 
     def _on_join(self, state: PolicyState, rng: np.random.Generator) -> None:

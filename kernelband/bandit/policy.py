@@ -7,7 +7,7 @@ from typing import ClassVar
 import numpy as np
 
 from kernelband.bandit.config import BaseConfig
-from kernelband.bandit.state import PolicyState, rng_from_json, rng_to_json
+from kernelband.bandit.state import PolicyState, rng_restore, rng_to_json
 from kernelband.bandit.strategies import STRATEGY_NAMES
 from kernelband.bandit.types import Decision, FrontierEntry, PolicyStateError, reward
 
@@ -45,7 +45,7 @@ class Policy:
         """Choose (cluster, strategy, parent); the decision is recorded as pending."""
         self._check(state)
         new = state.copy()
-        rng = rng_from_json(new.rng)
+        rng = rng_restore(new.rng)
         cluster, strategy, parent_id = self._choose(new, rng)
         new.rng = rng_to_json(rng)
         decision = Decision(f"d{new.next_decision}", cluster, strategy, parent_id)
@@ -71,7 +71,7 @@ class Policy:
         new = state.copy()
         decision = new.pending.pop(decision_id)
         r = reward(new.entry(decision.parent_id).time_ms, child, self.failure_reward)
-        rng = rng_from_json(new.rng)
+        rng = rng_restore(new.rng)
         self._learn(new, decision, child, r)
         if child is not None:
             new.frontier.append(child)

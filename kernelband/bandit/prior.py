@@ -69,10 +69,10 @@ class KernelBandPriorPolicy(KernelBandPolicy):
         state.prior_coef = fit_prior([], self.warm)
         return state
 
-    def _bonus(self, state: PolicyState, members: list[list[int]]) -> np.ndarray | float:
+    def _bonus(self, state: PolicyState, reps: list[int | None]) -> np.ndarray | float:
         coef = np.array(state.prior_coef)
-        bonus = np.full((len(members), N_STRATEGIES), 0.5 * self.prior_cfg.alpha)
-        for cluster, rep in enumerate(self.representatives(state, members)):
+        bonus = np.full((len(reps), N_STRATEGIES), 0.5 * self.prior_cfg.alpha)
+        for cluster, rep in enumerate(reps):
             if rep is None:
                 continue
             h = np.tile(np.array(state.frontier[rep].h), (N_STRATEGIES, 1))

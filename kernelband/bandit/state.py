@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import threading
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -30,7 +31,11 @@ def rng_to_json(rng: np.random.Generator) -> dict[str, Any]:
 
 def rng_from_json(data: dict[str, Any]) -> np.random.Generator:
     """Rebuild a Generator exactly where `rng_to_json` left it."""
-    bit_generator = np.random.PCG64()
+    return _generator_at(np.random.PCG64(), data)
+
+
+def _generator_at(bit_generator: np.random.PCG64, data: dict[str, Any]) -> np.random.Generator:
+    """A Generator over `bit_generator`, set to the state `rng_to_json` wrote."""
     bit_generator.state = {
         "bit_generator": "PCG64",
         "state": {"state": int(data["state"]), "inc": int(data["inc"])},
@@ -38,6 +43,21 @@ def rng_from_json(data: dict[str, Any]) -> np.random.Generator:
         "uinteger": int(data["uinteger"]),
     }
     return np.random.Generator(bit_generator)
+
+
+_REUSABLE = threading.local()
+
+
+def rng_restore(data: dict[str, Any]) -> np.random.Generator:
+    """`rng_from_json` on this thread's one reusable bit generator: no fresh seeding per call.
+
+    The generator is valid until the next call on the same thread; `Policy.select` and
+    `Policy.update` draw from it, then store its state with `rng_to_json`, before returning.
+    """
+    bit_generator = getattr(_REUSABLE, "pcg64", None)
+    if bit_generator is None:
+        bit_generator = _REUSABLE.pcg64 = np.random.PCG64(0)
+    return _generator_at(bit_generator, data)
 
 
 def parse_labels(value: Any) -> list[int]:
@@ -71,6 +91,9 @@ class PolicyState:
     prior_coef: list[float] = field(default_factory=list)  # fitted logistic model, [bias, w...]
     signed: list[str] = field(default_factory=list)  # kernels that served as a cluster representative
     prompts: dict[str, list[int]] = field(default_factory=dict)  # kernel -> prompts issued per strategy
+    # Values derived from the frontier and labels (`frontier_index`), shared by copies and
+    # checked against them before use; never serialized, never compared.
+    derived: Any = field(default=None, compare=False, repr=False)
 
     def copy(self) -> PolicyState:
         """A copy whose containers can be changed without touching this state."""

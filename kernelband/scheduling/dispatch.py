@@ -9,14 +9,17 @@ dispatcher (services/worker) sends them to named queues instead.
 from __future__ import annotations
 
 import importlib
+import logging
 import queue
 import threading
 import traceback
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
+
+log = logging.getLogger(__name__)
 
 QUEUE_LLM = "llm"
 QUEUE_CPU = "cpu"
@@ -98,6 +101,19 @@ class Dispatcher:
     def submit(self, task: TaskMessage) -> str:
         """Send one task; returns a task id. Called only after the attempt row is committed."""
         raise NotImplementedError("Must provide submit(task) -> task id")
+
+    def submit_many(self, tasks: Sequence[TaskMessage]) -> int:
+        """Send tasks in order; returns how many could not be sent (their leases bring them
+        back). A dispatcher that can send many in one broker round trip overrides this."""
+        unsent = 0
+        for task in tasks:
+            try:
+                self.submit(task)
+            except Exception:  # broker down: the lease brings the attempt back
+                log.exception("could not submit attempt %s; it will be retried after its lease",
+                              task.attempt_id)
+                unsent += 1
+        return unsent
 
     def drain(self, timeout_s: float = 0.0, max_items: int = 1000) -> list[TaskResult]:
         """Results that arrived, waiting up to `timeout_s` for the first one."""

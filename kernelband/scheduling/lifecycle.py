@@ -42,6 +42,8 @@ def start_queued_jobs(session: Session, per_team: int | None = None,
     cannot flood the queues ahead of other teams.
     """
     queued = session.scalars(select(Job).where(Job.status == "queued").order_by(Job.id)).all()
+    if not queued:
+        return 0  # the usual pass: no count of every open attempt for nothing
     in_flight = in_flight_by_team(session)
     ordered = fair_order(queued, lambda j: j.team_id, lambda j: j.id, in_flight)
     full = {team for team, count in in_flight.items() if cap is not None and count >= cap}

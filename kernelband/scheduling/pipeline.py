@@ -165,12 +165,8 @@ def dispatch_pending(ctx: EngineContext, limit: int = 256) -> int:
             attempt.task_id = f"kb-{attempt.id}-{attempt.tries}"
             messages.append(TaskMessage(attempt.id, attempt.kind, attempt.queue, payload,
                                         attempt.task_id))
-    for message in messages:  # after commit: a crash here is recovered by lease expiry
-        try:
-            ctx.dispatcher.submit(message)
-        except Exception:  # broker down: the lease brings the attempt back
-            log.exception("could not submit attempt %s; it will be retried after its lease",
-                          message.attempt_id)
+    # After commit: a crash here, or a broker that is down, is recovered by lease expiry.
+    ctx.dispatcher.submit_many(messages)
     return len(messages)
 
 

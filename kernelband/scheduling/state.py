@@ -7,6 +7,8 @@ committed state of each track is cached per process (`state_cache`).
 
 from __future__ import annotations
 
+import json
+from functools import lru_cache
 from typing import Any
 
 from sqlalchemy import select
@@ -22,8 +24,14 @@ _TO_DIGITS = bytes.maketrans(bytes(range(10)), b"0123456789")
 
 
 def policy_for(job: Job) -> Policy:
-    """The job's policy object (pure; configuration only)."""
-    return make_policy(job.policy, dict(job.policy_params or {}))
+    """The job's policy object (pure; configuration only, so jobs configured alike share one)."""
+    return _policy(job.policy, json.dumps(job.policy_params or {}, sort_keys=True))
+
+
+@lru_cache(maxsize=256)
+def _policy(name: str, params: str) -> Policy:
+    """Building a policy validates its parameters: once per configuration, not once per pass."""
+    return make_policy(name, json.loads(params))
 
 
 def load_state(track: Track) -> PolicyState:

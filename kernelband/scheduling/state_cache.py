@@ -48,6 +48,7 @@ def remember_state(session: Session, track: Track, state: PolicyState,
     # the small fields are parsed; frontier entries already hold plain floats (__post_init__).
     canonical = PolicyState.from_dict({**stored, "frontier": []})
     canonical.frontier = list(state.frontier)
+    canonical.derived = state.derived  # arrays the policy derived; checked before each use
     if not session.info.get(_LISTENING):  # once per session; listeners cannot be removed mid-event
         session.info[_LISTENING] = True
         event.listen(session, "after_commit", _publish)

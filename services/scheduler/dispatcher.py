@@ -1,7 +1,8 @@
 """CeleryDispatcher: attempts go to named Celery queues, results come back on `results`.
 
 Choice (see DESIGN.md): results are plain kombu messages on the `results` queue, read by this
-dispatcher with `basic_get` in the scheduler process only (no Celery worker consumes them).
+dispatcher in the scheduler process only (no Celery worker consumes them), many per Redis round
+trip in kombu's unacknowledged bookkeeping (`results_queue.ResultsQueueReader`).
 A result is acknowledged only when the scheduler calls `ack` after committing its effect, so a
 scheduler crash leaves it in Redis; the next leader calls `recover_unacked` at takeover and the
 at-most-once-per-attempt rule absorbs any duplicate.
@@ -16,6 +17,7 @@ import logging
 import time
 import uuid
 from collections import defaultdict
+from collections.abc import Sequence
 from typing import Any
 
 from celery import Celery
@@ -25,6 +27,7 @@ from kombu.message import Message
 
 from kernelband.config import Settings
 from kernelband.scheduling.dispatch import Dispatcher, TaskMessage, TaskResult
+from services.scheduler.results_queue import ResultsQueueReader
 from services.scheduler.workers import note_current
 from services.worker.app import make_app
 from services.worker.messages import RESULTS, Heartbeat, MessageFormatError, parse_message
@@ -60,6 +63,7 @@ class CeleryDispatcher(Dispatcher):
         self._connection = results_connection(settings.broker_url)
         self._queue = RESULTS(self._connection.default_channel)
         self._queue.declare()
+        self._reader = ResultsQueueReader(self._connection.default_channel, self._queue.name)
         self._pending: dict[int, list[Message]] = defaultdict(list)
         self._failures: dict[int, int] = defaultdict(int)  # failed ingestions per attempt
         self._heartbeats: list[Heartbeat] = []
@@ -69,9 +73,34 @@ class CeleryDispatcher(Dispatcher):
 
     def submit(self, task: TaskMessage) -> str:
         """Send one attempt to its queue; an unknown queue raises (no queue is ever created)."""
+        with self._app.producer_or_acquire() as producer:
+            return self._send(task, producer)
+
+    def submit_many(self, tasks: Sequence[TaskMessage]) -> int:
+        """Send tasks through one producer, their Redis writes pipelined (kombu's publish
+        batch), so a pass's attempts cost one round trip, not one each. When the batch fails
+        its delivery is uncertain: every attempt of it is left to its lease (a duplicate
+        delivery is absorbed by the at-most-once rule)."""
+        if not tasks:
+            return 0
+        try:
+            with self._app.producer_or_acquire() as producer, producer.batch():
+                for task in tasks:
+                    self._send(task, producer)
+        except Exception:
+            log.exception("could not submit %s attempts; they will be retried after their "
+                          "leases", len(tasks))
+            return len(tasks)
+        return 0
+
+    def _send(self, task: TaskMessage, producer: Any) -> str:
         task_id = task.task_id or f"attempt-{task.attempt_id}-{uuid.uuid4().hex[:8]}"
+        # Results come back on the results queue, never through Celery's result backend, so
+        # no per-task subscription to it (ignore_result); argsrepr: a short label instead of
+        # Celery's repr of the whole payload (candidate source code).
         self._app.send_task(TASK_NAMES[task.kind], args=[task.to_dict()], queue=task.queue,
-                            task_id=task_id)
+                            task_id=task_id, producer=producer, ignore_result=True,
+                            argsrepr=f"[attempt {task.attempt_id} {task.kind}]", kwargsrepr="{}")
         self.submitted[task.kind] = self.submitted.get(task.kind, 0) + 1
         return task_id
 
@@ -79,34 +108,37 @@ class CeleryDispatcher(Dispatcher):
         """Results that arrived (unacknowledged until `ack`), waiting up to `timeout_s`."""
         deadline = time.monotonic() + timeout_s
         results: list[TaskResult] = []
+        settled: list[Message] = []  # acknowledged at once: nothing to commit for them
         while len(results) < max_items:
-            message = self._queue.get(no_ack=False)
-            if message is None:
-                if results or time.monotonic() >= deadline:
-                    break
-                time.sleep(POLL_STEP_S)
-                continue
-            result = self._accept(message)
-            if result is not None:
-                results.append(result)
+            messages = self._reader.take(max_items - len(results))  # one round trip
+            for message in messages:
+                result = self._accept(message, settled)
+                if result is not None:
+                    results.append(result)
+            if messages:
+                continue  # heartbeats only, or more may have arrived: look again at once
+            if results or time.monotonic() >= deadline:
+                break
+            time.sleep(POLL_STEP_S)
+        self._reader.ack_all(settled)
         return results
 
-    def _accept(self, message: Message) -> TaskResult | None:
+    def _accept(self, message: Message, settled: list[Message]) -> TaskResult | None:
         try:
             parsed = parse_message(message.decode())
         except (MessageFormatError, ValueError) as exc:
             log.error("dropping a malformed results message: %s", exc)
-            message.ack()  # redelivering it would fail the same way forever
+            settled.append(message)  # redelivering it would fail the same way forever
             return None
         if isinstance(parsed, Heartbeat):
             self._heartbeats.append(parsed)
-            message.ack()  # a lost heartbeat is replaced by the next one
+            settled.append(message)  # a lost heartbeat is replaced by the next one
             return None
         if self._failures[parsed.attempt_id] >= MAX_REDELIVERIES:
             log.error("dropping the result of attempt %s after %s failed ingestions; its lease "
                       "will re-dispatch it", parsed.attempt_id, MAX_REDELIVERIES)
             self._failures.pop(parsed.attempt_id)
-            message.ack()
+            settled.append(message)
             return None
         self._pending[parsed.attempt_id].append(message)
         if note_current(self._current, parsed.worker, parsed.attempt_id,
@@ -117,17 +149,15 @@ class CeleryDispatcher(Dispatcher):
 
     def ack(self, results: list[TaskResult]) -> None:
         """Acknowledge results whose effect is committed; each delivery of them is removed."""
-        for result in results:
-            for message in self._pending.pop(result.attempt_id, []):
-                message.ack()
+        self._reader.ack_all([message for result in results
+                              for message in self._pending.pop(result.attempt_id, [])])
 
     def ack_drained(self) -> int:
         """Acknowledge every result drained so far (call after their transactions committed)."""
         messages = [m for batch in self._pending.values() for m in batch]
         self._failures.clear()
         self._pending.clear()
-        for message in messages:
-            message.ack()
+        self._reader.ack_all(messages)
         return len(messages)
 
     def requeue_drained(self, count_failure: bool = True) -> int:
@@ -157,6 +187,7 @@ class CeleryDispatcher(Dispatcher):
         self._connection = results_connection(self._broker_url)
         self._queue = RESULTS(self._connection.default_channel)
         self._queue.declare()
+        self._reader = ResultsQueueReader(self._connection.default_channel, self._queue.name)
 
     def has_heartbeats(self) -> bool:
         """True when heartbeats (or changes of what a worker is on) wait to be recorded."""

@@ -1,9 +1,14 @@
-"""Stored policy states: labels packed as digits read back as the same list."""
+"""Stored policy states (labels packed as digits read back as the same list); policies per job."""
 
 from __future__ import annotations
 
-from kernelband.bandit import FrontierEntry, PolicyState, make_policy
-from kernelband.scheduling.state import stored_labels
+from types import SimpleNamespace
+
+import pytest
+
+from kernelband.bandit import FrontierEntry, PolicyConfigError, PolicyState, make_policy
+from kernelband.db.models import Job
+from kernelband.scheduling.state import policy_for, stored_labels
 
 
 def _state(labels: list[int]) -> PolicyState:
@@ -28,3 +33,17 @@ def test_labels_past_nine_stay_a_list() -> None:
     assert stored_labels([]) == ""
     assert PolicyState.from_dict({**_state([]).to_dict(frontier=False), "labels": "",
                                   "frontier": []}).labels == []
+
+
+def test_jobs_configured_alike_share_one_policy_and_bad_parameters_still_fail() -> None:
+    def job(name: str, params: dict[str, object] | None) -> Job:
+        return SimpleNamespace(policy=name, policy_params=params)  # type: ignore[return-value]
+
+    first = policy_for(job("kernelband", {"k": 2, "c": 1.5}))
+    assert policy_for(job("kernelband", {"c": 1.5, "k": 2})) is first
+    assert policy_for(job("kernelband", {"k": 3, "c": 1.5})).config.k == 3  # type: ignore[attr-defined]
+    assert policy_for(job("kernelband", None)) is policy_for(job("kernelband", {}))
+    with pytest.raises(PolicyConfigError, match="k must be in"):
+        policy_for(job("kernelband", {"k": 99}))
+    with pytest.raises(PolicyConfigError, match="k must be in"):
+        policy_for(job("kernelband", {"k": 99}))  # a refusal is not remembered as a policy

@@ -1,0 +1,158 @@
+"""Arrays derived from a policy state's frontier and cluster labels, kept between pulls.
+
+Selecting a pull reads the whole frontier (cluster members, each cluster's representative,
+every member's headroom); at 1,000s of entries a Python loop over the entries on every pull
+was most of a selection. The index holds those values as arrays and travels with the state
+(`PolicyState.derived`, shared by its copies). Before use it is checked against the state's
+own lists (a pointer walk when they hold the same objects), so a stale index is never read:
+a frontier that grew at its end extends the arrays by its new entries only; changed labels
+(a new entry placed, a re-clustering) rebuild the per-cluster part; anything else rebuilds all.
+The arrays reproduce the plain loops exactly (same members in the same order, first index on
+ties), so decisions are identical with or without the index.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from kernelband.bandit.arms import open_row
+from kernelband.bandit.state import PolicyState
+from kernelband.bandit.strategies import STRATEGY_NAMES
+from kernelband.bandit.types import FrontierEntry
+
+
+@dataclass(frozen=True)
+class FrontierArrays:
+    """time_ms, h (NaN rows where unknown) and whether h is known, per frontier entry."""
+
+    entries: list[FrontierEntry]  # the frontier these arrays describe, in order
+    time_ms: np.ndarray
+    h: np.ndarray
+    has_h: np.ndarray
+
+    def positions(self, kernel_ids: set[str]) -> list[int]:
+        """Frontier indices of those of `kernel_ids` that are in the frontier."""
+        return [i for i, e in enumerate(self.entries) if e.kernel_id in kernel_ids]
+
+
+@dataclass
+class ClusterIndex:
+    """Members and representative of each cluster 0..k-1 for one frontier and one labelling."""
+
+    frontier: FrontierArrays
+    labels: list[int]
+    members: list[np.ndarray]  # frontier indices, ascending
+    reps: list[int | None]  # fastest member with a signature (first on ties), None if none
+    softmax: dict[tuple[int, int, float, float], tuple[np.ndarray, np.ndarray]] = field(
+        default_factory=dict)  # (cluster, dim, theta, temperature) -> (scored, p), scope "all"
+    masks: dict[bytes, np.ndarray] = field(default_factory=dict)  # theta -> `open_mask`
+
+
+def frontier_arrays(entries: list[FrontierEntry],
+                    previous: FrontierArrays | None = None) -> FrontierArrays:
+    """Arrays of `entries`, extending `previous` when it describes a prefix of them."""
+    start = 0
+    if previous is not None:
+        done = len(previous.entries)
+        if done <= len(entries) and entries[:done] == previous.entries:
+            if done == len(entries):
+                return previous
+            start = done
+    new = entries[start:]
+    time_ms = np.fromiter((e.time_ms for e in new), dtype=float, count=len(new))
+    h = np.array([e.h if e.h is not None else (np.nan,) * 3 for e in new], dtype=float)
+    has_h = np.fromiter((e.h is not None for e in new), dtype=bool, count=len(new))
+    if start and previous is not None:
+        time_ms = np.concatenate([previous.time_ms, time_ms])
+        h = np.concatenate([previous.h, h.reshape(-1, 3)])
+        has_h = np.concatenate([previous.has_h, has_h])
+    return FrontierArrays(list(entries), time_ms, h.reshape(-1, 3), has_h)
+
+
+def label_array(labels: list[int]) -> np.ndarray:
+    """Labels as an array; through bytes (decoded in C) while every label is 0-255."""
+    try:
+        return np.frombuffer(bytes(labels), dtype=np.uint8)
+    except ValueError:
+        return np.asarray(labels, dtype=np.int64)
+
+
+def cluster_index(state: PolicyState, k: int) -> ClusterIndex:
+    """The state's index of clusters 0..k-1, reused or rebuilt as the state requires."""
+    cached = state.derived if isinstance(state.derived, ClusterIndex) else None
+    if cached is not None and cached.labels == state.labels and len(cached.members) == k:
+        arrays = frontier_arrays(state.frontier, cached.frontier)
+        if arrays is cached.frontier:
+            return cached
+    else:
+        arrays = frontier_arrays(state.frontier, None if cached is None else cached.frontier)
+    labels = label_array(state.labels)
+    members = [np.flatnonzero(labels == cluster) for cluster in range(k)]
+    index = ClusterIndex(arrays, list(state.labels), members,
+                         [_representative(arrays, m) for m in members])
+    state.derived = index
+    return index
+
+
+def _representative(arrays: FrontierArrays, members: np.ndarray) -> int | None:
+    """The fastest member with a signature (the first on ties), or None."""
+    signed = members[arrays.has_h[members]]
+    return int(signed[np.argmin(arrays.time_ms[signed])]) if len(signed) else None
+
+
+def open_mask(index: ClusterIndex, theta: np.ndarray) -> np.ndarray:
+    """`arms.open_arms` of the indexed clusters (a copy: callers may change it)."""
+    key = theta.tobytes()
+    if key not in index.masks:
+        mask = np.zeros((len(index.members), len(STRATEGY_NAMES)), dtype=bool)
+        for cluster, (members, rep) in enumerate(zip(index.members, index.reps, strict=True)):
+            if len(members):  # empty clusters are closed
+                mask[cluster] = open_row(None if rep is None else index.frontier.entries[rep].h,
+                                         theta)
+        index.masks[key] = mask
+    return index.masks[key].copy()
+
+
+def fastest(index: ClusterIndex, cluster: int) -> int:
+    """The fastest member of a cluster (the first on ties)."""
+    members = index.members[cluster]
+    return int(members[np.argmin(index.frontier.time_ms[members])])
+
+
+def sample_parent_indexed(index: ClusterIndex, cluster: int, dim: int, theta: float,
+                          temperature: float, rng: np.random.Generator,
+                          signed: set[str] | None = None) -> int:
+    """`arms.sample_parent` on the index: same candidates, same weights, same draw."""
+    arrays, members = index.frontier, index.members[cluster]
+    if signed is None:
+        key = (cluster, dim, theta, temperature)
+        if key not in index.softmax:
+            scored = members[arrays.has_h[members]]
+            index.softmax[key] = (scored, _softmax(theta - arrays.h[scored, dim], temperature)
+                                  if len(scored) else scored)
+        scored, p = index.softmax[key]
+        if not len(scored):
+            return fastest(index, cluster)
+    else:
+        chosen = np.zeros(len(arrays.entries), dtype=bool)
+        chosen[arrays.positions(signed)] = True
+        if not chosen[members].any():
+            return fastest(index, cluster)
+        scored = members
+        counted = chosen[members] & arrays.has_h[members]
+        logits = np.where(counted, theta - np.nan_to_num(arrays.h[members, dim]), 0.0)
+        p = _softmax(logits, temperature)
+    return int(scored[int(rng.choice(len(scored), p=p))])
+
+
+def _softmax(logits: np.ndarray, temperature: float) -> np.ndarray:
+    """exp((logits - max) / temperature), normalised: the exact operations of `sample_parent`."""
+    logits = np.ascontiguousarray(logits, dtype=float)
+    weights = np.exp((logits - logits.max()) / temperature)
+    return weights / weights.sum()
+
+
+__all__ = ["ClusterIndex", "FrontierArrays", "cluster_index", "fastest", "frontier_arrays",
+           "label_array", "open_mask", "sample_parent_indexed"]

@@ -1,0 +1,90 @@
+"""The frontier index: same answers as the plain loops, reused only while it describes the state."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from bandit_builders import entry
+
+from kernelband.bandit import FrontierEntry, PolicyState, make_policy
+from kernelband.bandit.arms import cluster_members, open_arms, representative, sample_parent
+from kernelband.bandit.frontier_index import (
+    cluster_index,
+    fastest,
+    open_mask,
+    sample_parent_indexed,
+)
+
+THETA = np.array([80.0, 70.0, 75.0])
+
+
+def clustered_state(size: int, seed: int) -> PolicyState:
+    """A kernelband state with `size` entries in 3 clusters: tied times, some without h."""
+    rng = np.random.default_rng(seed)
+    state = make_policy("kernelband").init_state(entry("k0", 5.0), seed)
+    for i in range(1, size):
+        h = None if rng.random() < 0.25 else tuple(float(v) for v in rng.integers(0, 100, 3))
+        state.frontier.append(entry(f"k{i}", float(rng.integers(1, 6)), h=h))  # type: ignore[arg-type]
+        state.labels.append(int(rng.integers(0, 3)))
+    return state
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_index_answers_as_the_plain_loops(seed: int) -> None:
+    state = clustered_state(200, seed)
+    members = cluster_members(state, 3)
+    index = cluster_index(state, 3)
+    assert [m.tolist() for m in index.members] == members
+    assert index.reps == [representative(state, m) if m else None for m in members]
+    assert (open_mask(index, THETA) == open_arms(state, members, THETA)).all()
+    signed = {f"k{i}" for i in range(0, 200, 7)}
+    for cluster in range(3):
+        assert fastest(index, cluster) == min(members[cluster], key=lambda i: state.frontier[i].time_ms)
+        for dim in range(3):
+            for scope in (None, signed):
+                a, b = np.random.default_rng(seed), np.random.default_rng(seed)
+                plain = [sample_parent(state, members[cluster], dim, 70.0, 0.5, a, scope)
+                         for _ in range(5)]
+                indexed = [sample_parent_indexed(index, cluster, dim, 70.0, 0.5, b, scope)
+                           for _ in range(5)]
+                assert plain == indexed
+
+
+def test_index_is_reused_while_frontier_and_labels_are_unchanged() -> None:
+    policy = make_policy("kernelband")
+    state = clustered_state(50, 1)
+    _, first = policy.select(state)
+    _, second = policy.select(first)
+    assert first.derived is not None and second.derived is first.derived
+    assert state.derived is None, "select must not change its input state"
+
+
+def test_appended_entry_extends_the_arrays_and_can_become_representative() -> None:
+    state = clustered_state(50, 2)
+    before = cluster_index(state, 3)
+    state.frontier.append(FrontierEntry("fast", 0.5, (1.0, 2.0), (10.0, 10.0, 10.0)))
+    state.labels.append(1)
+    after = cluster_index(state, 3)
+    assert after is not before and len(after.frontier.time_ms) == 51
+    assert after.reps[1] == 50 and after.members[1][-1] == 50
+    assert len(before.frontier.time_ms) == 50, "an index in use by another copy is not changed"
+
+
+def test_relabelled_frontier_rebuilds_the_clusters() -> None:
+    state = clustered_state(50, 3)
+    cluster_index(state, 3)
+    state.labels = [0] * 50  # as a re-clustering assigns a new list
+    index = cluster_index(state, 3)
+    assert index.members[0].tolist() == list(range(50))
+    assert not len(index.members[1]) and not open_mask(index, THETA)[1:].any()
+
+
+def test_an_index_of_another_frontier_is_never_read() -> None:
+    state = clustered_state(50, 4)
+    other = clustered_state(50, 5)
+    other.derived = cluster_index(state, 3)  # same length and labels would not be enough
+    other.labels = list(state.labels)
+    index = cluster_index(other, 3)
+    assert index.frontier.entries == other.frontier
+    assert index.reps == [representative(other, m) if m else None
+                          for m in cluster_members(other, 3)]
