@@ -8,9 +8,9 @@ import warnings
 import numpy as np
 from scipy.optimize import linear_sum_assignment
 from sklearn.cluster import KMeans
-from threadpoolctl import threadpool_limits
 
 from kernelband.bandit.state import PolicyState
+from kernelband.bandit.threads import one_thread
 from kernelband.bandit.types import FrontierEntry
 
 
@@ -48,7 +48,7 @@ def recluster(state: PolicyState, k: int, n_init: int, rng: np.random.Generator)
             random_state=int(rng.integers(2**31 - 1)),
         )
         # one thread: tiny inputs, and OpenMP oversubscription on a busy host costs seconds
-        with warnings.catch_warnings(), threadpool_limits(1):
+        with warnings.catch_warnings(), one_thread():
             warnings.simplefilter("ignore")  # duplicate points: sklearn warns, result is fine
             labels = model.fit_predict(z)
         centroids = model.cluster_centers_

@@ -8,12 +8,12 @@ from typing import ClassVar
 
 import numpy as np
 from sklearn.linear_model import LogisticRegression
-from threadpoolctl import threadpool_limits
 
 from kernelband.bandit.config import PriorConfig
 from kernelband.bandit.kernelband import KernelBandPolicy
 from kernelband.bandit.state import PolicyState
 from kernelband.bandit.strategies import STRATEGY_NAMES, STRATEGY_TARGETS
+from kernelband.bandit.threads import one_thread
 from kernelband.bandit.types import Decision, FrontierEntry
 
 N_STRATEGIES = len(STRATEGY_NAMES)
@@ -48,7 +48,7 @@ def fit_prior(buffer: list[list[float]], warm: tuple[np.ndarray, np.ndarray]) ->
         x = np.vstack([x, prior_features(rows[:, :3], rows[:, 3].astype(int))])
         y = np.concatenate([y, rows[:, 4].astype(int)])
     model = LogisticRegression(C=1.0, max_iter=300)
-    with warnings.catch_warnings(), threadpool_limits(1):
+    with warnings.catch_warnings(), one_thread():
         warnings.simplefilter("ignore")
         model.fit(x, y)
     return [float(model.intercept_[0]), *(float(w) for w in model.coef_[0])]

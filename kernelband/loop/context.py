@@ -7,15 +7,16 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from kernelband.db.models import Attempt, Candidate, Job, Track, Transcript
+from kernelband.db.models import Candidate, Job, Track, Transcript
 from kernelband.generate.messages import RepairTurn
 from kernelband.loop.memory import memory_lines
 from kernelband.loop.skills import skill_example
 from kernelband.loop.translate import translate_memory
 from kernelband.problem.translate import TRANSLATE_STEP
+from kernelband.scheduling.attempts import ClaimedAttempt
 
 
-def generation_context(session: Session, attempt: Attempt, job: Job,
+def generation_context(session: Session, attempt: ClaimedAttempt, job: Job,
                        parent: Candidate) -> dict[str, Any]:
     """Extra payload keys of a generate attempt (none for the rules generator)."""
     if job.generator != "llm" or not job.model:

@@ -6,9 +6,11 @@ commits, and closed exactly once (done or failed); `expired` ones wait to be sen
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
-from sqlalchemy import func, select, update
+from sqlalchemy import String, cast, func, literal, select, update
 from sqlalchemy.orm import Session
 
 from kernelband.db.models import Attempt, Track, utcnow
@@ -25,6 +27,41 @@ def new_attempt(session: Session, track: Track, kind: str, candidate_id: int | N
                       queue=queue_for(kind, track.target), payload=dict(ref or {}))
     session.add(attempt)  # inserted at the next flush, with the transaction's other rows
     return attempt
+
+
+@dataclass(frozen=True)
+class ClaimedAttempt:
+    """The fields of an attempt just claimed for sending (what its task message needs)."""
+
+    id: int
+    job_id: int
+    track_id: int
+    kind: str
+    queue: str
+    candidate_id: int | None
+    payload: dict[str, Any]
+    task_id: str
+
+
+def claim_pending(session: Session, now: datetime, lease_expires_at: datetime,
+                  limit: int) -> list[ClaimedAttempt]:
+    """Mark up to `limit` pending (or expired) attempts dispatched, oldest first, in one
+    UPDATE ... RETURNING: one more try each, a lease, a task id `kb-<attempt>-<try>`. The
+    rows are locked (FOR UPDATE) until the transaction ends; send them only after it commits.
+    """
+    oldest = (select(Attempt.id).where(Attempt.state.in_(("pending", "expired")))
+              .order_by(Attempt.id).limit(limit).with_for_update())
+    task_id = literal("kb-") + cast(Attempt.id, String) + "-" + cast(Attempt.tries + 1, String)
+    claim = (update(Attempt).where(Attempt.id.in_(oldest.scalar_subquery()))
+             .values(tries=Attempt.tries + 1, state="dispatched", dispatched_at=now,
+                     started_at=None, lease_expires_at=lease_expires_at, task_id=task_id)
+             .returning(Attempt.id, Attempt.job_id, Attempt.track_id, Attempt.kind, Attempt.queue,
+                        Attempt.candidate_id, Attempt.payload, Attempt.task_id)
+             .execution_options(synchronize_session=False))
+    rows = session.execute(claim).all()
+    return sorted((ClaimedAttempt(row.id, row.job_id, row.track_id, row.kind, row.queue,
+                                  row.candidate_id, dict(row.payload or {}), str(row.task_id))
+                   for row in rows), key=lambda attempt: attempt.id)
 
 
 def pulls_in_flight(session: Session, track_id: int) -> int:
@@ -54,5 +91,5 @@ def fail_open_pulls(session: Session, track_id: int, reason: str) -> None:
     )
 
 
-__all__ = ["ACTIVE_ATTEMPT_STATES", "fail_open_attempts", "fail_open_pulls", "new_attempt",
+__all__ = ["ACTIVE_ATTEMPT_STATES", "ClaimedAttempt", "claim_pending", "fail_open_attempts", "fail_open_pulls", "new_attempt",
            "pulls_in_flight"]

@@ -14,7 +14,8 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from kernelband.bandit import POLICIES
-from kernelband.db.models import Attempt, Candidate, Job, Measurement, Problem, Track
+from kernelband.db.models import Candidate, Job, Measurement, Problem, Track
+from kernelband.scheduling.attempts import ClaimedAttempt
 
 
 def latest_measurements(session: Session, candidate_ids: Iterable[int]) -> dict[int, Measurement]:
@@ -56,7 +57,7 @@ def profile_summary(measurement: Measurement | None) -> list[dict[str, Any]]:
     return facts
 
 
-def task_payloads(session: Session, attempts: Sequence[Attempt]) -> list[dict[str, Any]]:
+def task_payloads(session: Session, attempts: Sequence[ClaimedAttempt]) -> list[dict[str, Any]]:
     """The complete, self-contained message payload of each attempt (workers have no DB).
 
     The rows they need are read in one query per table for the whole batch, before any
@@ -88,7 +89,7 @@ def _rows(session: Session, model: Any, ids: set[int]) -> list[Any]:
     return list(session.scalars(select(model).where(model.id.in_(ids))))
 
 
-def _payload(session: Session, attempt: Attempt,
+def _payload(session: Session, attempt: ClaimedAttempt,
              newest: dict[int, Measurement]) -> dict[str, Any]:
     track = session.get_one(Track, attempt.track_id)
     job = session.get_one(Job, attempt.job_id)

@@ -16,12 +16,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from kernelband.config import Settings
-from kernelband.db.models import Attempt, utcnow
+from kernelband.db.models import utcnow
 from kernelband.db.session import DatabaseError, session_scope
+from kernelband.scheduling.attempts import claim_pending
 from kernelband.scheduling.dispatch import Dispatcher, TaskMessage, TaskResult
 from kernelband.scheduling.fencing import FencingError, verify_epoch
 from kernelband.scheduling.ingest import fail_lost_attempt, lock_attempt
@@ -151,20 +151,12 @@ def select_and_dispatch(ctx: EngineContext) -> tuple[int, int]:
 
 def dispatch_pending(ctx: EngineContext, limit: int = 256) -> int:
     """Claim pending attempts in one committed transaction, then hand them to the dispatcher."""
-    messages: list[TaskMessage] = []
+    now = ctx.clock()
     with fenced(ctx) as session:
-        query = (select(Attempt).where(Attempt.state.in_(("pending", "expired")))
-                 .order_by(Attempt.id).limit(limit).with_for_update())
-        attempts = list(session.scalars(query))
-        payloads = task_payloads(session, attempts)  # every read first; then one flush of updates
-        for attempt, payload in zip(attempts, payloads, strict=True):
-            attempt.tries += 1
-            attempt.state, attempt.dispatched_at = "dispatched", ctx.clock()
-            attempt.started_at = None  # this try waits in its queue until a worker beats
-            attempt.lease_expires_at = lease_deadline(ctx.clock(), ctx.settings.lease_s)
-            attempt.task_id = f"kb-{attempt.id}-{attempt.tries}"
-            messages.append(TaskMessage(attempt.id, attempt.kind, attempt.queue, payload,
-                                        attempt.task_id))
+        claimed = claim_pending(session, now, lease_deadline(now, ctx.settings.lease_s), limit)
+        payloads = task_payloads(session, claimed)
+    messages = [TaskMessage(attempt.id, attempt.kind, attempt.queue, payload, attempt.task_id)
+                for attempt, payload in zip(claimed, payloads, strict=True)]
     # After commit: a crash here, or a broker that is down, is recovered by lease expiry.
     ctx.dispatcher.submit_many(messages)
     return len(messages)

@@ -152,12 +152,14 @@ def test_a_pass_reads_each_table_once_however_many_pulls(db_factory: sessionmake
     with StatementLog(db_factory) as dispatching:
         assert dispatch_pending(ctx) == 12
     # Per pass, not per pull: tracks, in-flight counts (per track and per team), events' last
-    # numbers. Claiming reads attempts, tracks, jobs, problems, candidates, measurements once.
-    assert selecting.count("SELECT") == 4 and dispatching.count("SELECT") == 6
+    # numbers. Claiming is one UPDATE ... RETURNING of the attempts; the payloads read tracks,
+    # jobs, problems, candidates and measurements once.
+    assert selecting.count("SELECT") == 4 and dispatching.count("SELECT") == 5
+    assert dispatching[0] == "UPDATE"
     if db_factory.kw["bind"].dialect.name == "postgresql":  # SQLite inserts row by row, locally
         # One multi-row INSERT for the attempts and one for the events, one versioned UPDATE
         # of every changed track (track_rows) and one bumping every touched job's version; one
-        # batched UPDATE claims every attempt.
+        # UPDATE claims every attempt.
         assert selecting.count("INSERT") == 2 and selecting.count("UPDATE") == 2
         assert dispatching.count("UPDATE") == 1
     payloads = [m.payload for m in ctx.dispatcher.submitted[-12:]]  # type: ignore[attr-defined]

@@ -1,0 +1,52 @@
+"""Claiming pending attempts for sending: one statement, oldest first, a new try each."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from scheduling_fakes import make_job
+from sqlalchemy import select
+from sqlalchemy.orm import Session, sessionmaker
+
+from kernelband.db.models import Attempt, Track, utcnow
+from kernelband.db.session import session_scope
+from kernelband.scheduling.attempts import claim_pending, new_attempt
+from kernelband.scheduling.lifecycle import start_queued_jobs
+
+
+def _pending_attempts(factory: sessionmaker[Session], count: int) -> list[int]:
+    """`count` pending compile attempts on one started job, ids ascending."""
+    make_job(factory)
+    with session_scope(factory) as session:
+        start_queued_jobs(session)  # the track and its pending baseline attempt
+        track = session.scalars(select(Track)).one()
+        for _ in range(count - 1):
+            new_attempt(session, track, "compile", track.original_candidate_id)
+        session.flush()
+        return sorted(session.scalars(select(Attempt.id)))
+
+
+def test_claims_the_oldest_with_a_new_try_a_lease_and_a_task_id(
+        db_factory: sessionmaker[Session]) -> None:
+    ids = _pending_attempts(db_factory, 4)
+    now = utcnow()
+    lease = now + timedelta(seconds=60)
+    with session_scope(db_factory) as session:
+        claimed = claim_pending(session, now, lease, limit=3)
+    assert [a.id for a in claimed] == ids[:3]
+    assert [a.task_id for a in claimed] == [f"kb-{i}-1" for i in ids[:3]]
+    assert claimed[1].kind == "compile" and claimed[1].queue and claimed[1].payload == {}
+    with session_scope(db_factory) as session:
+        rows = {a.id: a for a in session.scalars(select(Attempt))}
+        assert [rows[i].state for i in ids] == ["dispatched"] * 3 + ["pending"]
+        assert all(rows[i].tries == 1 and rows[i].started_at is None for i in ids[:3])
+        assert rows[ids[0]].lease_expires_at is not None
+        assert abs((rows[ids[0]].lease_expires_at.replace(tzinfo=None)
+                    - lease.replace(tzinfo=None)).total_seconds()) < 1e-3
+        rows[ids[0]].state = "expired"  # its lease ran out: it is sent again
+    with session_scope(db_factory) as session:
+        again = claim_pending(session, now, lease, limit=10)
+    assert [(a.id, a.task_id) for a in again] == [(ids[0], f"kb-{ids[0]}-2"),
+                                                   (ids[3], f"kb-{ids[3]}-1")]
+    with session_scope(db_factory) as session:
+        assert claim_pending(session, now, lease, limit=10) == []
