@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any
 
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
@@ -32,20 +31,15 @@ def select_pulls(session: Session, now: datetime, cap: int | None = None,
     Inside a team, jobs with fewer pulls in flight come first, so a pass that stops after
     `limit` pulls leaves the rest to the next pass without starving any job.
     """
-    query = (select(Track, Job).join(Job, Job.id == Track.job_id)
-             .where(Track.status == "running", Job.status == "running",
-                    Job.cancel_requested.is_(False)).order_by(Track.id))
+    rows = tracks_with_free_slots(session)
     slots: list[tuple[Track, Job]] = []
-    rows = session.execute(query).all()
-    in_flight_pulls = pulls_in_flight_by_track(session, [track.id for track, _ in rows])
-    for track, job in rows:
+    for track, job, pulls, _ in rows:
         if budget_reason(job, now):
             continue
-        free = job.parallelism - in_flight_pulls.get(track.id, 0)
-        free = min(free, job.budget_iterations - track.iterations_dispatched)
+        free = min(job.parallelism - pulls, job.budget_iterations - track.iterations_dispatched)
         slots.extend([(track, job)] * max(free, 0))
     in_flight = in_flight_by_team(session)
-    rank = job_rank(rows, in_flight_pulls)
+    rank = job_rank(rows)
     ordered = fair_order(slots, lambda r: r[1].team_id, lambda r: rank[r[1].id], in_flight)
     kept = cap_per_team(ordered, lambda r: r[1].team_id, in_flight, cap)[:limit]
     per_track: dict[int, tuple[Track, Job, int]] = {}
@@ -57,24 +51,35 @@ def select_pulls(session: Session, now: datetime, cap: int | None = None,
                for track, job, count in per_track.values())
 
 
-def job_rank(rows: Sequence[Any], in_flight_pulls: dict[int, int]) -> dict[int, int]:
-    """Each job's turn inside its team (rows of (track, job)): fewest pulls in flight first,
-    then the oldest job."""
-    per_job: dict[int, int] = {}
-    for track, job in rows:
-        per_job[job.id] = per_job.get(job.id, 0) + in_flight_pulls.get(track.id, 0)
+def tracks_with_free_slots(session: Session) -> list[tuple[Track, Job, int, int]]:
+    """(track, job, its pulls in flight, its job's pulls in flight) of every running track with
+    a free slot (parallelism and iteration budget), in one query; full tracks are not loaded."""
+    open_pulls = (select(Attempt.track_id, func.count(Attempt.id).label("pulls"))
+                  .where(Attempt.decision_id.is_not(None), Attempt.state.in_(ACTIVE_ATTEMPT_STATES))
+                  .group_by(Attempt.track_id).subquery())
+    pulls = func.coalesce(open_pulls.c.pulls, 0)
+    running = (select(Track.id.label("track_id"), pulls.label("pulls"),
+                      func.sum(pulls).over(partition_by=Track.job_id).label("job_pulls"))
+               .join(Job, Job.id == Track.job_id)
+               .outerjoin(open_pulls, open_pulls.c.track_id == Track.id)
+               .where(Track.status == "running", Job.status == "running",
+                      Job.cancel_requested.is_(False))
+               .subquery())
+    query = (select(Track, Job, running.c.pulls, running.c.job_pulls)
+             .join(running, running.c.track_id == Track.id).join(Job, Job.id == Track.job_id)
+             .where(running.c.pulls < Job.parallelism,
+                    Track.iterations_dispatched < Job.budget_iterations)
+             .order_by(Track.id))
+    return [(track, job, int(pulls), int(job_pulls))
+            for track, job, pulls, job_pulls in session.execute(query).all()]
+
+
+def job_rank(rows: Sequence[tuple[Track, Job, int, int]]) -> dict[int, int]:
+    """Each job's turn inside its team (rows of `tracks_with_free_slots`): fewest pulls in
+    flight over all its running tracks first, then the oldest job."""
+    per_job = {job.id: job_pulls for _, job, _, job_pulls in rows}
     ordered = sorted(per_job, key=lambda job_id: (per_job[job_id], job_id))
     return {job_id: position for position, job_id in enumerate(ordered)}
-
-
-def pulls_in_flight_by_track(session: Session, track_ids: list[int]) -> dict[int, int]:
-    """Open pulls per track in one grouped query (`pulls_in_flight` for many tracks)."""
-    if not track_ids:
-        return {}
-    query = (select(Attempt.track_id, func.count(Attempt.id))
-             .where(Attempt.track_id.in_(track_ids), Attempt.decision_id.is_not(None),
-                    Attempt.state.in_(ACTIVE_ATTEMPT_STATES)).group_by(Attempt.track_id))
-    return {int(track): int(count) for track, count in session.execute(query).all()}
 
 
 def select_for_track(session: Session, job: Job, track: Track, count: int) -> int:
@@ -100,5 +105,5 @@ def in_flight_by_team(session: Session) -> dict[int, int]:
     return {int(team): int(count) for team, count in session.execute(query).all()}
 
 
-__all__ = ["in_flight_by_team", "job_rank", "pulls_in_flight_by_track", "select_for_track",
-           "select_pulls"]
+__all__ = ["in_flight_by_team", "job_rank", "select_for_track",
+           "select_pulls", "tracks_with_free_slots"]

@@ -62,3 +62,22 @@ def test_jobs_with_fewer_pulls_in_flight_are_served_first(
         assert sum(per_job) == 3 * passes
         assert max(per_job) - min(per_job) <= 1, per_job  # oldest-first alone starves the 4th
     assert sorted(_pulls_per_job(sqlite_factory).values()) == [3, 3, 3, 3]  # every slot used
+
+
+def test_a_job_whose_other_track_is_full_still_counts_its_pulls(
+        db_factory: sessionmaker[Session]) -> None:
+    """Job rank counts every running track's pulls, also those of a track with no free slot."""
+    two_targets = make_job(db_factory, targets=("cpu", "h100"), budget_iterations=50,
+                           parallelism=2, seed=1)
+    one_target = make_job(db_factory, budget_iterations=50, parallelism=2, seed=2)
+    ctx = EngineContext(db_factory, BaselineOnlyDispatcher(),
+                        Settings(max_in_flight_per_team=10_000, max_pulls_per_pass=0))
+    step(ctx)
+    step(ctx)
+    with fenced(ctx) as session:  # the two-target job's first track fills up (2), the other job 1
+        assert select_pulls(session, ctx.clock(), limit=3) == 3
+    assert _pulls_per_job(db_factory) == Counter({two_targets: 2, one_target: 1})
+    with fenced(ctx) as session:
+        assert select_pulls(session, ctx.clock(), limit=1) == 1
+    # the one-target job (1 in flight) goes before the two-target one (2 in flight, one full track)
+    assert _pulls_per_job(db_factory) == Counter({two_targets: 2, one_target: 2})
