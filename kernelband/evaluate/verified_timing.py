@@ -72,11 +72,16 @@ class _Call:
 
 
 @torch.no_grad()
-def _refill(slot: list[Any], source: list[Any]) -> list[Any]:
-    """`slot` (an earlier copy of `source`) given `source`'s current values in place."""
-    for dst, src in zip(slot, source, strict=True):
-        if isinstance(dst, torch.Tensor) and isinstance(src, torch.Tensor):
-            dst.copy_(src)
+def _refill(slot: list[Any], source: list[Any]) -> list[Any] | None:
+    """`slot` (an earlier copy of `source`) given `source`'s current values in place; None when
+    a tensor of the slot no longer matches its source (a call resized or re-typed it)."""
+    pairs = [(dst, src) for dst, src in zip(slot, source, strict=True)
+             if isinstance(dst, torch.Tensor) and isinstance(src, torch.Tensor)]
+    if any((dst.shape, dst.dtype, dst.device) != (src.shape, src.dtype, src.device)
+           for dst, src in pairs):
+        return None
+    for dst, src in pairs:
+        dst.copy_(src)
     return slot
 
 
@@ -144,7 +149,7 @@ class VerifiedRuns:
         salt(source, self.config.salt_elements, self.rng)
         slot, runs = self.slots.get(k, (None, 0))
         reuse = slot is not None and (runs == 1 or self.rng.random() < self.config.reuse_fraction)
-        args = _refill(slot, source) if reuse and slot is not None else _clone_args(source)
+        args = (_refill(slot, source) if reuse and slot is not None else None) or _clone_args(source)
         self.slots[k] = (args, runs + 1)
         call = _Call(self.calls, source, args)
         self.calls += 1

@@ -120,6 +120,21 @@ def test_a_sets_second_call_reuses_its_first_calls_allocation_refilled() -> None
     assert torch.equal(second_x, runs.sets[0][0])
 
 
+def test_a_copy_a_call_resized_is_not_refilled_but_made_anew() -> None:
+    def resizing(args: list[Any]) -> Any:
+        out = args[0] + args[1]
+        args[0].resize_(2)  # leaves its copy unusable for the next call on this set
+        return out
+
+    runs = VerifiedRuns(AddRuntime(resizing), PROBLEM, CASE, VerifyConfig(buffer_sets=1, probe_fraction=0.0),  # type: ignore[arg-type]
+                        rng=random.Random(3))
+    with pytest.raises(TimingRejected) as caught:  # refused for what it did, not a crash
+        for _ in range(3):
+            runs.prepare()()
+        runs.finish()
+    assert caught.value.reason.startswith("timing_input_mutated:call=")
+
+
 def test_buffer_sets_differ_in_contents_and_addresses() -> None:
     runs = VerifiedRuns(AddRuntime(_honest), PROBLEM, CASE, rng=random.Random(1))  # type: ignore[arg-type]
     pointers = {s[0].data_ptr() for s in runs.sets}
