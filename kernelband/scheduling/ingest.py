@@ -31,6 +31,7 @@ from kernelband.loop.translate import kept_original, needs_translation, replaces
 from kernelband.scheduling.attempts import new_attempt
 from kernelband.scheduling.events import append_event, prime_event_counters
 from kernelband.scheduling.state import (
+    WITHOUT_STORED_STATE,
     frontier_entry,
     load_state,
     policy_for,
@@ -54,7 +55,8 @@ def lock_attempt(session: Session, attempt_id: int) -> LockedAttempt | None:
     query = (select(Attempt, Track, Job, Candidate, last_event)
              .join(Track, Track.id == Attempt.track_id).join(Job, Job.id == Attempt.job_id)
              .outerjoin(Candidate, Candidate.id == Attempt.candidate_id)
-             .where(Attempt.id == attempt_id).with_for_update(of=Attempt))
+             .where(Attempt.id == attempt_id).with_for_update(of=Attempt)
+             .options(WITHOUT_STORED_STATE))
     row = session.execute(query).first()
     if row is None:
         return None

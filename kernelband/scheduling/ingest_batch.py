@@ -25,6 +25,7 @@ from kernelband.scheduling.dispatch import TaskResult
 from kernelband.scheduling.events import prime_event_counters
 from kernelband.scheduling.ingest import LockedAttempt, apply_result, generated_child
 from kernelband.scheduling.leases import extend_locked_lease, lease_deadline
+from kernelband.scheduling.state import WITHOUT_STORED_STATE
 
 BATCH_SIZE = 500  # results per transaction: bounds how long attempt locks are held
 OPEN_STATES = ("pending", "dispatched", "expired")
@@ -99,7 +100,7 @@ def lock_attempts(session: Session, attempt_ids: set[int]) -> dict[int, LockedAt
              .join(Track, Track.id == Attempt.track_id).join(Job, Job.id == Attempt.job_id)
              .outerjoin(Candidate, Candidate.id == Attempt.candidate_id)
              .where(Attempt.id.in_(sorted(attempt_ids))).order_by(Attempt.id)
-             .with_for_update(of=Attempt))
+             .with_for_update(of=Attempt).options(WITHOUT_STORED_STATE))
     locked: dict[int, LockedAttempt] = {}
     last: dict[int, int] = {}
     for attempt, track, job, candidate, seq in session.execute(query).all():

@@ -16,6 +16,7 @@ from sqlalchemy.orm import Session
 from kernelband.bandit import POLICIES
 from kernelband.db.models import Candidate, Job, Measurement, Problem, Track
 from kernelband.scheduling.attempts import ClaimedAttempt
+from kernelband.scheduling.state import WITHOUT_STORED_STATE
 
 
 def latest_measurements(session: Session, candidate_ids: Iterable[int]) -> dict[int, Measurement]:
@@ -72,7 +73,9 @@ def task_payloads(session: Session, attempts: Sequence[ClaimedAttempt]) -> list[
     parent_ids = {c.parent_id for c in candidates
                   if c.parent_id is not None and c.id in with_parent} - candidate_ids
     # The identity map holds rows weakly: `held` keeps them there while payloads are built.
-    held = [jobs, candidates, _rows(session, Track, {a.track_id for a in attempts}),
+    tracks = session.scalars(select(Track).where(Track.id.in_({a.track_id for a in attempts}))
+                             .options(WITHOUT_STORED_STATE)).all()
+    held = [jobs, candidates, tracks,
             _rows(session, Problem, {j.problem_id for j in jobs}),
             _rows(session, Candidate, parent_ids)]
     newest = latest_measurements(session, (a.candidate_id for a in attempts

@@ -19,7 +19,7 @@ from kernelband.scheduling.attempts import ACTIVE_ATTEMPT_STATES
 from kernelband.scheduling.budgets import budget_reason
 from kernelband.scheduling.events import append_event, read_event_counters
 from kernelband.scheduling.fairshare import cap_per_team, fair_order
-from kernelband.scheduling.state import load_state, policy_for, save_state
+from kernelband.scheduling.state import WITHOUT_STORED_STATE, load_state, policy_for, save_state
 
 
 def select_pulls(session: Session, now: datetime, cap: int | None = None,
@@ -69,7 +69,7 @@ def tracks_with_free_slots(session: Session) -> list[tuple[Track, Job, int, int]
              .join(running, running.c.track_id == Track.id).join(Job, Job.id == Track.job_id)
              .where(running.c.pulls < Job.parallelism,
                     Track.iterations_dispatched < Job.budget_iterations)
-             .order_by(Track.id))
+             .order_by(Track.id).options(WITHOUT_STORED_STATE))
     return [(track, job, int(pulls), int(job_pulls))
             for track, job, pulls, job_pulls in session.execute(query).all()]
 

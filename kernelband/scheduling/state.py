@@ -12,7 +12,7 @@ from functools import lru_cache
 from typing import Any
 
 from sqlalchemy import select
-from sqlalchemy.orm import Session, object_session
+from sqlalchemy.orm import Session, defer, object_session
 
 from kernelband.bandit import FrontierEntry, PolicyState, make_policy
 from kernelband.bandit.policy import Policy
@@ -21,6 +21,10 @@ from kernelband.scheduling.state_cache import cached_state, remember_state
 from kernelband.scheduling.views import deferred_writes, refresh_view
 
 _TO_DIGITS = bytes.maketrans(bytes(range(10)), b"0123456789")
+# A loader option for the scheduler's track reads: the stored policy state (kilobytes of JSON)
+# is left unread, loaded on first access. `load_state` finds the parsed copy in the state cache
+# by the row's version, so a running track's stored state is read again only after a takeover.
+WITHOUT_STORED_STATE = defer(Track.policy_state)
 
 
 def policy_for(job: Job) -> Policy:
@@ -106,5 +110,5 @@ def frontier_entry(candidate: Candidate, measurement: Measurement) -> FrontierEn
                          h=None if not h else (float(h[0]), float(h[1]), float(h[2])))
 
 
-__all__ = ["frontier_entry", "load_state", "policy_for", "save_state", "stored_labels",
+__all__ = ["WITHOUT_STORED_STATE", "frontier_entry", "load_state", "policy_for", "save_state", "stored_labels",
            "view_key", "write_final_view"]
