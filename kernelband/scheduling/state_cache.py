@@ -1,10 +1,13 @@
 """A per-process cache of parsed policy states, keyed by the committed row version.
 
 Parsing a track's policy state (JSON with every frontier entry) dominated scheduler passes on
-large frontiers. A state is cached only once the transaction that wrote it has committed, under
+large frontiers. A state is cached only once the transaction that wrote it has committed, with
 the track row's `version` (SQLAlchemy bumps it on every ORM update of the row), so a hit is
 exactly the committed content: another writer, a failover or a rollback changes or keeps the
 version, never a stale entry. Writes that bypass the ORM version counter are not supported.
+Only the newest committed version of each track is kept: an older one can never be read again,
+and thousands of superseded states (each with its frontier list) made every full garbage
+collection of the scheduler walk them.
 """
 
 from __future__ import annotations
@@ -19,10 +22,10 @@ from sqlalchemy.orm import Session
 from kernelband.bandit import PolicyState
 from kernelband.db.models import Track
 
-CacheKey = tuple[int, int, Any, int]
-_CACHES: weakref.WeakKeyDictionary[Engine, dict[CacheKey, PolicyState]] = (
-    weakref.WeakKeyDictionary())
-MAX_ENTRIES = 4096  # whole states; a scheduler's running tracks fit many times over
+TrackKey = tuple[int, int, Any]  # (track id, job id, start time)
+Cache = dict[TrackKey, tuple[int, PolicyState]]  # -> (row version, the state it holds)
+_CACHES: weakref.WeakKeyDictionary[Engine, Cache] = weakref.WeakKeyDictionary()
+MAX_ENTRIES = 4096  # tracks; a scheduler's running tracks fit many times over
 _PENDING = "kb_policy_states"
 _LISTENING = "kb_policy_listening"
 
@@ -37,8 +40,10 @@ def cached_state(session: Session, track: Track) -> PolicyState | None:
     if info.attrs.policy_state.history.has_changes():
         return None  # written in this transaction and not flushed yet: the row is not current
     key, cache = _key(track), _cache(session)
-    state = cache.get(key) if key is not None and cache is not None else None
-    return None if state is None else copy_state(state)
+    hit = cache.get(key[:3]) if key is not None and cache is not None else None
+    if hit is None or key is None or hit[0] != key[3]:
+        return None
+    return copy_state(hit[1])
 
 
 def remember_state(session: Session, track: Track, state: PolicyState,
@@ -70,8 +75,9 @@ def _publish(session: Session) -> None:
     for track, state in pending.values():
         key = _key(track)
         if key is not None:
-            cache[key] = state
-    while len(cache) > MAX_ENTRIES:  # oldest first (dict order)
+            cache.pop(key[:3], None)  # re-inserted last: dict order stays least recently saved
+            cache[key[:3]] = (key[3], state)
+    while len(cache) > MAX_ENTRIES:  # least recently saved first (dict order)
         cache.pop(next(iter(cache)))
 
 
@@ -80,7 +86,7 @@ def _discard(session: Session, _previous: Any) -> None:
     session.info.pop(_PENDING, None)
 
 
-def _key(track: Track) -> CacheKey | None:
+def _key(track: Track) -> tuple[int, int, Any, int] | None:
     """(id, job, start time, version), read without loading anything; None if not loaded."""
     loaded = inspect(track).dict
     if any(name not in loaded for name in ("id", "job_id", "version")):
@@ -88,7 +94,7 @@ def _key(track: Track) -> CacheKey | None:
     return (loaded["id"], loaded["job_id"], loaded.get("started_at"), loaded["version"])
 
 
-def _cache(session: Session) -> dict[CacheKey, PolicyState] | None:
+def _cache(session: Session) -> Cache | None:
     bind = session.get_bind()
     engine = bind.engine if isinstance(bind, Connection) else bind
     if not isinstance(engine, Engine):

@@ -10,6 +10,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from kernelband.config import Settings
 from kernelband.db.models import Event, FrontierRow, Job, Track, utcnow
 from kernelband.db.session import session_scope
+from kernelband.scheduling import state_cache
 from kernelband.scheduling.dispatch import InlineDispatcher
 from kernelband.scheduling.events import append_event, prime_event_counters
 from kernelband.scheduling.lifecycle import job_is_finished, jobs_needing_finish, start_queued_jobs
@@ -80,6 +81,27 @@ def test_cache_holds_only_committed_states(sqlite_factory: sessionmaker[Session]
         raise RuntimeError("roll back")
     with session_scope(sqlite_factory) as session:
         assert load_state(session.get_one(Track, track_id)).to_dict() == committed
+
+
+def test_cache_keeps_only_each_tracks_newest_committed_version(
+        sqlite_factory: sessionmaker[Session]) -> None:
+    track_id = running_track(sqlite_factory)
+    with session_scope(sqlite_factory) as session:
+        old = session.get_one(Track, track_id)
+        old_version = old.version
+        session.expunge(old)  # a row read before the next write, kept aside
+    with session_scope(sqlite_factory) as session:
+        track = session.get_one(Track, track_id)
+        job = session.get_one(Job, track.job_id)
+        _, changed = policy_for(job).select(load_state(track))
+        save_state(session, track, changed)
+    cache = state_cache._CACHES[sqlite_factory.kw["bind"]]
+    assert [version for key, (version, _) in cache.items() if key[0] == track_id] == [
+        old_version + 1]  # one entry per track: the superseded state is gone
+    with session_scope(sqlite_factory) as session:
+        assert cached_state(session, session.get_one(Track, track_id)) is not None
+        stale = session.merge(old, load=False)  # still says the old version
+        assert stale.version == old_version and cached_state(session, stale) is None
 
 
 def test_finish_examines_only_jobs_that_can_change(sqlite_factory: sessionmaker[Session]) -> None:
