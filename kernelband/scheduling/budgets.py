@@ -3,8 +3,24 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import Protocol
 
-from kernelband.db.models import Job
+
+class BudgetFields(Protocol):
+    """What `budget_reason` reads: a `Job`, or a row of these columns."""
+
+    @property
+    def budget_tokens(self) -> int | None: ...
+    @property
+    def tokens_used(self) -> int: ...
+    @property
+    def budget_usd(self) -> float | None: ...
+    @property
+    def cost_usd(self) -> float: ...
+    @property
+    def budget_wall_s(self) -> float | None: ...
+    @property
+    def started_at(self) -> datetime | None: ...
 
 
 def as_utc(moment: datetime) -> datetime:
@@ -12,7 +28,7 @@ def as_utc(moment: datetime) -> datetime:
     return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
-def budget_reason(job: Job, now: datetime) -> str | None:
+def budget_reason(job: BudgetFields, now: datetime) -> str | None:
     """Which job-wide budget (tokens, usd, wall time) is spent, or None."""
     if job.budget_tokens is not None and job.tokens_used >= job.budget_tokens:
         return f"token budget spent ({job.tokens_used} >= {job.budget_tokens})"
@@ -25,4 +41,4 @@ def budget_reason(job: Job, now: datetime) -> str | None:
     return None
 
 
-__all__ = ["as_utc", "budget_reason"]
+__all__ = ["BudgetFields", "as_utc", "budget_reason"]

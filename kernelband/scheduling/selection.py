@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
@@ -32,28 +33,34 @@ def select_pulls(session: Session, now: datetime, cap: int | None = None,
     `limit` pulls leaves the rest to the next pass without starving any job.
     """
     rows = tracks_with_free_slots(session)
-    slots: list[tuple[Track, Job]] = []
-    for track, job, pulls, _ in rows:
-        if budget_reason(job, now):
+    slots: list[Any] = []  # one row per free slot
+    for row in rows:
+        if budget_reason(row, now):
             continue
-        free = min(job.parallelism - pulls, job.budget_iterations - track.iterations_dispatched)
-        slots.extend([(track, job)] * max(free, 0))
+        free = min(row.parallelism - row.pulls, row.budget_iterations - row.iterations_dispatched)
+        slots.extend([row] * max(free, 0))
     in_flight = in_flight_by_team(session)
     rank = job_rank(rows)
-    ordered = fair_order(slots, lambda r: r[1].team_id, lambda r: rank[r[1].id], in_flight)
-    kept = cap_per_team(ordered, lambda r: r[1].team_id, in_flight, cap)[:limit]
-    per_track: dict[int, tuple[Track, Job, int]] = {}
-    for track, job in kept:  # dict order = first slot of each track in the fair order
-        count = per_track.get(track.id, (track, job, 0))[2]
-        per_track[track.id] = (track, job, count + 1)
-    read_event_counters(session, (job.id for _, job, _ in per_track.values()))
-    return sum(select_for_track(session, job, track, count)
-               for track, job, count in per_track.values())
+    ordered = fair_order(slots, lambda r: r.team_id, lambda r: rank[r.job_id], in_flight)
+    kept = cap_per_team(ordered, lambda r: r.team_id, in_flight, cap)[:limit]
+    counts: dict[int, int] = {}
+    for row in kept:  # dict order = first slot of each track in the fair order
+        counts[row.track_id] = counts.get(row.track_id, 0) + 1
+    if not counts:
+        return 0
+    loaded = {track.id: (track, job) for track, job in session.execute(
+        select(Track, Job).join(Job, Job.id == Track.job_id).where(Track.id.in_(counts))
+        .options(WITHOUT_STORED_STATE)).all()}
+    read_event_counters(session, (job.id for _, job in loaded.values()))
+    return sum(select_for_track(session, loaded[track_id][1], loaded[track_id][0], count)
+               for track_id, count in counts.items())
 
 
-def tracks_with_free_slots(session: Session) -> list[tuple[Track, Job, int, int]]:
-    """(track, job, its pulls in flight, its job's pulls in flight) of every running track with
-    a free slot (parallelism and iteration budget), in one query; full tracks are not loaded."""
+def tracks_with_free_slots(session: Session) -> list[Any]:
+    """A row per running track with a free slot (parallelism and iteration budget), in one
+    query of plain columns (no ORM objects): `track_id`, `job_id`, `team_id`, `parallelism`,
+    `budget_iterations`, `iterations_dispatched`, its pulls in flight (`pulls`), its job's
+    pulls in flight over all running tracks (`job_pulls`) and the job's budget fields."""
     open_pulls = (select(Attempt.track_id, func.count(Attempt.id).label("pulls"))
                   .where(Attempt.decision_id.is_not(None), Attempt.state.in_(ACTIVE_ATTEMPT_STATES))
                   .group_by(Attempt.track_id).subquery())
@@ -65,19 +72,21 @@ def tracks_with_free_slots(session: Session) -> list[tuple[Track, Job, int, int]
                .where(Track.status == "running", Job.status == "running",
                       Job.cancel_requested.is_(False))
                .subquery())
-    query = (select(Track, Job, running.c.pulls, running.c.job_pulls)
-             .join(running, running.c.track_id == Track.id).join(Job, Job.id == Track.job_id)
+    query = (select(running.c.track_id, Track.job_id, Job.team_id, Job.parallelism,
+                    Job.budget_iterations, Track.iterations_dispatched, running.c.pulls,
+                    running.c.job_pulls, Job.budget_tokens, Job.tokens_used, Job.budget_usd,
+                    Job.cost_usd, Job.budget_wall_s, Job.started_at)
+             .join(Track, Track.id == running.c.track_id).join(Job, Job.id == Track.job_id)
              .where(running.c.pulls < Job.parallelism,
                     Track.iterations_dispatched < Job.budget_iterations)
-             .order_by(Track.id).options(WITHOUT_STORED_STATE))
-    return [(track, job, int(pulls), int(job_pulls))
-            for track, job, pulls, job_pulls in session.execute(query).all()]
+             .order_by(running.c.track_id))
+    return list(session.execute(query).all())
 
 
-def job_rank(rows: Sequence[tuple[Track, Job, int, int]]) -> dict[int, int]:
+def job_rank(rows: Sequence[Any]) -> dict[int, int]:
     """Each job's turn inside its team (rows of `tracks_with_free_slots`): fewest pulls in
     flight over all its running tracks first, then the oldest job."""
-    per_job = {job.id: job_pulls for _, job, _, job_pulls in rows}
+    per_job = {row.job_id: int(row.job_pulls) for row in rows}
     ordered = sorted(per_job, key=lambda job_id: (per_job[job_id], job_id))
     return {job_id: position for position, job_id in enumerate(ordered)}
 
