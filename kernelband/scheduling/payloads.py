@@ -73,9 +73,8 @@ def task_payloads(session: Session, attempts: Sequence[ClaimedAttempt]) -> list[
     parent_ids = {c.parent_id for c in candidates
                   if c.parent_id is not None and c.id in with_parent} - candidate_ids
     # The identity map holds rows weakly: `held` keeps them there while payloads are built.
-    tracks = session.scalars(select(Track).where(Track.id.in_({a.track_id for a in attempts}))
-                             .options(WITHOUT_STORED_STATE)).all()
-    held = [jobs, candidates, tracks,
+    held = [jobs, candidates,
+            _rows(session, Track, {a.track_id for a in attempts}, WITHOUT_STORED_STATE),
             _rows(session, Problem, {j.problem_id for j in jobs}),
             _rows(session, Candidate, parent_ids)]
     newest = latest_measurements(session, (a.candidate_id for a in attempts
@@ -85,11 +84,12 @@ def task_payloads(session: Session, attempts: Sequence[ClaimedAttempt]) -> list[
     return payloads
 
 
-def _rows(session: Session, model: Any, ids: set[int]) -> list[Any]:
-    """The rows of `model` with these ids (one query; none for no ids)."""
+def _rows(session: Session, model: Any, ids: set[int], *options: Any) -> list[Any]:
+    """The rows of `model` with these ids (one query with these loader options; none for no
+    ids)."""
     if not ids:
         return []
-    return list(session.scalars(select(model).where(model.id.in_(ids))))
+    return list(session.scalars(select(model).where(model.id.in_(ids)).options(*options)))
 
 
 def _payload(session: Session, attempt: ClaimedAttempt,
