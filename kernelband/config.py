@@ -32,6 +32,9 @@ class Settings(BaseSettings):
     sandbox_timeout_s: float = 60.0  # run time of one sandboxed run on a GPU node
     # Triton compilation and autotuning, budgeted apart from the run time (kernelband/sandbox/compile_budget.py)
     sandbox_compile_s: float = 240.0
+    # an autotune config still compiling after this long is left out of its tuning round, once
+    # another config of the round has compiled (kernelband/problem/autotune_compile.py; 0: wait)
+    sandbox_config_compile_s: float = 120.0
     # run time of one sandboxed run in the CPU Triton interpreter (every program runs in Python)
     sandbox_interpret_timeout_s: float = 120.0
     sandbox_cpu_s: int = 120

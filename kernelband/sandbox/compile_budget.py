@@ -39,28 +39,60 @@ class CompileClock:
 
     def __init__(self) -> None:
         self.spent = 0.0
-        self.depth = 0
         self.entered = 0.0
         # compiles may run on several threads at once (kernelband.problem.autotune_compile):
         # the clock counts the time any of them is compiling, once
+        self._depths: dict[int, int] = {}  # thread ident -> nesting depth
+        self._released: dict[int, int] = {}  # depths of compiles that no longer count
         self._lock = threading.RLock()  # re-entrant: the budget's signal handler reads it
+
+    @property
+    def depth(self) -> int:
+        """Compile calls in progress, over all counted threads."""
+        with self._lock:
+            return sum(self._depths.values())
 
     def now_spent(self) -> float:
         with self._lock:
-            running = time.monotonic() - self.entered if self.depth else 0.0
+            running = time.monotonic() - self.entered if self._depths else 0.0
             return self.spent + running
 
-    def _enter(self) -> None:
+    def release(self, threads: set[int]) -> None:
+        """Stop counting what `threads` compile now (a compile abandoned to run on unwaited
+        in the background, see kernelband.problem.autotune_compile); a later compile of the
+        same thread counts again."""
         with self._lock:
-            if self.depth == 0:
+            counted = bool(self._depths)
+            for ident in threads:
+                depth = self._depths.pop(ident, 0)
+                if depth:
+                    self._released[ident] = depth
+            if counted and not self._depths:
+                self.spent += time.monotonic() - self.entered
+
+    def _enter(self) -> None:
+        ident = threading.get_ident()
+        with self._lock:
+            if ident in self._released:  # a nested call inside the abandoned compile
+                self._released[ident] += 1
+                return
+            if not self._depths:
                 self.entered = time.monotonic()
-            self.depth += 1
+            self._depths[ident] = self._depths.get(ident, 0) + 1
 
     def _leave(self) -> None:
+        ident = threading.get_ident()
         with self._lock:
-            self.depth -= 1
-            if self.depth == 0:
-                self.spent += time.monotonic() - self.entered
+            if ident in self._released:
+                self._released[ident] -= 1
+                if not self._released[ident]:
+                    del self._released[ident]  # the abandoned compile ended
+                return
+            self._depths[ident] -= 1
+            if not self._depths[ident]:
+                del self._depths[ident]
+                if not self._depths:
+                    self.spent += time.monotonic() - self.entered
 
     def timed(self, fn: Callable[..., Any]) -> Callable[..., Any]:
         @functools.wraps(fn)

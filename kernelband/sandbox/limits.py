@@ -32,6 +32,8 @@ class SandboxLimits:
 
     wall_s: float = 60.0  # run time; with compile_s > 0 the child counts compilation apart
     compile_s: float = 0.0  # Triton compilation and autotuning, on top of wall_s (0: in wall_s)
+    # an autotune config still compiling this long is left out of its round (0: no limit)
+    config_compile_s: float = 0.0
     cpu_s: int = 120
     memory_bytes: int = 8 * 1024**3
     max_files: int = 256
@@ -57,6 +59,7 @@ class SandboxLimits:
         values: dict[str, Any] = {
             "wall_s": s.sandbox_interpret_timeout_s if overrides.get("interpret") else s.sandbox_timeout_s,
             "compile_s": s.sandbox_compile_s,
+            "config_compile_s": s.sandbox_config_compile_s,
             "cpu_s": s.sandbox_cpu_s,
             "max_files": s.sandbox_max_files,
             "max_procs": s.sandbox_max_procs,

@@ -81,7 +81,8 @@ def test_every_config_compiles_on_several_threads(tmp_path: Path, monkeypatch: p
     blocks = [32, 64, 128, 256, 512, 1024, 3]
     done = autotune_compile.compile_all(fn, (None, None, 1000), {"grid": (1,), "warmup": False},
                                         [Config(b) for b in blocks])
-    assert done == len(blocks) - 1  # the bad config raised; the others still compiled
+    assert done.compiled == len(blocks) - 1  # the bad config raised; the others still compiled
+    assert done.late == []
     assert sorted(fn.compiled) == sorted(b for b in blocks if b != 3)
     assert len(fn.threads) > 1 and all(t.startswith("kernelband-compile") for t in fn.threads)
 
@@ -103,9 +104,10 @@ def test_the_first_timing_of_a_round_compiles_the_round_once() -> None:
     Tuner._bench = autotune_compile._compiling_bench(Tuner._bench)  # type: ignore[method-assign]
     original = autotune_compile.compile_all
     try:
-        def compile_all(fn: Any, args: Any, meta: Any, configs: list[Any]) -> int:
+        def compile_all(fn: Any, args: Any, meta: Any, configs: list[Any],
+                        deadline_s: float = 0.0) -> autotune_compile.RoundResult:
             calls.append(("compile", [c.block for c in configs]))
-            return len(configs)
+            return autotune_compile.RoundResult(compiled=len(configs))
 
         autotune_compile.compile_all = compile_all  # type: ignore[assignment]
         tuner = Tuner()
@@ -117,6 +119,92 @@ def test_the_first_timing_of_a_round_compiles_the_round_once() -> None:
     assert calls[0] == ("compile", [16, 32, 64, 128])
     assert [c for c in calls if c[0] == "compile"] == [calls[0]]
     assert [b for kind, b in calls if kind == "time"] == [16, 32, 64, 128, 16]
+
+
+class SleepingKernel:
+    """Stand-in whose compile of a config takes `seconds[BLOCK]` (a sleep, no compiler)."""
+
+    def __init__(self, seconds: dict[int, float]) -> None:
+        self.seconds = seconds
+        self.finalized: list[int] = []
+
+    def run(self, *args: Any, BLOCK: int, warmup: bool, **meta: Any) -> Any:
+        import time
+
+        from triton.runtime import _async_compile
+
+        def build() -> Any:
+            time.sleep(self.seconds[BLOCK])
+            return f"kernel-{BLOCK}"
+
+        mode = _async_compile.active_mode.get()
+        assert mode is not None
+        return mode.submit(("sleep", BLOCK), build, lambda kernel: self.finalized.append(BLOCK),
+                           lambda future: None)
+
+
+def _round(seconds: dict[int, float], deadline_s: float) -> tuple[autotune_compile.RoundResult, float, SleepingKernel]:
+    import time
+
+    fn = SleepingKernel(seconds)
+    started = time.monotonic()
+    result = autotune_compile.compile_all(fn, (), {"grid": (1,)}, [Config(b) for b in seconds], deadline_s)
+    return result, time.monotonic() - started, fn
+
+
+def test_a_config_still_compiling_past_the_deadline_is_left_out(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KERNELBAND_AUTOTUNE_COMPILE_THREADS", "4")
+    result, took, fn = _round({16: 0.05, 32: 0.1, 64: 5.0}, deadline_s=0.5)
+    assert [c.block for c in result.late] == [64]
+    assert took < 2.0  # not waited for
+    assert len(result.late_threads) == 1 and threading.get_ident() not in result.late_threads
+    assert sorted(fn.finalized) == [16, 32]  # the finished ones are in the kernel's cache
+
+
+def test_without_a_deadline_every_config_is_waited_for(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KERNELBAND_AUTOTUNE_COMPILE_THREADS", "4")
+    result, took, fn = _round({16: 0.05, 64: 0.8}, deadline_s=0.0)
+    assert result.late == [] and took >= 0.8 and sorted(fn.finalized) == [16, 64]
+
+
+def test_when_every_config_is_slow_the_first_to_finish_is_kept(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KERNELBAND_AUTOTUNE_COMPILE_THREADS", "4")
+    result, took, fn = _round({16: 0.6, 64: 5.0}, deadline_s=0.1)
+    assert [c.block for c in result.late] == [64] and fn.finalized == [16]
+    assert 0.6 <= took < 2.0
+
+
+def test_a_queued_config_gets_its_own_deadline_once_it_starts(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KERNELBAND_AUTOTUNE_COMPILE_THREADS", "2")
+    # 64 waits for a thread until 16 finishes at 0.4 s; then it compiles in 0.4 s, within 0.6
+    result, _, fn = _round({16: 0.4, 32: 5.0, 64: 0.4}, deadline_s=0.6)
+    assert [c.block for c in result.late] == [32] and sorted(fn.finalized) == [16, 64]
+
+
+def test_a_late_config_is_timed_as_failing_and_reported(monkeypatch: pytest.MonkeyPatch,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("KERNELBAND_AUTOTUNE_COMPILE_THREADS", "4")
+    timed: list[int] = []
+    heard: list[set[int]] = []
+
+    class Tuner:
+        fn = SleepingKernel({16: 0.05, 64: 5.0})
+
+        def prune_configs(self, kwargs: dict[str, Any]) -> list[Any]:
+            return [Config(16), Config(64)]
+
+        def _bench(self, *args: Any, config: Any, **meta: Any) -> list[float]:
+            timed.append(config.block)
+            return [1.0, 1.0, 1.0]
+
+    Tuner.prune_configs = autotune_compile._remembering_prune(Tuner.prune_configs)  # type: ignore[method-assign]
+    Tuner._bench = autotune_compile._compiling_bench(Tuner._bench)  # type: ignore[method-assign]
+    monkeypatch.setattr(autotune_compile, "POLICY", autotune_compile.Policy(0.3, heard.append))
+    tuner = Tuner()
+    timings = {c.block: tuner._bench(config=c, grid=(1,)) for c in tuner.prune_configs({})}
+    assert timings == {16: [1.0, 1.0, 1.0], 64: [float("inf")] * 3}
+    assert timed == [16] and len(heard) == 1 and len(heard[0]) == 1
+    assert "left out of its tuning round" in capsys.readouterr().err
 
 
 def test_nothing_is_patched_under_the_interpreter(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -32,3 +32,34 @@ def test_nested_compile_time_is_counted_once() -> None:
     inner = clock.timed(lambda: None)
     clock.timed(lambda: inner())()
     assert clock.depth == 0 and clock.spent < 0.5
+
+
+def test_a_released_compile_stops_counting_and_its_thread_counts_again_after() -> None:
+    import threading
+    import time
+
+    clock = CompileClock()
+    started, finish = threading.Event(), threading.Event()
+    idents: list[int] = []
+
+    def abandoned() -> None:
+        idents.append(threading.get_ident())
+        started.set()
+        finish.wait(5)
+
+    worker = threading.Thread(target=clock.timed(abandoned))
+    worker.start()
+    started.wait(5)
+    time.sleep(0.2)
+    clock.release(set(idents))
+    spent = clock.now_spent()
+    assert spent >= 0.2 and clock.depth == 0
+    time.sleep(0.3)
+    assert clock.now_spent() == spent  # the abandoned compile runs on, uncounted
+    clock.timed(lambda: time.sleep(0.1))()  # another thread's compile still counts
+    assert clock.now_spent() >= spent + 0.1
+    finish.set()
+    worker.join(5)
+    after = clock.now_spent()
+    clock.timed(lambda: time.sleep(0.1))()
+    assert clock.now_spent() >= after + 0.1 and clock.depth == 0
