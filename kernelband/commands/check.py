@@ -14,6 +14,12 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from kernelband.commands.limit_options import (
+    CompileLimit,
+    ConfigCompileLimit,
+    RunLimit,
+    limits_given,
+)
 from kernelband.problem.model import PROBLEM_FORMATS, KernelProblem, ProblemLoadError
 
 if TYPE_CHECKING:
@@ -63,8 +69,19 @@ def check(
     public_only: Annotated[bool, typer.Option("--public-only", help="Skip the held-out cases.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the verdict as JSON.")] = False,
     perf: Annotated[Path | None, typer.Option("--perf", help="TritonBench-G: the NAME_perf.py harness that times the problem (checked here).")] = None,
+    run_limit: RunLimit = None,
+    compile_limit: CompileLimit = None,
+    config_compile_limit: ConfigCompileLimit = None,
 ) -> None:
     """Check the original kernel (or --candidate) against the reference, in the sandbox."""
+    from kernelband.sandbox import job_limits
+
+    with job_limits(limits_given(run_limit, compile_limit, config_compile_limit)):
+        _check(problem_file, format, candidate, seeds, public_only, as_json, perf)
+
+
+def _check(problem_file: Path, format: str, candidate: Path | None, seeds: int,  # noqa: A002
+           public_only: bool, as_json: bool, perf: Path | None) -> None:
     from kernelband.evaluate import evaluate_candidate
     from kernelband.problem.editable import normalize_candidate
     from kernelband.sandbox import load_problem_sandboxed

@@ -12,8 +12,15 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from kernelband.commands.limit_options import (
+    CompileLimit,
+    ConfigCompileLimit,
+    RunLimit,
+    limits_given,
+)
 from kernelband.config import get_settings
 from kernelband.default_policy import DEFAULT_POLICY
+from kernelband.sandbox import job_limits
 from kernelband.scheduling.embedded import (
     JobOptions,
     JobOutcome,
@@ -50,15 +57,20 @@ def optimize(
     repair_turns: Annotated[int, typer.Option(help="Repair turns a failed child gets in its pull (LLM only, 0-5).")] = 1,
     dedupe: Annotated[bool, typer.Option(help="Record children equal to one already tried as duplicates instead of evaluating them.")] = True,
     perf: Annotated[Path | None, typer.Option("--perf", help="TritonBench-G: time on this NAME_perf.py harness (call_op alone).")] = None,
+    run_limit: RunLimit = None,
+    compile_limit: CompileLimit = None,
+    config_compile_limit: ConfigCompileLimit = None,
 ) -> None:
     """Optimize FILE's kernel with the bandit search and write the best verified version."""
     options = _options(target, policy, budget, model, parallel, seed, max_tokens, max_usd,
                        max_wall_s, param)
     if not 0 <= repair_turns <= 5:
         _fail(f"--repair-turns must be between 0 and 5; got {repair_turns}")
-    options = replace(options, repair_turns=repair_turns, dedupe=dedupe)
+    options = replace(options, repair_turns=repair_turns, dedupe=dedupe,
+                      limits=limits_given(run_limit, compile_limit, config_compile_limit))
     _refuse_untranslatable(file, format, options.model)
-    problem = _with_perf(_load(file, format), perf)
+    with job_limits(options.limits):  # loading runs the file: the job's limits apply
+        problem = _with_perf(_load(file, format), perf)
     settings = get_settings()
     console.print(f"[bold]{problem.name}[/]: {len(problem.cases)} public + "
                   f"{len(problem.held_out_cases)} held-out cases; targets "

@@ -11,6 +11,12 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from kernelband.commands.limit_options import (
+    CompileLimit,
+    ConfigCompileLimit,
+    RunLimit,
+    limits_given,
+)
 from kernelband.problem.translate import suite_translation_refusal
 from kernelband.suite import (
     SuiteReport,
@@ -45,9 +51,13 @@ def suite(
     csv: Annotated[Path | None, typer.Option("--csv", help="Write the per-problem table as CSV.")] = None,
     json_out: Annotated[Path | None, typer.Option("--json", help="Write the whole report as JSON.")] = None,
     perf_dir: Annotated[Path | None, typer.Option("--perf-dir", help="Folder of NAME_perf.py TritonBench-G harnesses (NAME_perf.py beside NAME.py is found anyway).")] = None,
+    run_limit: RunLimit = None,
+    compile_limit: CompileLimit = None,
+    config_compile_limit: ConfigCompileLimit = None,
 ) -> None:
     """Optimize every problem in DIRECTORY, one job per (problem, policy), and report suite metrics."""
-    settings = _settings(policy, target, budget, model, parallel, seed)
+    settings = _settings(policy, target, budget, model, parallel, seed,
+                         limits_given(run_limit, compile_limit, config_compile_limit))
     try:
         sources = read_directory(directory)
         if perf_dir is not None:
@@ -69,7 +79,7 @@ def suite(
 
 
 def _settings(policy: list[str] | None, target: list[str] | None, budget: int, model: str,
-              parallel: int, seed: int) -> SuiteSettings:
+              parallel: int, seed: int, limits: dict[str, float]) -> SuiteSettings:
     from kernelband.bandit import DEFAULT_POLICY, POLICIES
     from kernelband.scheduling.embedded import parse_targets
 
@@ -79,7 +89,8 @@ def _settings(policy: list[str] | None, target: list[str] | None, budget: int, m
         _fail(f"unknown policy {', '.join(unknown)}; choose from {', '.join(POLICIES)}")
     try:
         return SuiteSettings(targets=parse_targets(target or ["cpu"]), policies=policies,
-                             model=model, budget=budget, parallelism=parallel, seed=seed)
+                             model=model, budget=budget, parallelism=parallel, seed=seed,
+                             limits=limits)
     except ValueError as exc:
         _fail(str(exc))
 
@@ -87,13 +98,14 @@ def _settings(policy: list[str] | None, target: list[str] | None, budget: int, m
 def _run_embedded(name: str, format: str, sources: Any, settings: SuiteSettings) -> SuiteReport:
     from kernelband.config import get_settings
     from kernelband.problem.model import PROBLEM_FORMATS
-    from kernelband.sandbox import load_problem_sandboxed
+    from kernelband.sandbox import job_limits, load_problem_sandboxed
     from kernelband.suite import load_sources
     from kernelband.suite.embedded import run_local_suite
 
     if format not in PROBLEM_FORMATS:
         _fail(f"unknown format {format!r}; choose from {', '.join(PROBLEM_FORMATS)}")
-    problems, failures = load_sources(sources, format, load_problem_sandboxed)
+    with job_limits(settings.limits):  # loading runs each file: the suite's limits apply
+        problems, failures = load_sources(sources, format, load_problem_sandboxed)
     for failure in failures:
         console.print(f"[yellow]not loaded[/] {failure.name}: {failure.reason}")
     started = time.monotonic()

@@ -141,6 +141,9 @@ class Job(Base):
     # child equal (normalised source) to one already in the track is recorded, not re-evaluated.
     repair_turns: Mapped[int] = mapped_column(Integer, default=1, server_default="1")
     dedupe: Mapped[bool] = mapped_column(Boolean, default=True, server_default=sa_true())
+    # Sandbox limits of the job's runs (run_s, compile_s, config_compile_s; kernelband/sandbox/
+    # limits.py, JOB_LIMITS); empty: the node's settings.
+    limits: Mapped[dict[str, Any]] = mapped_column(default=dict, server_default="{}")
     cancel_requested: Mapped[bool] = mapped_column(Boolean, default=False)
     suite_id: Mapped[str | None] = mapped_column(String(64), default=None, index=True)
     tokens_used: Mapped[int] = mapped_column(Integer, default=0)

@@ -5,6 +5,9 @@ from __future__ import annotations
 import os
 import re
 import tempfile
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -24,6 +27,31 @@ KEPT_NAMES = ("PATH", "PYTHONPATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TERM", 
 def default_triton_cache_dir() -> str:
     """A cache shared by sandbox children so a GPU node does not rebuild Triton's launcher."""
     return os.path.join(tempfile.gettempdir(), "kernelband-triton-cache")
+
+
+# The limits a job may set for its own sandbox runs (POST /v1/jobs `limits`, the CLI's
+# --run-limit / --compile-limit / --config-compile-limit): the job's name -> SandboxLimits field.
+JOB_LIMITS = {"run_s": "wall_s", "compile_s": "compile_s", "config_compile_s": "config_compile_s"}
+_JOB_LIMITS: ContextVar[dict[str, float] | None] = ContextVar("kernelband_job_limits", default=None)
+
+
+def job_limit_fields(limits: Mapping[str, Any] | None) -> dict[str, float]:
+    """A job's limits as SandboxLimits fields; unset (None) keys are left to the settings."""
+    unknown = sorted(set(limits or {}) - set(JOB_LIMITS))
+    if unknown:
+        raise ValueError(f"unknown sandbox limits {unknown}; use {', '.join(JOB_LIMITS)}")
+    return {JOB_LIMITS[k]: float(v) for k, v in (limits or {}).items() if v is not None}
+
+
+@contextmanager
+def job_limits(limits: Mapping[str, Any] | None) -> Iterator[None]:
+    """Within, `SandboxLimits.from_settings` applies the job's limits over the settings: a
+    worker wraps each task of a job in it, the API and CLI the loading of its problem."""
+    token = _JOB_LIMITS.set(job_limit_fields(limits))
+    try:
+        yield
+    finally:
+        _JOB_LIMITS.reset(token)
 
 
 @dataclass(frozen=True)
@@ -52,7 +80,8 @@ class SandboxLimits:
 
     @classmethod
     def from_settings(cls, **overrides: Any) -> SandboxLimits:
-        """Limits from the service Settings, with keyword overrides."""
+        """Limits from the service Settings, then the current job's (`job_limits`), then
+        keyword overrides."""
         from kernelband.config import get_settings
 
         s = get_settings()
@@ -68,6 +97,7 @@ class SandboxLimits:
             "warm": s.sandbox_warm_pool,
             "user": s.sandbox_user,
         }
+        values.update(_JOB_LIMITS.get() or {})
         values.update(overrides)
         # CPU seconds follow the wall budgets (torch may keep two cores busy)
         values["cpu_s"] = max(int(values["cpu_s"]), int(2 * (values["wall_s"] + values["compile_s"])))

@@ -42,6 +42,7 @@ class JobOptions:
     budget_wall_s: float | None = None
     repair_turns: int = 1  # LLM only; see docs/generation-loop.md
     dedupe: bool = True
+    limits: dict[str, float] = field(default_factory=dict)  # sandbox limits (JOB_LIMITS)
 
 
 @dataclass(frozen=True)
@@ -88,7 +89,8 @@ def job_columns(options: JobOptions) -> dict[str, Any]:
             "seed": options.seed, "budget_iterations": options.budget,
             "parallelism": options.parallel, "budget_tokens": options.budget_tokens,
             "budget_usd": options.budget_usd, "budget_wall_s": options.budget_wall_s,
-            "repair_turns": options.repair_turns, "dedupe": options.dedupe}
+            "repair_turns": options.repair_turns, "dedupe": options.dedupe,
+            "limits": dict(options.limits)}
 
 
 def submit_local_job(factory: sessionmaker[Session], problem: Any,

@@ -100,6 +100,8 @@ def _payload(session: Session, attempt: ClaimedAttempt,
     candidate = session.get(Candidate, attempt.candidate_id) if attempt.candidate_id else None
     payload: dict[str, Any] = {"attempt_id": attempt.id, "job_id": job.id, "target": track.target,
                                "problem": problem.loaded, **attempt.payload}
+    if job.limits:  # the job's own sandbox limits (kernelband.sandbox.job_limits)
+        payload["limits"] = dict(job.limits)
     if candidate is None:
         return payload
     if attempt.kind == "generate":

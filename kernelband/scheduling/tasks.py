@@ -9,6 +9,9 @@ They hold no database handle; everything arrives in the payload built by
 - profile  -> `ok`, `reason`, `message`, `verdict`, `measurement`, `features`
 - verify   -> `ok`, `reason`, `message`, `verdict` (held-out cases)
 
+Every body runs its sandboxed work under the job's own limits (`limits` in the payload: run_s,
+compile_s, config_compile_s; `kernelband.sandbox.job_limits`), the node's settings otherwise.
+
 compile, profile and verify results also carry `timings`: wall seconds per part of the task
 (`check`: the sandboxed correctness run, `static`: the static profile, `measure`: timing and
 features, `signature`: on a GPU, the Nsight Compute pass for h), which `kernelband.scheduling.stages`
@@ -17,6 +20,7 @@ summarises per job.
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable
 from functools import lru_cache
@@ -28,8 +32,22 @@ from kernelband.problem.model import KernelProblem
 T = TypeVar("T")
 PRESCREEN_SEEDS = 1  # compile only screens out obvious failures; profile checks thoroughly
 CHECK_SEEDS = 3
+Body = Callable[[dict[str, Any]], dict[str, Any]]
 
 
+def _under_job_limits(body: Body) -> Body:
+    """Run `body` with the payload's job limits applied to every sandbox run it starts."""
+    @functools.wraps(body)
+    def run(payload: dict[str, Any]) -> dict[str, Any]:
+        from kernelband.sandbox import job_limits
+
+        with job_limits(payload.get("limits")):
+            return body(payload)
+
+    return run
+
+
+@_under_job_limits
 def generate(payload: dict[str, Any]) -> dict[str, Any]:
     """One child kernel from (parent, strategy) by the job's generator (LLM or rules)."""
     from kernelband.generate.messages import GenerationRequest, ProfileFact, RepairTurn
@@ -47,6 +65,7 @@ def generate(payload: dict[str, Any]) -> dict[str, Any]:
     return _generator(str(payload.get("model") or "")).generate(request).to_dict()
 
 
+@_under_job_limits
 def compile(payload: dict[str, Any]) -> dict[str, Any]:  # noqa: A001 - the contract's name
     """Static checks and an interpreter pre-screen on the public cases (cheap, CPU only)."""
     from kernelband.evaluate import check_source, evaluate_candidate
@@ -71,6 +90,7 @@ def compile(payload: dict[str, Any]) -> dict[str, Any]:  # noqa: A001 - the cont
             "timings": timings}
 
 
+@_under_job_limits
 def profile(payload: dict[str, Any]) -> dict[str, Any]:
     """Correctness on the target, then time and features (on `cpu`: the labelled estimate)."""
     from kernelband.evaluate import evaluate_candidate
@@ -92,6 +112,7 @@ def profile(payload: dict[str, Any]) -> dict[str, Any]:
             "measurement": measurement, "features": features, "timings": timings}
 
 
+@_under_job_limits
 def verify(payload: dict[str, Any]) -> dict[str, Any]:
     """Held-out acceptance of a track's best kernel (cases no generator has seen)."""
     from kernelband.evaluate import evaluate_candidate

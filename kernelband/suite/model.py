@@ -20,6 +20,7 @@ class SuiteSettings:
     budget: int = 20  # iterations per problem and target
     parallelism: int = 2
     seed: int = 0
+    limits: dict[str, float] = field(default_factory=dict)  # each job's sandbox limits (JOB_LIMITS)
 
     def __post_init__(self) -> None:
         if not self.targets or not self.policies:
@@ -36,7 +37,8 @@ class SuiteSettings:
     def from_dict(cls, data: dict[str, Any]) -> SuiteSettings:
         return cls(targets=tuple(data["targets"]), policies=tuple(data["policies"]),
                    model=str(data.get("model", "")), budget=int(data["budget"]),
-                   parallelism=int(data.get("parallelism", 2)), seed=int(data.get("seed", 0)))
+                   parallelism=int(data.get("parallelism", 2)), seed=int(data.get("seed", 0)),
+                   limits={k: float(v) for k, v in (data.get("limits") or {}).items()})
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ def suite_body(name: str, format: str, sources: Sequence[SuiteSource],
     return {"name": name, "format": format, "targets": list(settings.targets),
             "policies": list(settings.policies), "generator": {"model": settings.model},
             "budget": settings.budget, "parallelism": settings.parallelism,
-            "seed": settings.seed,
+            "seed": settings.seed, "limits": dict(settings.limits),
             "problems": [{"name": s.name, "source": s.source, "perf_source": s.perf_source}
                          for s in sources]}
 

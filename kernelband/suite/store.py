@@ -64,7 +64,7 @@ def create_suite(session: Session, team_id: int, name: str, format: str,
                 session, team_id, row.id, settings.targets, policy=policy,
                 generator=generator, model=settings.model, seed=settings.seed,
                 budget_iterations=settings.budget, parallelism=settings.parallelism,
-                suite_id=suite.id)
+                limits=dict(settings.limits), suite_id=suite.id)
     return suite
 
 

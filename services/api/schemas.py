@@ -76,6 +76,28 @@ class GeneratorIn(_Strict):
                                   "of evaluating it again.")
 
 
+class LimitsIn(_Strict):
+    """Sandbox limits of this job's runs; a field left out keeps the node's setting."""
+
+    run_s: float | None = Field(
+        default=None, gt=0, le=3600,
+        description="Run time of one sandboxed run, compilation aside (node default "
+                    "KERNELBAND_SANDBOX_TIMEOUT_S, 60 s; in the CPU interpreter 120 s).")
+    compile_s: float | None = Field(
+        default=None, gt=0, le=4 * 3600,
+        description="Triton compilation and autotuning in one sandboxed run, budgeted apart "
+                    "from the run time (node default KERNELBAND_SANDBOX_COMPILE_S, 240 s).")
+    config_compile_s: float | None = Field(
+        default=None, ge=0, le=4 * 3600,
+        description="An autotune config still compiling after this long is left out of its "
+                    "tuning round once another config compiled; 0 waits for every config "
+                    "(node default KERNELBAND_SANDBOX_CONFIG_COMPILE_S, 120 s).")
+
+    def fields(self) -> dict[str, float]:
+        """The limits set, by name (what jobs.limits stores)."""
+        return {k: float(v) for k, v in self.model_dump(exclude_none=True).items()}
+
+
 class JobCreate(_Strict):
     """POST /v1/jobs body."""
 
@@ -86,6 +108,8 @@ class JobCreate(_Strict):
     generator: GeneratorIn = Field(default_factory=lambda: GeneratorIn())
     budget: BudgetIn = Field(default_factory=lambda: BudgetIn())
     parallelism: int = Field(default=4, ge=1, le=64, description="Pulls in flight per track.")
+    limits: LimitsIn = Field(default_factory=lambda: LimitsIn(),
+                             description="Sandbox limits of the job's runs (compile-heavy kernels).")
     suite: str | None = Field(
         default=None, max_length=64,  # jobs.suite_id is String(64)
         description="Optional suite label to filter on; labels starting with 'suite-' are "
@@ -169,6 +193,8 @@ class JobOut(BaseModel):
     seed: int
     budget: BudgetOut
     parallelism: int
+    limits: dict[str, float] = Field(default_factory=dict,
+                                     description="The job's own sandbox limits (empty: the node's).")
     suite: str | None
     created_at: datetime | None
     started_at: datetime | None = None

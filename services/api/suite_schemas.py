@@ -8,7 +8,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from kernelband.default_policy import DEFAULT_POLICY
-from services.api.schemas import GeneratorIn, ProblemFormatName, Target
+from services.api.schemas import GeneratorIn, LimitsIn, ProblemFormatName, Target
 
 NAME_PATTERN = r"^[A-Za-z0-9_.\-]+$"
 
@@ -37,6 +37,8 @@ class SuiteSettingsIn(_Strict):
     budget: int = Field(default=20, ge=1, le=1000, description="Iterations per problem and target.")
     parallelism: int = Field(default=2, ge=1, le=64, description="Pulls in flight per track.")
     seed: int = Field(default=0, ge=0, le=2**31 - 1)
+    limits: LimitsIn = Field(default_factory=lambda: LimitsIn(),
+                             description="Sandbox limits of every job's runs and of the loads.")
 
     @field_validator("targets", "policies")
     @classmethod

@@ -75,9 +75,9 @@ def job_out(session: Session, job: Job, problem: Problem) -> JobOut:
         policy_params=job.policy_params, generator=job.generator, model=job.model, seed=job.seed,
         repair_turns=job.repair_turns if job.repair_turns is not None else 1,
         dedupe=job.dedupe if job.dedupe is not None else True,
-        budget=budget_out(job), parallelism=job.parallelism, suite=job.suite_id,
-        created_at=job.created_at, started_at=job.started_at, finished_at=job.finished_at,
-        reason=job.reason, tracks=outs, spend=spend,
+        budget=budget_out(job), parallelism=job.parallelism, limits=dict(job.limits or {}),
+        suite=job.suite_id, created_at=job.created_at, started_at=job.started_at,
+        finished_at=job.finished_at, reason=job.reason, tracks=outs, spend=spend,
     )
 
 

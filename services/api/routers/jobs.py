@@ -8,6 +8,7 @@ from fastapi import APIRouter, Query, Request, Response, status
 
 from kernelband.db import session_scope
 from kernelband.db.models import FINISHED_JOB_STATUSES, JOB_STATUSES, Job, Problem
+from kernelband.sandbox import job_limits
 from services.api import queries, submission
 from services.api.auth import authenticate_for_job
 from services.api.conditional import NOT_MODIFIED, etag, is_current, not_modified, tag_response
@@ -53,7 +54,8 @@ def create_job(
     submission.validate_policy(body.policy, body.policy_params)
     with session_scope(db) as session:
         submission.check_concurrency(session, team_id, settings)
-        problem = submission.stored_problem(session, team_id, body, loader)
+        with job_limits(body.limits.fields()):  # loading runs the file: the job's limits apply
+            problem = submission.stored_problem(session, team_id, body, loader)
         # The load may have taken seconds: count again, under the team lock, before inserting.
         submission.check_concurrency(session, team_id, settings, lock=True)
         job = submission.new_job(team_id, problem, body)

@@ -15,6 +15,7 @@ from kernelband.config import Settings
 from kernelband.db import session_scope
 from kernelband.problem.model import KernelProblem
 from kernelband.problem.translate import suite_translation_refusal
+from kernelband.sandbox import job_limits
 from kernelband.suite import (
     LoadFailure,
     SuiteNotFoundError,
@@ -74,15 +75,21 @@ async def submit_suite(request: Request, team: CurrentTeam, db: DbDep,
     suite_settings = SuiteSettings(
         targets=tuple(t.value for t in body.targets), policies=tuple(body.policies),
         model=body.generator.model, budget=body.budget, parallelism=body.parallelism,
-        seed=body.seed)
+        seed=body.seed, limits=body.limits.fields())
     # Database work runs in worker threads, each in a short session of its own: none blocks the
     # event loop, and no connection is held during the sandboxed loads (seconds).
     await run_in_threadpool(_check_quota, db, team.id, settings)
-    problems, failures = await run_in_threadpool(load_sources, sources, body.format, loader)
+    problems, failures = await run_in_threadpool(_load_sources, sources, body, loader)
     report = await run_in_threadpool(_store_suite, db, team, settings, body, problems, failures,
                                      suite_settings)
     response.headers["Location"] = f"/v1/suites/{report['suite_id']}"
     return report
+
+
+def _load_sources(sources: list[SuiteSource], body: SuiteSettingsIn,
+                  loader: Any) -> tuple[list[KernelProblem], list[LoadFailure]]:
+    with job_limits(body.limits.fields()):  # loading runs each file: the suite's limits apply
+        return load_sources(sources, body.format, loader)
 
 
 def _check_quota(db: sessionmaker[Session], team_id: int, settings: Settings) -> None:

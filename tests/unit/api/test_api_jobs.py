@@ -108,3 +108,51 @@ def test_a_job_detail_costs_three_queries_whatever_its_tracks(
     assert job["tracks"][0]["best"]["method"] == "cuda_events"  # the newest measurement's
     # token with the job's version, the job with its problem, the tracks with their best
     assert statements == ["SELECT"] * 3, statements
+
+
+def test_a_job_keeps_its_own_sandbox_limits(
+    client: TestClient, auth: dict[str, str], job_body: Body, factory: sessionmaker[Session]
+) -> None:
+    limits = {"compile_s": 900, "config_compile_s": 0}
+    resp = client.post("/v1/jobs", json=job_body(limits=limits), headers=auth)
+    assert resp.status_code == 201, resp.text
+    job = resp.json()
+    assert job["limits"] == {"compile_s": 900.0, "config_compile_s": 0.0}
+    assert client.get(f"/v1/jobs/{job['id']}", headers=auth).json()["limits"] == job["limits"]
+    plain = client.post("/v1/jobs", json=job_body(targets=["a100"]), headers=auth).json()
+    assert plain["limits"] == {}  # the node's settings
+    with factory() as session:
+        assert session.get_one(Job, job["id"]).limits == {"compile_s": 900.0, "config_compile_s": 0.0}
+
+
+def test_bad_limits_are_refused_naming_the_field(
+    client: TestClient, auth: dict[str, str], job_body: Body
+) -> None:
+    for limits, field in (({"compile_s": -1}, "compile_s"), ({"run_s": 10**6}, "run_s"),
+                          ({"compile": 5}, "compile")):
+        resp = client.post("/v1/jobs", json=job_body(limits=limits), headers=auth)
+        assert resp.status_code == 422, resp.text
+        assert field in resp.text
+
+
+def test_the_problem_loads_under_the_jobs_limits(
+    settings: Any, factory: sessionmaker[Session], auth: dict[str, str], job_body: Body,
+) -> None:
+    from api_doubles import parsing_loader
+
+    from kernelband.sandbox import SandboxLimits
+    from services.api.app import create_app
+
+    seen: list[SandboxLimits] = []
+
+    def loader(source: str, format: str, name: str) -> Any:
+        seen.append(SandboxLimits.from_settings())
+        return parsing_loader(source, format, name)
+
+    app = create_app(settings, session_factory=factory, problem_loader=loader, embedded=True)
+    with TestClient(app) as client:
+        resp = client.post("/v1/jobs", json=job_body(limits={"compile_s": 777, "run_s": 33}),
+                           headers=auth)
+    assert resp.status_code == 201, resp.text
+    assert len(seen) == 1 and seen[0].compile_s == 777 and seen[0].wall_s == 33
+    assert SandboxLimits.from_settings().compile_s != 777  # only inside the submission

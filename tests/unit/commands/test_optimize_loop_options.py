@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 import typer
 from typer.testing import CliRunner
 
@@ -41,3 +42,30 @@ def test_published_kernelbench_file_is_refused_without_a_model(tmp_path: Path) -
     text = " ".join(result.output.split())
     assert result.exit_code == 2 and "is refused" in text
     assert "only an LLM generator can do" in text and "--model" in text
+
+
+def test_limit_options_become_the_jobs_limits() -> None:
+    from kernelband.commands.limit_options import limits_given
+
+    assert limits_given(None, 900, 0) == {"compile_s": 900.0, "config_compile_s": 0.0}
+    assert limits_given(None, None, None) == {}
+    assert job_columns(JobOptions(limits={"run_s": 30.0}))["limits"] == {"run_s": 30.0}
+
+
+def test_a_check_runs_under_the_limits_given(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from kernelband.commands import check
+    from kernelband.sandbox import SandboxLimits
+
+    seen: list[SandboxLimits] = []
+
+    def fake_check(*args: object) -> None:
+        seen.append(SandboxLimits.from_settings())
+
+    monkeypatch.setattr(check, "_check", fake_check)
+    app = typer.Typer()
+    check.register(app)
+    app.command("noop")(lambda: None)
+    result = CliRunner().invoke(app, ["check", str(tmp_path / "f.py"), "--compile-limit", "700",
+                                      "--run-limit", "9", "--config-compile-limit", "0"])
+    assert result.exit_code == 0, result.output
+    assert (seen[0].compile_s, seen[0].wall_s, seen[0].config_compile_s) == (700.0, 9.0, 0.0)

@@ -323,3 +323,17 @@ def test_profile_tasks_ask_for_a_hardware_signature_only_when_the_policy_reads_i
     profiles = [m for m in ctx.dispatcher.submitted if m.kind == "profile"]  # type: ignore[attr-defined]
     assert len(profiles) >= 2  # the original and at least one child
     assert {m.payload["hardware_signature"] for m in profiles} == {signature}
+
+
+def test_every_task_of_a_job_carries_its_sandbox_limits(db_factory: sessionmaker[Session]) -> None:
+    limits = {"compile_s": 900.0, "run_s": 30.0}
+    job_id = make_job(db_factory, targets=("h100",), budget_iterations=2, limits=limits)
+    plain_id = make_job(db_factory, targets=("h100",), budget_iterations=2)
+    ctx = context(db_factory)
+    run_to_end(ctx, job_id)
+    run_to_end(ctx, plain_id)
+    sent = ctx.dispatcher.submitted  # type: ignore[attr-defined]
+    mine = [m for m in sent if m.payload["job_id"] == job_id]
+    assert {m.kind for m in mine} >= {"generate", "compile", "profile"}
+    assert all(m.payload["limits"] == limits for m in mine)
+    assert all("limits" not in m.payload for m in sent if m.payload["job_id"] == plain_id)

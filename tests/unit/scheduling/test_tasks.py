@@ -53,3 +53,24 @@ def test_verify_checks_held_out_cases(problem: KernelProblem) -> None:
                            "target": "cpu"})
     assert result["ok"] is True and result["verdict"]["held_out_checked"] > 0
     assert result["timings"]["check"] > 0  # wall seconds of the sandboxed held-out run
+
+
+def test_a_task_runs_its_sandbox_work_under_the_jobs_limits(
+    problem: KernelProblem, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import kernelband.evaluate
+    from kernelband.evaluate.verdict import Verdict
+    from kernelband.sandbox import SandboxLimits
+
+    seen: list[SandboxLimits] = []
+
+    def evaluate(*args: object, **kwargs: object) -> Verdict:
+        seen.append(SandboxLimits.from_settings())
+        return Verdict.reject("wrong_result", "recorded")
+
+    monkeypatch.setattr(kernelband.evaluate, "evaluate_candidate", evaluate)
+    payload = {"problem": problem.to_dict(), "editable": problem.editable, "target": "h100"}
+    tasks.verify({**payload, "limits": {"compile_s": 600, "run_s": 20}})
+    tasks.verify(payload)
+    assert (seen[0].compile_s, seen[0].wall_s) == (600.0, 20.0)
+    assert seen[1] == SandboxLimits.from_settings()

@@ -114,3 +114,21 @@ def test_archive_upload_and_bad_settings(client: TestClient,
     junk = client.post("/v1/suites", headers=auth, data={"settings": "{}"},
                        files={"archive": ("x.zip", b"junk", "application/zip")})
     assert junk.status_code == 422 and "zip" in junk.json()["message"]
+
+
+def test_a_suites_limits_reach_every_job(client: TestClient,
+                                         sqlite_factory: sessionmaker[Session]) -> None:
+    from kernelband.suite import SuiteSettings
+    from kernelband.suite.remote import suite_body
+
+    auth = _token(sqlite_factory, "limits-team")
+    body = {**_body(), "limits": {"compile_s": 900, "config_compile_s": 60}}
+    created = client.post("/v1/suites", json=body, headers=auth)
+    assert created.status_code == 201, created.text
+    with session_scope(sqlite_factory) as session:
+        jobs = list(session.scalars(select(Job).where(Job.suite_id == created.json()["suite_id"])))
+        assert jobs and all(j.limits == {"compile_s": 900.0, "config_compile_s": 60.0} for j in jobs)
+    settings = SuiteSettings(limits={"run_s": 30.0})
+    assert SuiteSettings.from_dict(settings.to_dict()) == settings
+    assert SuiteSettings.from_dict({"targets": ["cpu"], "policies": ["random"], "budget": 2}).limits == {}
+    assert suite_body("s", "native", [], settings)["limits"] == {"run_s": 30.0}
