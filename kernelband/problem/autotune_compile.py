@@ -181,7 +181,8 @@ def _compiling_bench(original: Callable[..., Any]) -> Callable[..., Any]:
                 name = getattr(self.fn, "__name__", "kernel")
                 print(f"kernelband: {len(result.late)} of {len(configs)} autotune configs of {name} "
                       f"left out of its tuning round, still compiling after "
-                      f"{POLICY.config_compile_s:.0f} s (KERNELBAND_SANDBOX_CONFIG_COMPILE_S): "
+                      f"{POLICY.config_compile_s:.0f} s (the job's limits.config_compile_s, "
+                      f"--config-compile-limit): "
                       + "; ".join(_describe(c) for c in result.late), file=sys.stderr, flush=True)
         if id(config) in getattr(self, "_kernelband_late", ()):
             inf = float("inf")
