@@ -31,6 +31,17 @@ def test_scheduler_config_runs_pulls_on_a_seeded_frontier(
     assert "SIMULATED" in text and "| 2 | 12 |" in text and "not evaluated" in text
 
 
+def test_the_sustained_rate_is_reported_per_window() -> None:
+    marks = [(1.0, 100), (2.5, 250), (5.0, 500), (6.0, 550), (10.0, 700), (11.0, 800)]
+    assert scheduler_throughput.window_rates(marks, 5.0) == [100.0, 40.0]  # 1 s left: dropped
+    assert scheduler_throughput.window_rates([(4.0, 40)], 5.0) == [10.0]  # over half a window
+    assert scheduler_throughput.window_rates([], 5.0) == []
+    row = {"jobs": 100, "frontier": 1000, "pulls_per_s": 250.0, "select_p99_ms": 40.0,
+           "wall_s": 20.0, "window_pulls_per_s": [300.0, 200.0]}
+    (rate, _) = scheduler_throughput.targets({"rows": [row]})
+    assert rate[1] is False and "per 5 s window: 300.0, 200.0" in rate[2] and "over 20.0 s" in rate[2]
+
+
 def test_fleet_simulation_feeds_simulated_gpus_through_the_real_scheduler() -> None:
     data = fleet_scaling.run_scaling((4,), warmup_s=4.0, window_s=4.0)
     (row,) = data["rows"]
