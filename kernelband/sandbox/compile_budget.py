@@ -138,12 +138,12 @@ def start(run_s: float, compile_s: float) -> None:
         compiling = CLOCK.now_spent()
         if compiling > compile_s:
             raise CompileBudgetExceeded(
-                f"compilation and autotuning took more than {compile_s:.0f} s (budgeted apart "
+                f"compilation and autotuning took more than {compile_s:g} s (budgeted apart "
                 "from the run time); prune autotune configs or raise the job's compile limit "
                 "(limits.compile_s in POST /v1/jobs, --compile-limit on the command line)")
         if time.monotonic() - began - compiling > run_s:
             raise RunBudgetExceeded(
-                f"the run exceeded its {run_s:.0f} s limit (not counting {compiling:.1f} s of "
+                f"the run exceeded its {run_s:g} s limit (not counting {compiling:.1f} s of "
                 "compilation and autotuning); raise the job's run limit if the kernel needs "
                 "longer (limits.run_s in POST /v1/jobs, --run-limit on the command line)")
 
