@@ -39,6 +39,7 @@ from bench.common import (
     save_figure,
     verdict,
 )
+from bench.scheduler_stats import HOTSPOTS, WINDOW_S, hotspots, window_rates
 from kernelband.bandit import FrontierEntry, make_policy
 from kernelband.bandit.clustering import recluster
 from kernelband.config import Settings
@@ -207,21 +208,7 @@ def measure(ctx: EngineContext, seconds: float, min_steps: int = 3) -> Timings:
     return t
 
 
-WINDOW_S = 5.0  # the sustained rate is reported per window of this length
 SUSTAINED_S = 20.0  # the largest configuration runs this long (the others `seconds`)
-
-
-def window_rates(marks: list[tuple[float, int]], window_s: float = WINDOW_S) -> list[float]:
-    """Pulls per second in consecutive windows of `window_s` (each closed at the first pass
-    that ends after it; a last partial window shorter than half a window is dropped)."""
-    rates, begin, pulls_before = [], 0.0, 0
-    for at, pulls in marks:
-        if at - begin >= window_s:
-            rates.append((pulls - pulls_before) / (at - begin))
-            begin, pulls_before = at, pulls
-    if marks and marks[-1][0] - begin >= window_s / 2:
-        rates.append((marks[-1][1] - pulls_before) / (marks[-1][0] - begin))
-    return rates
 
 
 def summarize(jobs: int, frontier: int, t: Timings) -> dict[str, Any]:
@@ -267,22 +254,6 @@ def profile_config(factory: sessionmaker[Session], jobs: int, frontier: int,
     stats = pstats.Stats(profiler, stream=out)
     stats.sort_stats("cumulative").print_stats(r"kernelband|sqlalchemy/orm/session|sklearn|json", top)
     return out.getvalue(), hotspots(stats)
-
-
-HOTSPOTS = {"typecast_json": "decoding JSON columns read from Postgres (policy_state and others)",
-            "save_state": "saving policy state and rewriting the arm/cluster view",
-            "select_for_track": "policy.select for the pulls themselves",
-            "finish_tracks_and_jobs": "the per-pass budget/acceptance check over every job"}
-
-
-def hotspots(stats: pstats.Stats) -> dict[str, float]:
-    """Share of profiled time (cumulative) in each function named in HOTSPOTS."""
-    total = stats.total_tt  # type: ignore[attr-defined]
-    shares = dict.fromkeys(HOTSPOTS, 0.0)
-    for (_, _, name), (_, _, _, cumulative, _) in stats.stats.items():  # type: ignore[attr-defined]
-        if name in shares:
-            shares[name] += cumulative / total if total else 0.0
-    return shares
 
 
 def run_grid(job_counts: tuple[int, ...], frontiers: tuple[int, ...], seconds: float,

@@ -1,0 +1,37 @@
+"""Pure helpers of the scheduler benchmark: the sustained rate per window, and where cProfile
+says the time goes."""
+
+from __future__ import annotations
+
+import pstats
+
+WINDOW_S = 5.0  # the sustained rate is reported per window of this length
+
+
+def window_rates(marks: list[tuple[float, int]], window_s: float = WINDOW_S) -> list[float]:
+    """Pulls per second in consecutive windows of `window_s` (each closed at the first pass
+    that ends after it; a last partial window shorter than half a window is dropped)."""
+    rates, begin, pulls_before = [], 0.0, 0
+    for at, pulls in marks:
+        if at - begin >= window_s:
+            rates.append((pulls - pulls_before) / (at - begin))
+            begin, pulls_before = at, pulls
+    if marks and marks[-1][0] - begin >= window_s / 2:
+        rates.append((marks[-1][1] - pulls_before) / (marks[-1][0] - begin))
+    return rates
+
+
+HOTSPOTS = {"typecast_json": "decoding JSON columns read from Postgres (policy_state and others)",
+            "save_state": "saving policy state and rewriting the arm/cluster view",
+            "select_for_track": "policy.select for the pulls themselves",
+            "finish_tracks_and_jobs": "the per-pass budget/acceptance check over every job"}
+
+
+def hotspots(stats: pstats.Stats) -> dict[str, float]:
+    """Share of profiled time (cumulative) in each function named in HOTSPOTS."""
+    total = stats.total_tt  # type: ignore[attr-defined]
+    shares = dict.fromkeys(HOTSPOTS, 0.0)
+    for (_, _, name), (_, _, _, cumulative, _) in stats.stats.items():  # type: ignore[attr-defined]
+        if name in shares:
+            shares[name] += cumulative / total if total else 0.0
+    return shares
