@@ -29,6 +29,20 @@ def should_recluster(state: PolicyState, k: int, tau: int) -> bool:
     return state.n_clusters == 1 or state.since_recluster >= tau
 
 
+def distinct_rows(x: np.ndarray, at_most: int) -> int:
+    """How many distinct rows `x` holds, counting no further than `at_most`.
+
+    Equal to min(at_most, len(np.unique(x, axis=0))) for finite values, without sorting every
+    row: the scan stops at the `at_most`-th distinct row, which on a real frontier is within the
+    first few. Adding 0.0 makes -0.0 and 0.0 one value, as numpy's comparison does."""
+    seen: set[bytes] = set()
+    for row in np.ascontiguousarray(x + 0.0):
+        seen.add(row.tobytes())
+        if len(seen) >= at_most:
+            break
+    return min(len(seen), at_most)
+
+
 def recluster(state: PolicyState, k: int, n_init: int, rng: np.random.Generator) -> None:
     """Fit K-means on the whole frontier (in place on a copied state); old indices are kept."""
     x = feature_matrix(state.frontier)
@@ -36,7 +50,7 @@ def recluster(state: PolicyState, k: int, n_init: int, rng: np.random.Generator)
     std = x.std(axis=0)
     std[std == 0] = 1.0  # a constant feature carries no information; keep it neutral
     z = (x - mean) / std
-    k_eff = min(k, len(np.unique(z.round(9), axis=0)))
+    k_eff = distinct_rows(z.round(9), k)
     if k_eff < 2:
         labels = np.zeros(len(z), dtype=int)
         centroids = z.mean(axis=0, keepdims=True)

@@ -11,6 +11,8 @@ from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 from sqlalchemy.orm.exc import StaleDataError
 
+from kernelband.db import json_codec
+
 # Connection pool per engine (Postgres). Holders release connections within one call, so the
 # pool only needs to match the API's worker threads (deps.API_WORKER_THREADS = size + overflow -
 # reserve). A short timeout turns exhaustion into a quick 503 instead of a 30 s hang.
@@ -46,8 +48,11 @@ def normalize_url(url: str) -> str:
 
 
 def make_engine(url: str, **kwargs: object) -> Engine:
-    """Create an engine; SQLite gets foreign keys, WAL and a busy timeout for threads."""
+    """Create an engine; SQLite gets foreign keys, WAL and a busy timeout for threads. JSON
+    columns are encoded and decoded by `json_codec` (orjson) unless the caller names others."""
     url = normalize_url(url)
+    kwargs = {"json_serializer": json_codec.dumps, "json_deserializer": json_codec.loads,
+              **kwargs}
     if url.startswith("sqlite"):
         if url.startswith("sqlite:///") and url != "sqlite:///:memory:":
             Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)

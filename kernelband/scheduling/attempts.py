@@ -14,19 +14,23 @@ from sqlalchemy import String, cast, func, literal, select, update
 from sqlalchemy.orm import Session
 
 from kernelband.db.models import Attempt, Track, utcnow
+from kernelband.db.row_buffer import add_row
 from kernelband.scheduling.dispatch import queue_for
 
 ACTIVE_ATTEMPT_STATES = ("pending", "dispatched", "expired")
 
 
 def new_attempt(session: Session, track: Track, kind: str, candidate_id: int | None,
-                decision_id: str | None = None, ref: dict[str, Any] | None = None) -> Attempt:
-    """A pending attempt; it is dispatched only after this transaction commits."""
-    attempt = Attempt(job_id=track.job_id, track_id=track.id, kind=kind, state="pending",
-                      candidate_id=candidate_id, decision_id=decision_id,
-                      queue=queue_for(kind, track.target), payload=dict(ref or {}))
-    session.add(attempt)  # inserted at the next flush, with the transaction's other rows
-    return attempt
+                decision_id: str | None = None, ref: dict[str, Any] | None = None) -> None:
+    """A pending attempt; it is dispatched only after this transaction commits.
+
+    A buffered row (`row_buffer`): inserted with the transaction's other new attempts."""
+    add_row(session, Attempt, {
+        "job_id": track.job_id, "track_id": track.id, "kind": kind, "state": "pending",
+        "decision_id": decision_id, "candidate_id": candidate_id,
+        "queue": queue_for(kind, track.target), "task_id": None, "tries": 0,
+        "payload": dict(ref or {}), "result": None, "reason": None, "lease_expires_at": None,
+        "created_at": utcnow(), "dispatched_at": None, "started_at": None, "finished_at": None})
 
 
 @dataclass(frozen=True)

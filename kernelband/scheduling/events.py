@@ -8,15 +8,16 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from kernelband.db.models import Event
+from kernelband.db.models import Event, utcnow
+from kernelband.db.row_buffer import add_row
 from kernelband.scheduling.views import touch_job
 
 
-def append_event(session: Session, job_id: int, kind: str, payload: dict[str, Any]) -> Event:
-    """Append an event with the next sequence number of the job.
+def append_event(session: Session, job_id: int, kind: str, payload: dict[str, Any]) -> int:
+    """Append an event with the next sequence number of the job; returns that number.
 
-    The job's last number is read once per transaction and counted on in memory, so several
-    events of one transaction are inserted together at its next flush. Only the fenced leader
+    The job's last number is read once per transaction and counted on in memory, so the events
+    of one transaction go out together as buffered rows (`row_buffer`). Only the fenced leader
     appends events, one transaction at a time; the unique (job_id, seq) constraint backs that.
     """
     counters = _event_counters(session)
@@ -24,10 +25,10 @@ def append_event(session: Session, job_id: int, kind: str, payload: dict[str, An
     if last is None:
         last = session.execute(select(func.max(Event.seq)).where(Event.job_id == job_id)).scalar()
     counters[job_id] = (last or 0) + 1
-    event = Event(job_id=job_id, seq=counters[job_id], kind=kind, payload=payload)
-    session.add(event)
+    add_row(session, Event, {"job_id": job_id, "seq": counters[job_id], "kind": kind,
+                             "payload": payload, "created_at": utcnow()})
     touch_job(session, job_id)
-    return event
+    return counters[job_id]
 
 
 _EVENT_COUNTERS = "kb_event_counters"

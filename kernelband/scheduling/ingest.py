@@ -22,6 +22,7 @@ from kernelband.db.models import (
     Transcript,
     utcnow,
 )
+from kernelband.db.row_buffer import add_row
 from kernelband.generate.normalize import source_hash
 from kernelband.loop.dedupe import find_duplicate, mark_duplicate
 from kernelband.loop.repairs import failure_of, schedule_repair
@@ -293,9 +294,10 @@ def record_usage(session: Session, job: Job, attempt: Attempt, result: dict[str,
     usd, known = float(result.get("cost_usd") or 0.0), bool(result.get("cost_known", True))
     if not (prompt or completion or result.get("model")):
         return
-    session.add(LlmUsage(job_id=job.id, attempt_id=attempt.id, model=str(result.get("model")),
-                         prompt_tokens=prompt, completion_tokens=completion,
-                         tokens=prompt + completion, usd=usd, cost_known=known))
+    add_row(session, LlmUsage, {
+        "job_id": job.id, "attempt_id": attempt.id, "model": str(result.get("model")),
+        "prompt_tokens": prompt, "completion_tokens": completion, "tokens": prompt + completion,
+        "usd": usd, "cost_known": known, "created_at": utcnow()})
     job.tokens_used += prompt + completion
     job.cost_usd += usd
     job.cost_known = job.cost_known and known
@@ -310,16 +312,19 @@ def _case_times(raw: Any) -> list[Any]:
 
 def store_measurement(session: Session, candidate: Candidate,
                       result: dict[str, Any]) -> Measurement:
-    """A measurement row from Measurement.to_dict() plus Features.to_dict()."""
+    """A measurement row from Measurement.to_dict() plus Features.to_dict().
+
+    Inserted as a buffered row (`row_buffer`); the returned object is not in the session (its
+    `id` is None), it carries the values for the frontier entry, best and skill."""
     data = result["measurement"]
-    row = Measurement(candidate_id=candidate.id, label=data["label"], method=data["method"],
-                      device=data["device"], target=data["target"],
-                      time_ms=float(data["time_ms"]),
-                      case_times=_case_times(data.get("case_times_ms")),
-                      cv=data.get("cv"), noisy=bool(data.get("noisy", False)),
-                      paired_ratio=data.get("paired_ratio"), features=result.get("features"))
-    session.add(row)
-    return row
+    values = {"candidate_id": candidate.id, "label": data["label"], "method": data["method"],
+              "device": data["device"], "target": data["target"],
+              "time_ms": float(data["time_ms"]),
+              "case_times": _case_times(data.get("case_times_ms")), "cv": data.get("cv"),
+              "noisy": bool(data.get("noisy", False)), "paired_ratio": data.get("paired_ratio"),
+              "features": result.get("features"), "created_at": utcnow()}
+    add_row(session, Measurement, values)
+    return Measurement(**values)
 
 
 def set_best(session: Session, job: Job, track: Track, candidate: Candidate,
