@@ -35,7 +35,7 @@ def add_row(session: Session, model: type[Base], values: dict[str, Any]) -> None
 
     Every row of one table must carry the same columns (one executemany statement each); leave
     none to its column default."""
-    transaction = session.get_transaction()
+    transaction = session.get_transaction() or session.begin()  # keyed by a real transaction
     held = session.info.get(_BUFFER)
     if held is None or held[0] is not transaction:
         held = session.info[_BUFFER] = (transaction, {})

@@ -3,8 +3,9 @@
 A `tracks` row carries an optimistic version counter (`Track.version`), and the ORM writes each
 versioned row with an UPDATE of its own, so a pass that touched 100 tracks sent 100 UPDATEs.
 `batch_track_updates` makes a session write the changed tracks of each flush together:
-`UPDATE tracks SET ... FROM (VALUES ...) WHERE tracks.id = v.id AND tracks.version = v.version
-RETURNING tracks.id`, one statement per set of changed columns. Every row's version is bumped
+`UPDATE tracks SET ... FROM json_populate_recordset(NULL::tracks, :rows) AS changed WHERE
+tracks.id = changed.id AND tracks.version = changed.version RETURNING tracks.id`, one statement
+per set of changed columns, its rows one JSON parameter (a VALUES list where they cannot be). Every row's version is bumped
 as the ORM would; a row whose version did not match raises `StaleDataError`, as the ORM would,
 which rolls the transaction back. The written values are then marked committed on the objects,
 so the ORM's own flush has nothing left to write for them.
@@ -12,13 +13,28 @@ so the ORM's own flush has nothing left to write for them.
 
 from __future__ import annotations
 
+import math
+from functools import lru_cache
 from typing import Any
 
-from sqlalchemy import Integer, cast, column, event, inspect, update, values
+from sqlalchemy import (
+    DateTime,
+    Integer,
+    TextClause,
+    Update,
+    cast,
+    column,
+    event,
+    inspect,
+    text,
+    update,
+    values,
+)
 from sqlalchemy.orm import Session, UOWTransaction
 from sqlalchemy.orm.attributes import set_committed_value
 from sqlalchemy.orm.exc import StaleDataError
 
+from kernelband.db import json_codec
 from kernelband.db.models import Track
 
 TRACKS = Track.metadata.tables[Track.__tablename__]
@@ -57,16 +73,13 @@ def write_tracks(session: Session, keys: tuple[str, ...], tracks: list[Track]) -
     """One versioned UPDATE of `keys` for every track; each track's values then count as
     committed, with its version bumped."""
     rows = [(track.id, track.version, *(getattr(track, key) for key in keys)) for track in tracks]
-    changed = values(column("id", Integer), column("version", Integer),
-                     *(column(key, TRACKS.c[key].type) for key in keys),
-                     name="changed").data(rows)
-    assignments: dict[Any, Any] = {TRACKS.c[key]: cast(changed.c[key], TRACKS.c[key].type)
-                                   for key in keys}
-    assignments[TRACKS.c.version] = TRACKS.c.version + 1
-    statement = (update(TRACKS)
-                 .where(TRACKS.c.id == changed.c.id, TRACKS.c.version == changed.c.version)
-                 .values(assignments).returning(TRACKS.c.id))
-    written = set(session.connection().execute(statement).scalars())
+    if _as_json(keys, rows):
+        records = [dict(zip(("id", "version", *keys), row, strict=True)) for row in rows]
+        result = session.connection().execute(_recordset_update(keys),
+                                              {"rows": json_codec.dumps(records)})
+    else:
+        result = session.connection().execute(_values_update(keys, rows))
+    written = set(result.scalars())
     missing = sorted({track.id for track in tracks} - written)
     if missing:
         raise StaleDataError(f"tracks {missing} were changed by another writer (version "
@@ -75,6 +88,45 @@ def write_tracks(session: Session, keys: tuple[str, ...], tracks: list[Track]) -
         for key in keys:
             set_committed_value(track, key, getattr(track, key))
         set_committed_value(track, "version", track.version + 1)
+
+
+def _as_json(keys: tuple[str, ...], rows: list[tuple[Any, ...]]) -> bool:
+    """The rows can travel as one JSON parameter: no timestamp column (JSON would carry it as
+    text, read without the session's time zone rules) and no NaN or infinite float."""
+    if any(key in _TIMESTAMPS for key in keys):
+        return False
+    return all(math.isfinite(value) for row in rows for value in row if isinstance(value, float))
+
+
+_TIMESTAMPS = {column.key for column in TRACKS.c if isinstance(column.type, DateTime)}
+
+
+@lru_cache(maxsize=64)
+def _recordset_update(keys: tuple[str, ...]) -> TextClause:
+    """The UPDATE for one set of changed columns, its rows one JSON array parameter (`:rows`).
+
+    Its text depends on the column names only, so it is compiled once; a VALUES list of N rows
+    is compiled again for every flush, which took longer than the UPDATE itself. Postgres reads
+    each JSON record into the tracks row type (`json_populate_recordset`), so every column
+    keeps its own type; a JSON column's value is taken as it stands."""
+    assignments = ", ".join(f"{key} = changed.{key}" for key in keys)  # names from COLUMNS
+    return text(f"UPDATE tracks SET {assignments}, version = tracks.version + 1 "
+                "FROM json_populate_recordset(NULL::tracks, :rows) AS changed "
+                "WHERE tracks.id = changed.id AND tracks.version = changed.version "
+                "RETURNING tracks.id")
+
+
+def _values_update(keys: tuple[str, ...], rows: list[tuple[Any, ...]]) -> Update:
+    """The same UPDATE with the rows in a VALUES list (any column type, compiled per call)."""
+    changed = values(column("id", Integer), column("version", Integer),
+                     *(column(key, TRACKS.c[key].type) for key in keys),
+                     name="changed").data(rows)
+    assignments: dict[Any, Any] = {TRACKS.c[key]: cast(changed.c[key], TRACKS.c[key].type)
+                                   for key in keys}
+    assignments[TRACKS.c.version] = TRACKS.c.version + 1
+    return (update(TRACKS)
+            .where(TRACKS.c.id == changed.c.id, TRACKS.c.version == changed.c.version)
+            .values(assignments).returning(TRACKS.c.id))
 
 
 __all__ = ["batch_track_updates", "changed_columns", "write_tracks"]

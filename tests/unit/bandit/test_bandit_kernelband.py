@@ -182,3 +182,14 @@ def test_signature_scope_representatives_scores_the_others_neutral() -> None:
     parents = _batch_of_two({"signatures": "representatives"})
     assert "k2" not in parents, "k2 never served as a representative: its score is 0"
     assert parents.count("k0") >= 18, "the earlier representative keeps its cached headroom 65"
+
+
+def test_distinct_rows_counts_like_numpy_unique_up_to_its_bound() -> None:
+    from kernelband.bandit.clustering import distinct_rows
+
+    rng = np.random.default_rng(7)
+    for _ in range(500):
+        n, d = int(rng.integers(1, 25)), int(rng.integers(1, 4))
+        x = rng.integers(-2, 3, size=(n, d)) * rng.choice([0.0, -0.0, 0.5, 1.0], size=(n, d))
+        for bound in (1, 2, 3, 50):
+            assert distinct_rows(x, bound) == min(bound, len(np.unique(x, axis=0)))

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import math
+from datetime import UTC, datetime
+
 import pytest
 from scheduling_fakes import make_job
 from sqlalchemy import event, select, update
@@ -73,3 +76,41 @@ def test_a_track_changed_by_another_writer_rolls_the_transaction_back(
     after = versions(postgres_factory)
     assert [after[i][1] for i in ids] == [0, 0, 0]  # nothing of the stale transaction stayed
     assert after[ids[2]][2] == "other writer"
+
+
+def test_json_state_floats_and_timestamps_are_stored_as_the_orm_would(
+        postgres_factory: sessionmaker[Session]) -> None:
+    """Rows travel as one JSON parameter; timestamps and non-finite floats take a VALUES list."""
+    ids = three_tracks(postgres_factory)
+    finished = datetime(2026, 1, 2, 3, 4, 5, 678901, tzinfo=UTC)
+    state = {"labels": "0120", "arm_mu": [[0.5, 1e-05]], "nested": {"ok": True}}
+    sent: list[str] = []
+    engine = postgres_factory.kw["bind"]
+
+    def record(_conn: object, _cursor: object, statement: str, *rest: object) -> None:
+        if statement.startswith("UPDATE"):
+            sent.append(statement)
+
+    event.listen(engine, "before_cursor_execute", record)
+    try:
+        with session_scope(postgres_factory) as session:
+            batch_track_updates(session)
+            tracks = list(session.scalars(select(Track).order_by(Track.id)))
+            for track in tracks:
+                track.policy_state, track.best_time_ms = state, 0.125
+            tracks[0].finished_at = finished  # another set of columns, with a timestamp
+            tracks[2].best_speedup = math.inf  # another again, with an infinite float
+    finally:
+        event.remove(engine, "before_cursor_execute", record)
+    assert any("json_populate_recordset" in statement for statement in sent)
+    assert any("VALUES" in statement for statement in sent)
+    with session_scope(postgres_factory) as session:
+        rows = session.execute(select(Track.id, Track.policy_state, Track.best_time_ms,
+                                      Track.finished_at, Track.best_speedup)
+                               .order_by(Track.id)).all()
+    assert [row.policy_state for row in rows] == [state] * 3
+    assert [row.best_time_ms for row in rows] == [0.125] * 3
+    assert [row.finished_at.replace(tzinfo=UTC) if row.finished_at else None
+            for row in rows] == [finished, None, None]
+    assert rows[2].best_speedup == math.inf
+    assert [r.id for r in rows] == ids
