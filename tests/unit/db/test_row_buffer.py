@@ -45,12 +45,12 @@ def inserts_into(engine: Engine, table: str) -> Iterator[list[str]]:
 
 def test_rows_go_out_in_one_insert_at_commit(db_factory: sessionmaker[Session]) -> None:
     job_id = _job(db_factory)
-    with inserts_into(db_factory.kw["bind"], "events") as statements:
-        with session_scope(db_factory) as session:
-            for seq in range(1, 6):
-                add_row(session, Event, _event(job_id, seq))
-            assert len(buffered_rows(session, Event)) == 5
-            assert statements == []  # nothing sent before the transaction needs it
+    with (inserts_into(db_factory.kw["bind"], "events") as statements,
+          session_scope(db_factory) as session):
+        for seq in range(1, 6):
+            add_row(session, Event, _event(job_id, seq))
+        assert len(buffered_rows(session, Event)) == 5
+        assert statements == []  # nothing sent before the transaction needs it
     assert len(statements) == 1
     with session_scope(db_factory) as session:
         payloads = session.scalars(select(Event.payload).where(Event.job_id == job_id)
