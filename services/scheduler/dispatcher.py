@@ -102,7 +102,7 @@ class CeleryDispatcher(Dispatcher):
         # A queue is declared with its first task only (declare=None: Celery's default, declare
         # it); declaring it again with every task copied and bound the queue each time, a sixth
         # of the send.
-        declare = [] if task.queue in self._declared else None
+        declare: list[Any] | None = [] if task.queue in self._declared else None
         self._app.send_task(TASK_NAMES[task.kind], args=[task.to_dict()], queue=task.queue,
                             task_id=task_id, producer=producer, ignore_result=True,
                             argsrepr=f"[attempt {task.attempt_id} {task.kind}]", kwargsrepr="{}",
