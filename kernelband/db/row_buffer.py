@@ -1,10 +1,11 @@
-"""Append-only rows inserted without ORM objects: one Core INSERT per table.
+"""Append-only rows inserted without ORM objects: one INSERT per table.
 
 A scheduler transaction adds many rows that nothing in it reads back as objects: events, LLM
-usage, measurements, new attempts. As ORM objects each costs the unit of work about three times
-what a Core row costs (constructed, tracked, sorted, flushed, expired: on Postgres about 140
-against 45 microseconds a row). `add_row` keeps the row as a plain dict instead. The buffer is
-written, one executemany INSERT per table in the order the tables were first used:
+usage, measurements, new attempts. As ORM objects each cost the unit of work about 140
+microseconds on Postgres (constructed, tracked, sorted, flushed, expired); a Core executemany
+row about 50, a row of a JSON recordset parameter (`json_rows`) about 25. `add_row` keeps the
+row as a plain dict. The buffer is written, one INSERT per table in the order the tables were
+first used:
 
 - before the session runs any ORM statement (a query, `session.get` of an unloaded row, an
   ORM-enabled insert or update), so every query of the transaction sees the rows;
@@ -21,10 +22,11 @@ from __future__ import annotations
 import typing
 from typing import Any
 
-from sqlalchemy import Table, insert
+from sqlalchemy import Table
 from sqlalchemy import event as orm_events
 from sqlalchemy.orm import ORMExecuteState, Session
 
+from kernelband.db.json_rows import insert_rows
 from kernelband.db.models import Base
 
 _BUFFER = "kb_row_buffer"
@@ -59,7 +61,7 @@ def write_rows(session: Session) -> None:
         return
     connection = session.connection()  # Core: runs no ORM hook, so this cannot recurse
     for table, rows in held[1].items():
-        connection.execute(insert(table), rows)
+        insert_rows(connection, table, rows)
 
 
 def _before_orm_statement(state: ORMExecuteState) -> None:

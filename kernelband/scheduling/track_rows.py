@@ -5,7 +5,8 @@ versioned row with an UPDATE of its own, so a pass that touched 100 tracks sent 
 `batch_track_updates` makes a session write the changed tracks of each flush together:
 `UPDATE tracks SET ... FROM json_populate_recordset(NULL::tracks, :rows) AS changed WHERE
 tracks.id = changed.id AND tracks.version = changed.version RETURNING tracks.id`, one statement
-per set of changed columns, its rows one JSON parameter (a VALUES list where they cannot be). Every row's version is bumped
+per set of changed columns, its rows one JSON parameter (`json_rows`; a VALUES list for rows
+with a NaN or infinite float). Every row's version is bumped
 as the ORM would; a row whose version did not match raises `StaleDataError`, as the ORM would,
 which rolls the transaction back. The written values are then marked committed on the objects,
 so the ORM's own flush has nothing left to write for them.
@@ -13,12 +14,10 @@ so the ORM's own flush has nothing left to write for them.
 
 from __future__ import annotations
 
-import math
 from functools import lru_cache
 from typing import Any
 
 from sqlalchemy import (
-    DateTime,
     Integer,
     TextClause,
     Update,
@@ -34,7 +33,7 @@ from sqlalchemy.orm import Session, UOWTransaction
 from sqlalchemy.orm.attributes import set_committed_value
 from sqlalchemy.orm.exc import StaleDataError
 
-from kernelband.db import json_codec
+from kernelband.db.json_rows import portable, records_param
 from kernelband.db.models import Track
 
 TRACKS = Track.metadata.tables[Track.__tablename__]
@@ -73,10 +72,9 @@ def write_tracks(session: Session, keys: tuple[str, ...], tracks: list[Track]) -
     """One versioned UPDATE of `keys` for every track; each track's values then count as
     committed, with its version bumped."""
     rows = [(track.id, track.version, *(getattr(track, key) for key in keys)) for track in tracks]
-    if _as_json(keys, rows):
+    if all(portable(row) for row in rows):
         records = [dict(zip(("id", "version", *keys), row, strict=True)) for row in rows]
-        result = session.connection().execute(_recordset_update(keys),
-                                              {"rows": json_codec.dumps(records)})
+        result = session.connection().execute(_recordset_update(keys), records_param(records))
     else:
         result = session.connection().execute(_values_update(keys, rows))
     written = set(result.scalars())
@@ -88,17 +86,6 @@ def write_tracks(session: Session, keys: tuple[str, ...], tracks: list[Track]) -
         for key in keys:
             set_committed_value(track, key, getattr(track, key))
         set_committed_value(track, "version", track.version + 1)
-
-
-def _as_json(keys: tuple[str, ...], rows: list[tuple[Any, ...]]) -> bool:
-    """The rows can travel as one JSON parameter: no timestamp column (JSON would carry it as
-    text, read without the session's time zone rules) and no NaN or infinite float."""
-    if any(key in _TIMESTAMPS for key in keys):
-        return False
-    return all(math.isfinite(value) for row in rows for value in row if isinstance(value, float))
-
-
-_TIMESTAMPS = {column.key for column in TRACKS.c if isinstance(column.type, DateTime)}
 
 
 @lru_cache(maxsize=64)

@@ -80,7 +80,8 @@ def test_a_track_changed_by_another_writer_rolls_the_transaction_back(
 
 def test_json_state_floats_and_timestamps_are_stored_as_the_orm_would(
         postgres_factory: sessionmaker[Session]) -> None:
-    """Rows travel as one JSON parameter; timestamps and non-finite floats take a VALUES list."""
+    """Rows travel as one JSON parameter (timestamps included); a non-finite float takes a
+    VALUES list."""
     ids = three_tracks(postgres_factory)
     finished = datetime(2026, 1, 2, 3, 4, 5, 678901, tzinfo=UTC)
     state = {"labels": "0120", "arm_mu": [[0.5, 1e-05]], "nested": {"ok": True}}
@@ -98,7 +99,7 @@ def test_json_state_floats_and_timestamps_are_stored_as_the_orm_would(
             tracks = list(session.scalars(select(Track).order_by(Track.id)))
             for track in tracks:
                 track.policy_state, track.best_time_ms = state, 0.125
-            tracks[0].finished_at = finished  # another set of columns, with a timestamp
+            tracks[0].finished_at = finished  # another set of columns, with a timestamptz
             tracks[2].best_speedup = math.inf  # another again, with an infinite float
     finally:
         event.remove(engine, "before_cursor_execute", record)

@@ -1,0 +1,61 @@
+"""Many rows in one statement with one parameter: a JSON array that Postgres reads as records.
+
+An executemany INSERT of N rows makes SQLAlchemy render N x columns bound parameters and run
+each value through its type's bind processor, in Python, every time; that cost more than the
+database's own work on the scheduler's hot tables. Here the rows go out as one JSON text
+(encoded in C by `json_codec`) and Postgres reads it with `json_populate_recordset(NULL::table,
+...)`, which gives every field its column's own type (a timestamptz from an ISO text, a json
+column's value as it stands). The statement text depends only on the table and the column
+names, so SQLAlchemy compiles it once.
+
+Used where rows are plain values (`portable`): a NaN or infinite float would become JSON null,
+so such rows, and every database but Postgres, take the ordinary executemany instead. Either
+way a None in a JSON column is stored as SQL NULL, as the ORM stores an unset JSON attribute.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from functools import lru_cache
+from typing import Any
+
+from sqlalchemy import JSON, Connection, Table, TextClause, insert, null, text
+from sqlalchemy.dialects import postgresql
+
+from kernelband.db import json_codec
+
+
+def portable(values: Iterable[Any]) -> bool:
+    """No value is a NaN or infinite float (JSON has no such number)."""
+    return all(math.isfinite(v) for v in values if isinstance(v, float))
+
+
+def records_param(rows: Sequence[dict[str, Any]]) -> dict[str, str]:
+    """The `:rows` parameter of a recordset statement."""
+    return {"rows": json_codec.dumps(list(rows))}
+
+
+def insert_rows(connection: Connection, table: Table, rows: Sequence[dict[str, Any]]) -> None:
+    """INSERT `rows` (dicts with the same keys) into `table`: one JSON parameter on Postgres."""
+    if not rows:
+        return
+    if connection.dialect.name == "postgresql" and all(portable(row.values()) for row in rows):
+        connection.execute(_insert(table.name, tuple(rows[0])), records_param(rows))
+        return
+    json_columns = [c.key for c in table.c if isinstance(c.type, JSON) and c.key in rows[0]]
+    if json_columns:  # None would be stored as the JSON value null, not SQL NULL
+        rows = [{**row, **{key: null() for key in json_columns if row[key] is None}}
+                for row in rows]
+    connection.execute(insert(table), list(rows))
+
+
+@lru_cache(maxsize=128)
+def _insert(table: str, columns: tuple[str, ...]) -> TextClause:
+    quote = postgresql.dialect().identifier_preparer.quote  # names come from the models
+    names = ", ".join(quote(name) for name in columns)
+    return text(f"INSERT INTO {quote(table)} ({names}) SELECT {names} "
+                f"FROM json_populate_recordset(NULL::{quote(table)}, :rows)")
+
+
+__all__ = ["insert_rows", "portable", "records_param"]

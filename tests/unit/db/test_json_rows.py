@@ -1,0 +1,87 @@
+"""insert_rows: one JSON parameter on Postgres, an executemany elsewhere, the same rows stored."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+
+from sqlalchemy import Engine, event, select, text
+from sqlalchemy.orm import Session, sessionmaker
+
+from kernelband.db import repository
+from kernelband.db.json_rows import insert_rows, portable
+from kernelband.db.models import Candidate, Measurement, Track
+from kernelband.db.session import session_scope
+
+WHEN = datetime(2026, 3, 4, 5, 6, 7, 891011, tzinfo=UTC)
+
+
+def _candidate(factory: sessionmaker[Session]) -> int:
+    with session_scope(factory) as session:
+        team = repository.get_or_create_team(session, "rows-team")
+        problem = repository.get_or_create_problem(
+            session, team.id, "toy", "native", "X", {"editable": "X"}, "q" * 64)
+        job = repository.create_job(session, team.id, problem.id, ("cpu",))
+        track = Track(job_id=job.id, target="cpu", status="running")
+        session.add(track)
+        session.flush()
+        candidate = Candidate(track_id=track.id, editable="X", status="measured")
+        session.add(candidate)
+        session.flush()
+        return candidate.id
+
+
+def _measurement(candidate_id: int, time_ms: float, features: dict | None) -> dict[str, object]:
+    return {"candidate_id": candidate_id, "label": "measured", "method": "probe",
+            "device": "cpu", "target": "cpu", "time_ms": time_ms, "case_times": [["a", 1.5]],
+            "cv": None, "noisy": False, "paired_ratio": 0.25, "features": features,
+            "created_at": WHEN}
+
+
+@contextmanager
+def statements(engine: Engine) -> Iterator[list[str]]:
+    sent: list[str] = []
+
+    def record(_conn: object, _cursor: object, statement: str, *rest: object) -> None:
+        sent.append(statement)
+
+    event.listen(engine, "before_cursor_execute", record)
+    try:
+        yield sent
+    finally:
+        event.remove(engine, "before_cursor_execute", record)
+
+
+def test_rows_are_stored_with_their_column_types(db_factory: sessionmaker[Session]) -> None:
+    candidate_id = _candidate(db_factory)
+    rows = [_measurement(candidate_id, 0.5, {"phi": [1.0, 2.0], "h": None}),
+            _measurement(candidate_id, 0.75, None)]
+    with statements(db_factory.kw["bind"]) as sent, session_scope(db_factory) as session:
+        insert_rows(session.connection(), Measurement.__table__, rows)
+    inserts = [s for s in sent if s.startswith("INSERT")]
+    assert len(inserts) == 1
+    if db_factory.kw["bind"].dialect.name == "postgresql":
+        assert "json_populate_recordset" in inserts[0]
+    with session_scope(db_factory) as session:
+        stored = session.scalars(select(Measurement).order_by(Measurement.id)).all()
+        nulls = session.execute(text("SELECT count(*) FROM measurements "
+                                     "WHERE features IS NULL")).scalar()
+    assert [m.time_ms for m in stored] == [0.5, 0.75]
+    assert [m.features for m in stored] == [{"phi": [1.0, 2.0], "h": None}, None]
+    assert nulls == 1  # None in a JSON column is SQL NULL, not the JSON value null
+    assert stored[0].case_times == [["a", 1.5]] and stored[0].paired_ratio == 0.25
+    assert stored[0].cv is None and stored[0].noisy is False
+    assert stored[0].created_at.replace(tzinfo=UTC) == WHEN
+
+
+def test_a_non_finite_float_takes_the_executemany(db_factory: sessionmaker[Session]) -> None:
+    candidate_id = _candidate(db_factory)
+    assert not portable([1.0, math.inf]) and portable([1.0, "x", None, 3])
+    with statements(db_factory.kw["bind"]) as sent, session_scope(db_factory) as session:
+        insert_rows(session.connection(), Measurement.__table__,
+                    [_measurement(candidate_id, math.inf, None)])
+    assert not any("json_populate_recordset" in s for s in sent)
+    with session_scope(db_factory) as session:
+        assert session.scalars(select(Measurement.time_ms)).one() == math.inf
