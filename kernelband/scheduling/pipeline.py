@@ -29,8 +29,8 @@ from kernelband.scheduling.ingest_batch import BATCH_SIZE, apply_batch, apply_lo
 from kernelband.scheduling.leases import expire_leases, extend_lease, lease_deadline
 from kernelband.scheduling.lifecycle import finish_tracks_and_jobs, start_queued_jobs
 from kernelband.scheduling.payloads import task_payloads
+from kernelband.scheduling.row_updates import batch_row_updates
 from kernelband.scheduling.selection import select_pulls
-from kernelband.scheduling.track_rows import batch_track_updates
 
 log = logging.getLogger(__name__)
 
@@ -63,10 +63,10 @@ class StepReport:
 @contextmanager
 def fenced(ctx: EngineContext) -> Iterator[Session]:
     """A transaction that refuses to commit unless this scheduler is still the leader.
-    Its changed track rows are written one statement per flush (`track_rows`)."""
+    Its changed rows are written one statement per table and flush (`row_updates`)."""
     with session_scope(ctx.factory) as session:
         verify_epoch(session, ctx.leader_epoch)
-        batch_track_updates(session)
+        batch_row_updates(session)
         yield session
 
 

@@ -1,19 +1,22 @@
-"""Changed track rows of a flush: one versioned UPDATE on Postgres, stale versions refused."""
+"""Changed rows of a flush: one UPDATE per table and column set on Postgres (versioned for
+tracks), stale versions refused."""
 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 
 import pytest
 from scheduling_fakes import make_job
-from sqlalchemy import event, select, update
+from sqlalchemy import Engine, event, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
-from kernelband.db.models import Track
+from kernelband.db.models import Attempt, Track
 from kernelband.db.session import ConflictError, session_scope
 from kernelband.scheduling.lifecycle import start_queued_jobs
-from kernelband.scheduling.track_rows import batch_track_updates
+from kernelband.scheduling.row_updates import batch_row_updates
 
 
 def three_tracks(factory: sessionmaker[Session]) -> list[int]:
@@ -21,6 +24,22 @@ def three_tracks(factory: sessionmaker[Session]) -> list[int]:
     with session_scope(factory) as session:
         start_queued_jobs(session)
         return list(session.scalars(select(Track.id).order_by(Track.id)))
+
+
+@contextmanager
+def updates_sent(engine: Engine) -> Iterator[list[str]]:
+    """The UPDATE statements sent while the block runs."""
+    sent: list[str] = []
+
+    def record(_conn: object, _cursor: object, statement: str, *rest: object) -> None:
+        if statement.startswith("UPDATE"):
+            sent.append(statement)
+
+    event.listen(engine, "before_cursor_execute", record)
+    try:
+        yield sent
+    finally:
+        event.remove(engine, "before_cursor_execute", record)
 
 
 def versions(factory: sessionmaker[Session]) -> dict[int, tuple[int, int, str | None]]:
@@ -44,7 +63,7 @@ def test_changed_tracks_of_a_flush_go_out_in_one_versioned_update(
     event.listen(engine, "before_cursor_execute", record)
     try:
         with session_scope(postgres_factory) as session:
-            batch_track_updates(session)
+            batch_row_updates(session)
             for track in session.scalars(select(Track)):
                 track.iterations_done += 2
                 if track.id == ids[0]:
@@ -66,7 +85,7 @@ def test_a_track_changed_by_another_writer_rolls_the_transaction_back(
         postgres_factory: sessionmaker[Session]) -> None:
     ids = three_tracks(postgres_factory)
     with pytest.raises(ConflictError, match="another writer"), session_scope(postgres_factory) as session:
-        batch_track_updates(session)
+        batch_row_updates(session)
         tracks = list(session.scalars(select(Track)))
         with postgres_factory() as other, other.begin():  # another writer commits first
             other.execute(update(Track).where(Track.id == ids[2])
@@ -80,38 +99,54 @@ def test_a_track_changed_by_another_writer_rolls_the_transaction_back(
 
 def test_json_state_floats_and_timestamps_are_stored_as_the_orm_would(
         postgres_factory: sessionmaker[Session]) -> None:
-    """Rows travel as one JSON parameter (timestamps included); a non-finite float takes a
-    VALUES list."""
+    """Rows travel as one JSON parameter (timestamps included); rows with a non-finite float
+    take a VALUES list; a column set changed on one row only is left to the ORM."""
     ids = three_tracks(postgres_factory)
+    before = versions(postgres_factory)
     finished = datetime(2026, 1, 2, 3, 4, 5, 678901, tzinfo=UTC)
     state = {"labels": "0120", "arm_mu": [[0.5, 1e-05]], "nested": {"ok": True}}
-    sent: list[str] = []
     engine = postgres_factory.kw["bind"]
-
-    def record(_conn: object, _cursor: object, statement: str, *rest: object) -> None:
-        if statement.startswith("UPDATE"):
-            sent.append(statement)
-
-    event.listen(engine, "before_cursor_execute", record)
-    try:
-        with session_scope(postgres_factory) as session:
-            batch_track_updates(session)
-            tracks = list(session.scalars(select(Track).order_by(Track.id)))
-            for track in tracks:
-                track.policy_state, track.best_time_ms = state, 0.125
-            tracks[0].finished_at = finished  # another set of columns, with a timestamptz
-            tracks[2].best_speedup = math.inf  # another again, with an infinite float
-    finally:
-        event.remove(engine, "before_cursor_execute", record)
-    assert any("json_populate_recordset" in statement for statement in sent)
-    assert any("VALUES" in statement for statement in sent)
+    with updates_sent(engine) as first, session_scope(postgres_factory) as session:
+        batch_row_updates(session)
+        tracks = list(session.scalars(select(Track).order_by(Track.id)))
+        for track in tracks:
+            track.policy_state, track.best_time_ms = state, 0.125
+        tracks[0].finished_at = tracks[1].finished_at = finished
+    assert len(first) == 2 and "json_populate_recordset" in first[0]  # tracks 0 and 1
+    assert "json_populate_recordset" not in first[1]  # track 2 alone: the ORM's UPDATE
+    with updates_sent(engine) as second, session_scope(postgres_factory) as session:
+        batch_row_updates(session)
+        for track in session.scalars(select(Track).where(Track.id.in_(ids[:2]))):
+            track.best_speedup = math.inf
+    assert len(second) == 1 and "VALUES" in second[0]
     with session_scope(postgres_factory) as session:
         rows = session.execute(select(Track.id, Track.policy_state, Track.best_time_ms,
-                                      Track.finished_at, Track.best_speedup)
+                                      Track.finished_at, Track.best_speedup, Track.version)
                                .order_by(Track.id)).all()
     assert [row.policy_state for row in rows] == [state] * 3
     assert [row.best_time_ms for row in rows] == [0.125] * 3
-    assert [row.finished_at.replace(tzinfo=UTC) if row.finished_at else None
-            for row in rows] == [finished, None, None]
-    assert rows[2].best_speedup == math.inf
+    assert [row.finished_at for row in rows] == [finished, finished, None]
+    assert [row.best_speedup for row in rows] == [math.inf, math.inf, None]
+    # every write bumped the version once: two for tracks 0 and 1, one for track 2
+    assert [row.version - before[row.id][0] for row in rows] == [2, 2, 1]
     assert [r.id for r in rows] == ids
+
+
+def test_closed_attempts_of_a_flush_go_out_in_one_update(
+        postgres_factory: sessionmaker[Session]) -> None:
+    """Attempts and candidates, unversioned, are batched alike."""
+    three_tracks(postgres_factory)
+    when = datetime(2026, 5, 6, 7, 8, 9, tzinfo=UTC)
+    engine = postgres_factory.kw["bind"]
+    with updates_sent(engine) as sent, session_scope(postgres_factory) as session:
+        batch_row_updates(session)
+        attempts = list(session.scalars(select(Attempt).order_by(Attempt.id)))
+        for n, attempt in enumerate(attempts):
+            attempt.state, attempt.finished_at = "done", when
+            attempt.result = {"ok": True, "n": n, "none": None}
+    assert len(sent) == 1 and "UPDATE attempts" in sent[0]
+    with session_scope(postgres_factory) as session:
+        stored = session.execute(select(Attempt.state, Attempt.finished_at, Attempt.result)
+                                 .order_by(Attempt.id)).all()
+    assert [tuple(row) for row in stored] == [
+        ("done", when, {"ok": True, "n": n, "none": None}) for n in range(len(attempts))]
