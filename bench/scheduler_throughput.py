@@ -315,8 +315,10 @@ def section(data: dict[str, Any]) -> str:
                  "frontier rows, arm/cluster views and job versions written once per "
                  "transaction, so a batch costs the same statements whatever its size. A pass "
                  "reads 4 times to select and 6 times to claim attempts and build their "
-                 "payloads, whatever the number of pulls; the changed track rows of a flush go "
-                 "out in one versioned UPDATE. tests/unit/scheduling/test_pipeline_throughput.py "
+                 "payloads, whatever the number of pulls; the changed tracks, attempts and "
+                 "candidates of a flush go out one UPDATE per table and column set, and new "
+                 "events, attempts, measurements and usage rows one INSERT per table, their "
+                 "rows one JSON parameter. tests/unit/scheduling/test_pipeline_throughput.py "
                  "counts them.")
     shares = data.get("hotspots") or {}
     where = "; ".join(f"{100 * share:.0f}% {HOTSPOTS[name]} (`{name}`)"

@@ -181,7 +181,7 @@ def test_a_pass_reads_each_table_once_however_many_pulls(db_factory: sessionmake
     assert dispatching[0] == "UPDATE"
     if db_factory.kw["bind"].dialect.name == "postgresql":  # SQLite inserts row by row, locally
         # One multi-row INSERT for the attempts and one for the events, one versioned UPDATE
-        # of every changed track (track_rows) and one bumping every touched job's version; one
+        # of every changed track (row_updates) and one bumping every touched job's version; one
         # UPDATE claims every attempt.
         assert selecting.count("INSERT") == 2 and selecting.count("UPDATE") == 2
         assert dispatching.count("UPDATE") == 1
@@ -284,7 +284,7 @@ def test_statements_per_pull_stay_bounded_however_many_tracks(
 
     A pull takes three results (generate, compile, profile). A pass sends a fixed set of reads
     and batched writes; the changed track rows of a flush go out in one versioned UPDATE
-    (track_rows). Applying a result must never flush on its own: a read that is not prefetched
+    (row_updates). Applying a result must never flush on its own: a read that is not prefetched
     flushes the batch one result at a time (measured before: 7.2 per added pull; 2.5 with one
     UPDATE per changed track).
     """
