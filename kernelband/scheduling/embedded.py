@@ -126,7 +126,7 @@ def run_local_job(settings: Settings, problem: Any, options: JobOptions,
     job_id, resumed = submit_local_job(factory, problem, options)
     with session_scope(factory) as session:  # this process is the only scheduler of the file
         requeue_orphans(session, settings.max_tries)
-    collector = PassCollector()  # full garbage collections between steps only
+    collector = PassCollector()  # garbage collection between steps only
     collector.start()
     try:
         while not job_is_finished(factory, job_id):

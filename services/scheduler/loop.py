@@ -122,7 +122,7 @@ def lead(ctx: EngineContext, lock: LeaderLock, dispatcher: CeleryDispatcher, nam
          stop: threading.Event) -> LeaderStats:
     """Engine steps while this process holds the lock and nobody asked it to stop.
 
-    Full garbage collections run between steps only (`PassCollector`); the first step of a
+    Garbage collection runs between steps only (`PassCollector`); the first step of a
     term loads every track's state, and the collection after it freezes that state.
     """
     stats, last_check, last_beat = LeaderStats(), time.monotonic(), 0.0

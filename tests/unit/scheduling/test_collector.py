@@ -21,6 +21,7 @@ def test_full_collections_run_between_passes_and_freeze_survivors() -> None:
     collector.start()
     try:
         assert gc.get_threshold()[2] >= 10**9  # never automatically
+        assert not gc.isenabled()  # nothing collects inside a pass
         collector.between_passes()  # the first pass after start: collect and freeze
         assert collector.full_collections == 1 and gc.get_freeze_count() > 0
         clock.now += COLLECT_EVERY_S / 2
@@ -38,3 +39,25 @@ def test_full_collections_run_between_passes_and_freeze_survivors() -> None:
     finally:
         collector.stop()
     assert gc.get_freeze_count() == 0 and gc.get_threshold() == (700, 10, 10)
+    assert gc.isenabled()
+
+
+class Cycle:
+    def __init__(self) -> None:
+        self.me = self
+
+
+def test_cycles_of_a_pass_are_collected_when_it_ends() -> None:
+    collector = PassCollector(FakeClock())
+    collector.start()
+    try:
+        collector.between_passes()  # the first full collection
+        gc.collect()
+        made = [Cycle() for _ in range(5_000)]  # well past the automatic young threshold
+        del made
+        assert sum(isinstance(o, Cycle) for o in gc.get_objects()) == 5_000  # still there
+        collector.between_passes()  # not a full one: the young generations
+        assert collector.full_collections == 1
+        assert not any(isinstance(o, Cycle) for o in gc.get_objects())
+    finally:
+        collector.stop()
