@@ -73,11 +73,13 @@ def _write_changed_rows(session: Session, _context: UOWTransaction, _instances: 
 
 
 def changed_columns(obj: Base) -> tuple[str, ...]:
-    """Names of the row's columns set since they were loaded or written (sorted)."""
-    state = inspect(obj)
+    """Names of the row's columns set since they were loaded or written (sorted).
+
+    A column set to the value it had is written too (the ORM would compare and skip it; the
+    row is written either way when another column changed, and comparing every set column's
+    history cost more than the write)."""
     names = _COLUMNS[type(obj)]
-    return tuple(sorted(key for key in state.committed_state if key in names
-                        and state.attrs[key].history.has_changes()))
+    return tuple(sorted(key for key in inspect(obj).committed_state if key in names))
 
 
 def write_rows(session: Session, model: type[Base], keys: tuple[str, ...],
