@@ -3,17 +3,16 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import UTC, datetime
 
-from sqlalchemy import Engine, event, select, text
+from sqlalchemy import select, text
 from sqlalchemy.orm import Session, sessionmaker
 
 from kernelband.db import repository
 from kernelband.db.json_rows import insert_rows, portable
 from kernelband.db.models import Candidate, Measurement, Track
 from kernelband.db.session import session_scope
+from tests.utils.sql_log import sent_statements
 
 WHEN = datetime(2026, 3, 4, 5, 6, 7, 891011, tzinfo=UTC)
 
@@ -40,25 +39,11 @@ def _measurement(candidate_id: int, time_ms: float, features: dict | None) -> di
             "created_at": WHEN}
 
 
-@contextmanager
-def statements(engine: Engine) -> Iterator[list[str]]:
-    sent: list[str] = []
-
-    def record(_conn: object, _cursor: object, statement: str, *rest: object) -> None:
-        sent.append(statement)
-
-    event.listen(engine, "before_cursor_execute", record)
-    try:
-        yield sent
-    finally:
-        event.remove(engine, "before_cursor_execute", record)
-
-
 def test_rows_are_stored_with_their_column_types(db_factory: sessionmaker[Session]) -> None:
     candidate_id = _candidate(db_factory)
     rows = [_measurement(candidate_id, 0.5, {"phi": [1.0, 2.0], "h": None}),
             _measurement(candidate_id, 0.75, None)]
-    with statements(db_factory.kw["bind"]) as sent, session_scope(db_factory) as session:
+    with sent_statements(db_factory.kw["bind"]) as sent, session_scope(db_factory) as session:
         insert_rows(session.connection(), Measurement.__table__, rows)
     inserts = [s for s in sent if s.startswith("INSERT")]
     assert len(inserts) == 1
@@ -79,7 +64,7 @@ def test_rows_are_stored_with_their_column_types(db_factory: sessionmaker[Sessio
 def test_a_non_finite_float_takes_the_executemany(db_factory: sessionmaker[Session]) -> None:
     candidate_id = _candidate(db_factory)
     assert not portable([1.0, math.inf]) and portable([1.0, "x", None, 3])
-    with statements(db_factory.kw["bind"]) as sent, session_scope(db_factory) as session:
+    with sent_statements(db_factory.kw["bind"]) as sent, session_scope(db_factory) as session:
         insert_rows(session.connection(), Measurement.__table__,
                     [_measurement(candidate_id, math.inf, None)])
     assert not any("json_populate_recordset" in s for s in sent)

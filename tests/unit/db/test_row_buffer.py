@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
-
-from sqlalchemy import Engine, event, func, select
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from kernelband.db import repository
 from kernelband.db.models import Event, utcnow
 from kernelband.db.row_buffer import add_row, buffered_rows, write_rows
 from kernelband.db.session import session_scope
+from tests.utils.sql_log import sent_statements
 
 
 def _job(factory: sessionmaker[Session]) -> int:
@@ -27,25 +25,9 @@ def _event(job_id: int, seq: int) -> dict[str, object]:
             "created_at": utcnow()}
 
 
-@contextmanager
-def inserts_into(engine: Engine, table: str) -> Iterator[list[str]]:
-    """The INSERT statements into `table` sent while the block runs."""
-    seen: list[str] = []
-
-    def record(_conn: object, _cursor: object, statement: str, *rest: object) -> None:
-        if statement.startswith(f"INSERT INTO {table}"):
-            seen.append(statement)
-
-    event.listen(engine, "before_cursor_execute", record)
-    try:
-        yield seen
-    finally:
-        event.remove(engine, "before_cursor_execute", record)
-
-
 def test_rows_go_out_in_one_insert_at_commit(db_factory: sessionmaker[Session]) -> None:
     job_id = _job(db_factory)
-    with (inserts_into(db_factory.kw["bind"], "events") as statements,
+    with (sent_statements(db_factory.kw["bind"], "INSERT INTO events") as statements,
           session_scope(db_factory) as session):
         for seq in range(1, 6):
             add_row(session, Event, _event(job_id, seq))

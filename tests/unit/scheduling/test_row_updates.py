@@ -4,19 +4,18 @@ tracks), stale versions refused."""
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import UTC, datetime
 
 import pytest
 from scheduling_fakes import make_job
-from sqlalchemy import Engine, event, select, update
+from sqlalchemy import select, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from kernelband.db.models import Attempt, Track
 from kernelband.db.session import ConflictError, session_scope
 from kernelband.scheduling.lifecycle import start_queued_jobs
 from kernelband.scheduling.row_updates import batch_row_updates
+from tests.utils.sql_log import sent_statements
 
 
 def three_tracks(factory: sessionmaker[Session]) -> list[int]:
@@ -24,22 +23,6 @@ def three_tracks(factory: sessionmaker[Session]) -> list[int]:
     with session_scope(factory) as session:
         start_queued_jobs(session)
         return list(session.scalars(select(Track.id).order_by(Track.id)))
-
-
-@contextmanager
-def updates_sent(engine: Engine) -> Iterator[list[str]]:
-    """The UPDATE statements sent while the block runs."""
-    sent: list[str] = []
-
-    def record(_conn: object, _cursor: object, statement: str, *rest: object) -> None:
-        if statement.startswith("UPDATE"):
-            sent.append(statement)
-
-    event.listen(engine, "before_cursor_execute", record)
-    try:
-        yield sent
-    finally:
-        event.remove(engine, "before_cursor_execute", record)
 
 
 def versions(factory: sessionmaker[Session]) -> dict[int, tuple[int, int, str | None]]:
@@ -53,23 +36,13 @@ def test_changed_tracks_of_a_flush_go_out_in_one_versioned_update(
         postgres_factory: sessionmaker[Session]) -> None:
     ids = three_tracks(postgres_factory)
     before = versions(postgres_factory)
-    updates: list[str] = []
     engine = postgres_factory.kw["bind"]
-
-    def record(_conn: object, _cursor: object, statement: str, *rest: object) -> None:
-        if statement.startswith("UPDATE"):
-            updates.append(statement)
-
-    event.listen(engine, "before_cursor_execute", record)
-    try:
-        with session_scope(postgres_factory) as session:
-            batch_row_updates(session)
-            for track in session.scalars(select(Track)):
-                track.iterations_done += 2
-                if track.id == ids[0]:
-                    track.reason = "a different set of columns"
-    finally:
-        event.remove(engine, "before_cursor_execute", record)
+    with sent_statements(engine, "UPDATE") as updates, session_scope(postgres_factory) as session:
+        batch_row_updates(session)
+        for track in session.scalars(select(Track)):
+            track.iterations_done += 2
+            if track.id == ids[0]:
+                track.reason = "a different set of columns"
     after = versions(postgres_factory)
     assert len(updates) == 2  # one per set of changed columns, not one per track
     for track_id in ids:
@@ -106,7 +79,7 @@ def test_json_state_floats_and_timestamps_are_stored_as_the_orm_would(
     finished = datetime(2026, 1, 2, 3, 4, 5, 678901, tzinfo=UTC)
     state = {"labels": "0120", "arm_mu": [[0.5, 1e-05]], "nested": {"ok": True}}
     engine = postgres_factory.kw["bind"]
-    with updates_sent(engine) as first, session_scope(postgres_factory) as session:
+    with sent_statements(engine, "UPDATE") as first, session_scope(postgres_factory) as session:
         batch_row_updates(session)
         tracks = list(session.scalars(select(Track).order_by(Track.id)))
         for track in tracks:
@@ -114,7 +87,7 @@ def test_json_state_floats_and_timestamps_are_stored_as_the_orm_would(
         tracks[0].finished_at = tracks[1].finished_at = finished
     assert len(first) == 2 and "json_populate_recordset" in first[0]  # tracks 0 and 1
     assert "json_populate_recordset" not in first[1]  # track 2 alone: the ORM's UPDATE
-    with updates_sent(engine) as second, session_scope(postgres_factory) as session:
+    with sent_statements(engine, "UPDATE") as second, session_scope(postgres_factory) as session:
         batch_row_updates(session)
         for track in session.scalars(select(Track).where(Track.id.in_(ids[:2]))):
             track.best_speedup = math.inf
@@ -138,7 +111,7 @@ def test_closed_attempts_of_a_flush_go_out_in_one_update(
     three_tracks(postgres_factory)
     when = datetime(2026, 5, 6, 7, 8, 9, tzinfo=UTC)
     engine = postgres_factory.kw["bind"]
-    with updates_sent(engine) as sent, session_scope(postgres_factory) as session:
+    with sent_statements(engine, "UPDATE") as sent, session_scope(postgres_factory) as session:
         batch_row_updates(session)
         attempts = list(session.scalars(select(Attempt).order_by(Attempt.id)))
         for n, attempt in enumerate(attempts):
