@@ -21,7 +21,7 @@ import gc
 import time
 from collections.abc import Callable
 
-YOUNG_THRESHOLD = 2_000  # should automatic collection be turned on again: young collections
+YOUNG_THRESHOLD = 2_000  # young collections, should something turn automatic collection on
 MIDDLE_THRESHOLD = 10  # young collections per middle-generation collection
 NO_AUTOMATIC_FULL = 1_000_000_000  # middle collections per full one: in practice never
 COLLECT_EVERY_S = 30.0  # full collection of the objects that survived since the last one
