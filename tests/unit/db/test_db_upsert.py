@@ -7,24 +7,12 @@ from datetime import UTC, datetime, timedelta
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
-from kernelband.db import repository
-from kernelband.db.models import Cluster, Track
+from kernelband.db.models import Cluster
 from kernelband.db.session import session_scope
 from kernelband.db.upsert import upsert_rows
+from tests.utils.db_rows import new_track
 
 KEYS, COMPARED = ("track_id", "cluster"), ("members", "size", "representative_id", "centroid")
-
-
-def _track(factory: sessionmaker[Session]) -> int:
-    with session_scope(factory) as session:
-        team = repository.get_or_create_team(session, "upsert-team")
-        problem = repository.get_or_create_problem(
-            session, team.id, "toy", "native", "X", {"editable": "X"}, "u" * 64)
-        job = repository.create_job(session, team.id, problem.id, ("cpu",))
-        track = Track(job_id=job.id, target="cpu", status="running")
-        session.add(track)
-        session.flush()
-        return track.id
 
 
 def _row(track_id: int, cluster: int, members: list[str], when: datetime) -> dict[str, object]:
@@ -40,7 +28,7 @@ def _stored(factory: sessionmaker[Session], track_id: int) -> dict[int, tuple[li
 
 
 def test_upsert_inserts_then_touches_only_changed_rows(db_factory: sessionmaker[Session]) -> None:
-    track_id = _track(db_factory)
+    track_id = new_track(db_factory, "upsert-team")
     first = datetime(2026, 1, 1, tzinfo=UTC)
     with session_scope(db_factory) as session:
         upsert_rows(session, Cluster, [_row(track_id, 0, ["1", "2"], first),

@@ -10,9 +10,10 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
-from kernelband.db import json_codec, repository
+from kernelband.db import json_codec
 from kernelband.db.models import Event
 from kernelband.db.session import session_scope
+from tests.utils.db_rows import new_job
 
 
 def test_round_trip_of_the_values_the_scheduler_stores() -> None:
@@ -39,10 +40,7 @@ def test_what_orjson_refuses_goes_to_the_standard_library() -> None:
 
 def test_json_columns_use_the_codec(db_factory: sessionmaker[Session]) -> None:
     with session_scope(db_factory) as session:
-        team = repository.get_or_create_team(session, "codec-team")
-        problem = repository.get_or_create_problem(
-            session, team.id, "toy", "native", "X", {"editable": "X"}, "j" * 64)
-        job = repository.create_job(session, team.id, problem.id, ("cpu",))
+        job = new_job(session, "codec-team")
         session.add(Event(job_id=job.id, seq=1, kind="probe",
                           payload={"speedup": np.float64(1.5), "nan": math.nan}))
     with session_scope(db_factory) as session:

@@ -8,25 +8,19 @@ from datetime import UTC, datetime
 from sqlalchemy import select, text
 from sqlalchemy.orm import Session, sessionmaker
 
-from kernelband.db import repository
 from kernelband.db.json_rows import insert_rows, portable
-from kernelband.db.models import Candidate, Measurement, Track
+from kernelband.db.models import Candidate, Measurement
 from kernelband.db.session import session_scope
+from tests.utils.db_rows import new_track
 from tests.utils.sql_log import sent_statements
 
 WHEN = datetime(2026, 3, 4, 5, 6, 7, 891011, tzinfo=UTC)
 
 
 def _candidate(factory: sessionmaker[Session]) -> int:
+    track_id = new_track(factory, "rows-team")
     with session_scope(factory) as session:
-        team = repository.get_or_create_team(session, "rows-team")
-        problem = repository.get_or_create_problem(
-            session, team.id, "toy", "native", "X", {"editable": "X"}, "q" * 64)
-        job = repository.create_job(session, team.id, problem.id, ("cpu",))
-        track = Track(job_id=job.id, target="cpu", status="running")
-        session.add(track)
-        session.flush()
-        candidate = Candidate(track_id=track.id, editable="X", status="measured")
+        candidate = Candidate(track_id=track_id, editable="X", status="measured")
         session.add(candidate)
         session.flush()
         return candidate.id

@@ -5,19 +5,16 @@ from __future__ import annotations
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
-from kernelband.db import repository
 from kernelband.db.models import Event, utcnow
 from kernelband.db.row_buffer import add_row, buffered_rows, write_rows
 from kernelband.db.session import session_scope
+from tests.utils.db_rows import new_job
 from tests.utils.sql_log import sent_statements
 
 
 def _job(factory: sessionmaker[Session]) -> int:
     with session_scope(factory) as session:
-        team = repository.get_or_create_team(session, "buffer-team")
-        problem = repository.get_or_create_problem(
-            session, team.id, "toy", "native", "X", {"editable": "X"}, "r" * 64)
-        return repository.create_job(session, team.id, problem.id, ("cpu",)).id
+        return new_job(session, "buffer-team").id
 
 
 def _event(job_id: int, seq: int) -> dict[str, object]:
