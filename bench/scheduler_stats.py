@@ -1,5 +1,5 @@
-"""Pure helpers of the scheduler benchmark: the sustained rate per window, and where cProfile
-says the time goes."""
+"""Pure helpers of the scheduler benchmark: the sustained rate per window, where cProfile says
+the time goes, and the head of its listing."""
 
 from __future__ import annotations
 
@@ -35,3 +35,10 @@ def hotspots(stats: pstats.Stats) -> dict[str, float]:
         if name in shares:
             shares[name] += cumulative / total if total else 0.0
     return shares
+
+
+def trim_listing(text: str, lines: int = 30) -> str:
+    """The header and first rows of a pstats listing."""
+    body = [line.rstrip() for line in text.splitlines() if line.strip()]
+    start = next((i for i, line in enumerate(body) if "ncalls" in line), 0)
+    return "\n".join(body[max(0, start - 2):start + lines])

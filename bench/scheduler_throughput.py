@@ -39,7 +39,7 @@ from bench.common import (
     save_figure,
     verdict,
 )
-from bench.scheduler_stats import HOTSPOTS, WINDOW_S, hotspots, window_rates
+from bench.scheduler_stats import HOTSPOTS, WINDOW_S, hotspots, trim_listing, window_rates
 from kernelband.bandit import FrontierEntry, make_policy
 from kernelband.bandit.clustering import recluster
 from kernelband.config import Settings
@@ -177,13 +177,15 @@ def timed_step(ctx: EngineContext, t: Timings) -> None:
         t.ingest.append(time.perf_counter() - start)
         t.results += len(items)
     start = time.perf_counter()
-    with fenced(ctx) as session:
-        finish_tracks_and_jobs(session, ctx.clock())
+    if ctx.housekeeping_due():  # as `step`: not every pass while passes run back to back
+        with fenced(ctx) as session:
+            finish_tracks_and_jobs(session, ctx.clock())
     t.finish.append(time.perf_counter() - start)
     start = time.perf_counter()
-    selected, _ = select_and_dispatch(ctx)
+    selected, dispatched = select_and_dispatch(ctx)
     t.select.append(time.perf_counter() - start)
     t.pulls += selected
+    ctx.stopped_at_bound(selected, dispatched)
 
 
 WARMUP_STEPS = 3
@@ -327,7 +329,7 @@ def section(data: dict[str, Any]) -> str:
                f"share of profiled time; shares overlap because calls nest): {where}."
                if where else "")
     profile += (f"\n\ncProfile of scheduler passes at the largest configuration (cumulative "
-               f"time, top entries):\n\n```\n{_trim(data['profile'])}\n```"
+               f"time, top entries):\n\n```\n{trim_listing(data['profile'])}\n```"
                if data.get("profile") else "")
     return ("## Scheduler throughput\n\n"
             f"**{data['label']}.** Command: `python -m bench.scheduler_throughput`. Postgres "
@@ -344,13 +346,6 @@ def section(data: dict[str, Any]) -> str:
             f"passes per configuration ({data.get('sustained_s') or data['seconds_per_config']:g} s "
             f"at the largest, the sustained rate).\n\n{table}\n\n" + "\n".join(lines) + profile
             + "\n\n![scheduler throughput](results/scheduler_throughput.png)")
-
-
-def _trim(text: str, lines: int = 30) -> str:
-    """The header and first rows of a pstats listing."""
-    body = [line.rstrip() for line in text.splitlines() if line.strip()]
-    start = next((i for i, line in enumerate(body) if "ncalls" in line), 0)
-    return "\n".join(body[max(0, start - 2):start + lines])
 
 
 def plot(data: dict[str, Any]) -> None:

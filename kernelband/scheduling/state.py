@@ -17,6 +17,7 @@ from sqlalchemy.orm import Session, defer, object_session
 from kernelband.bandit import FrontierEntry, PolicyState, make_policy
 from kernelband.bandit.policy import Policy
 from kernelband.db.models import Candidate, FrontierRow, Job, Measurement, Track
+from kernelband.db.row_buffer import add_row
 from kernelband.scheduling.state_cache import cached_state, remember_state
 from kernelband.scheduling.views import deferred_writes, refresh_view
 
@@ -65,14 +66,13 @@ def save_state(session: Session, track: Track, state: PolicyState,
     size = track.frontier_size or 0
     if len(state.frontier) < size:
         raise RuntimeError(f"track {track.id}: a policy state may only append to its frontier")
-    writes = deferred_writes(session)  # rows and views go out at commit, batched
-    writes.frontier_rows += [{"track_id": track.id, "position": i, "entry": e.to_dict()}
-                             for i, e in enumerate(state.frontier[size:], start=size)]
+    for i, entry in enumerate(state.frontier[size:], start=size):  # one INSERT per transaction
+        add_row(session, FrontierRow, {"track_id": track.id, "position": i, "entry": entry.to_dict()})
     track.policy_state = stored
     track.frontier_size = len(state.frontier)
     remember_state(session, track, state, stored)
-    if previous is None or view_key(previous) != view_key(state):
-        writes.views[track.id] = (track, session.get_one(Job, track.job_id), state)
+    if previous is None or view_key(previous) != view_key(state):  # the view goes out at commit
+        deferred_writes(session).views[track.id] = (track, session.get_one(Job, track.job_id), state)
 
 
 def stored_labels(labels: list[int]) -> str | list[int]:

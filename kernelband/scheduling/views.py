@@ -1,8 +1,8 @@
 """Rows a scheduler transaction writes just before it commits, each table in one statement.
 
-New frontier entries, the arm/cluster views the dashboard reads (derived from the policy
-state, never read back) and the `version` of every job the transaction appended events to
-(the API's ETags). Collected while results and pulls are applied, written by one
+The arm/cluster views the dashboard reads (derived from the policy state, never read back)
+and the `version` of every job the transaction appended events to (the API's ETags); new
+frontier entries are buffered rows (`db.row_buffer`). Collected while results and pulls are applied, written by one
 `before_commit` hook, so a batch of results costs one statement per table, not per result.
 """
 
@@ -14,11 +14,11 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import event as orm_events
-from sqlalchemy import insert, update
+from sqlalchemy import update
 from sqlalchemy.orm import Session
 
 from kernelband.bandit import FrontierEntry, PolicyState, make_policy
-from kernelband.db.models import ArmStat, Cluster, FrontierRow, Job, Track, utcnow
+from kernelband.db.models import ArmStat, Cluster, Job, Track, utcnow
 from kernelband.db.upsert import upsert_rows
 from kernelband.scheduling.view_cache import changed_rows, note_view_written, view_due
 
@@ -28,7 +28,6 @@ class DeferredWrites:
     """Rows one transaction writes just before it commits, each table in one statement."""
 
     touched_jobs: set[int] = field(default_factory=set)  # their `version` is bumped
-    frontier_rows: list[dict[str, Any]] = field(default_factory=list)
     # The latest state per track, with its job (held here: the identity map holds rows weakly).
     views: dict[int, tuple[Track, Job, PolicyState]] = field(default_factory=dict)
     forced: set[int] = field(default_factory=set)  # tracks whose view is written however recent
@@ -73,8 +72,6 @@ def _write_deferred(session: Session) -> None:
     if held is None or held[0] is not session.get_transaction():
         return
     writes: DeferredWrites = held[1]
-    if writes.frontier_rows:
-        session.execute(insert(FrontierRow), writes.frontier_rows)
     arms: list[dict[str, Any]] = []
     clusters: list[dict[str, Any]] = []
     now = utcnow()

@@ -12,7 +12,13 @@ from kernelband.config import Settings
 from kernelband.db.models import Attempt
 from kernelband.db.session import session_scope
 from kernelband.scheduling.dispatch import InboxDispatcher, TaskMessage
-from kernelband.scheduling.pipeline import EngineContext, dispatch_pending, fenced, step
+from kernelband.scheduling.pipeline import (
+    HOUSEKEEPING_S,
+    EngineContext,
+    dispatch_pending,
+    fenced,
+    step,
+)
 from kernelband.scheduling.selection import select_pulls
 
 
@@ -81,3 +87,42 @@ def test_a_job_whose_other_track_is_full_still_counts_its_pulls(
         assert select_pulls(session, ctx.clock(), limit=1) == 1
     # the one-target job (1 in flight) goes before the two-target one (2 in flight, one full track)
     assert _pulls_per_job(db_factory) == Counter({two_targets: 2, one_target: 2})
+
+
+def test_default_bounds_stop_a_pass_and_send_the_tasks_of_its_pulls(
+        sqlite_factory: sessionmaker[Session]) -> None:
+    """The Settings defaults bound a pass's pulls, and its sends cover their three tasks."""
+    defaults = Settings()
+    assert defaults.max_dispatch_per_pass >= 3 * defaults.max_pulls_per_pass
+    slots = defaults.max_pulls_per_pass + 5
+    for seed in range(slots):
+        make_job(sqlite_factory, budget_iterations=50, parallelism=1, seed=seed)
+    ctx = EngineContext(sqlite_factory, BaselineOnlyDispatcher(),
+                        Settings(max_in_flight_per_team=10_000,
+                                 max_job_starts_per_team=slots))
+    step(ctx)  # jobs start; baselines are sent and answered
+    report = step(ctx)  # baselines applied: every track has one free slot
+    assert (report.selected, report.more_waiting) == (defaults.max_pulls_per_pass, True)
+    assert report.dispatched == defaults.max_pulls_per_pass  # every pull's generate task
+    report = step(ctx)  # the next pass serves the rest
+    assert (report.selected, report.dispatched) == (5, 5)
+    assert sum(_pulls_per_job(sqlite_factory).values()) == slots
+
+
+def test_housekeeping_waits_while_passes_run_back_to_back(
+        sqlite_factory: sessionmaker[Session]) -> None:
+    """After a pass that stopped at a bound, queued jobs start (and leases expire, tracks
+    finish) only once HOUSEKEEPING_S has passed; after a pass that did not, at once."""
+    make_job(sqlite_factory, budget_iterations=50, parallelism=4, seed=1)
+    ctx = EngineContext(sqlite_factory, BaselineOnlyDispatcher(),
+                        Settings(max_in_flight_per_team=10_000, max_pulls_per_pass=2))
+    assert step(ctx).started_jobs == 1
+    assert step(ctx).more_waiting  # baseline applied; 2 of the 4 free slots selected
+    make_job(sqlite_factory, budget_iterations=50, parallelism=4, seed=2)
+    report = step(ctx)
+    assert (report.started_jobs, report.selected, report.more_waiting) == (0, 2, True)
+    assert ctx.housekeeping_at is not None
+    ctx.housekeeping_at -= HOUSEKEEPING_S  # the interval has passed
+    assert step(ctx).started_jobs == 1
+    ctx.back_to_back = False  # a pass that did not stop at a bound: no waiting
+    assert ctx.housekeeping_due() and ctx.housekeeping_due()
