@@ -1,7 +1,7 @@
 """Append-only rows inserted without ORM objects: one INSERT per table.
 
 A scheduler transaction adds many rows that nothing in it reads back as objects: events, LLM
-usage, measurements, new attempts. As ORM objects each cost the unit of work about 140
+usage, measurements, new attempts, new frontier entries. As ORM objects each cost the unit of work about 140
 microseconds on Postgres (constructed, tracked, sorted, flushed, expired); a Core executemany
 row about 50, a row of a JSON recordset parameter (`json_rows`) about 25. `add_row` keeps the
 row as a plain dict. The buffer is written, one INSERT per table in the order the tables were
