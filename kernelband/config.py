@@ -56,11 +56,12 @@ class Settings(BaseSettings):
     max_job_starts_per_team: int = 4
     # bounded passes: new pulls selected and attempts sent per scheduler pass (the rest wait
     # for the next pass, served first), so one pass stays short however many slots are free.
-    # A pull sends three tasks (generate, compile, profile), so sends are 3x pulls. At 100 jobs
-    # x 1,000 candidates a select+dispatch pass costs about 9 ms plus 0.6 ms per pull (2-core
-    # machine, bench/RESULTS.md): 40 keeps its p99 near 40 ms; 256 took about 90 ms.
-    max_pulls_per_pass: int = 40
-    max_dispatch_per_pass: int = 120
+    # A pull sends three tasks (generate, compile, profile); sends get room beyond that so a
+    # backlog of follow-up tasks clears. At 100 jobs x 1,000 candidates a select+dispatch pass
+    # costs about 20 ms plus 0.6-0.8 ms per pull (2-core machine, bench/RESULTS.md): 32 pulls
+    # keep its p99 under 50 ms; 256 took about 95 ms.
+    max_pulls_per_pass: int = 32
+    max_dispatch_per_pass: int = 128
 
     # api
     max_source_bytes: int = 256 * 1024

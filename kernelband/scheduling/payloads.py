@@ -1,8 +1,9 @@
 """Task payloads: the complete, self-contained message of each attempt (workers have no DB).
 
-`task_payloads` builds them for a whole dispatch batch with one query per table; the generate
-payload carries the parent's labelled profile facts (`profile_summary`) and the generation
-context of kernelband.loop (memory, example, repair turn).
+`task_payloads` builds them for a whole dispatch batch with one query of plain columns per
+table (ORM rows only for the generation context of LLM jobs); the generate payload carries
+the parent's labelled profile facts (`profile_summary`) and the generation context of
+kernelband.loop (memory, example, repair turn).
 """
 
 from __future__ import annotations
@@ -10,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from sqlalchemy import select
-from sqlalchemy.orm import Session
+from sqlalchemy import Row, select
+from sqlalchemy.orm import Session, aliased
 
 from kernelband.bandit import POLICIES
 from kernelband.db.models import Candidate, Job, Measurement, Problem, Track
@@ -61,27 +62,52 @@ def profile_summary(measurement: Measurement | None) -> list[dict[str, Any]]:
 def task_payloads(session: Session, attempts: Sequence[ClaimedAttempt]) -> list[dict[str, Any]]:
     """The complete, self-contained message payload of each attempt (workers have no DB).
 
-    The rows they need are read in one query per table for the whole batch, before any
-    payload is built, so nothing is read (or flushed) once per attempt.
+    The rows they need are read as plain columns, one query per table for the whole batch,
+    before any payload is built, so nothing is read (or flushed) once per attempt. Only the
+    generate attempts of LLM jobs load ORM rows (their generation context reads the lineage).
     """
-    candidate_ids = {a.candidate_id for a in attempts if a.candidate_id is not None}
-    jobs = _rows(session, Job, {a.job_id for a in attempts})
-    candidates = _rows(session, Candidate, candidate_ids)
-    # A compile payload carries the child alone; profile (parent's code) and generate (lineage
-    # memory) payloads read the candidate's parent too.
-    with_parent = {a.candidate_id for a in attempts if a.kind != "compile"}
-    parent_ids = {c.parent_id for c in candidates
-                  if c.parent_id is not None and c.id in with_parent} - candidate_ids
-    # The identity map holds rows weakly: `held` keeps them there while payloads are built.
-    held = [jobs, candidates,
-            _rows(session, Track, {a.track_id for a in attempts}, WITHOUT_STORED_STATE),
-            _rows(session, Problem, {j.problem_id for j in jobs}),
-            _rows(session, Candidate, parent_ids)]
+    if not attempts:
+        return []
+    jobs = _columns(session, {a.job_id for a in attempts}, Job.id, Job.problem_id, Job.limits,
+                    Job.model, Job.policy, Job.generator)
+    tracks = _columns(session, {a.track_id for a in attempts}, Track.id, Track.target)
+    problems = _columns(session, {j.problem_id for j in jobs.values()}, Problem.id,
+                        Problem.loaded)
+    parent = aliased(Candidate)
+    candidates = _columns(session, {a.candidate_id for a in attempts if a.candidate_id},
+                          Candidate.id, Candidate.editable, Candidate.parent_id,
+                          parent.editable.label("parent_editable"),
+                          join=(parent, parent.id == Candidate.parent_id))
     newest = latest_measurements(session, (a.candidate_id for a in attempts
                                            if a.kind == "generate" and a.candidate_id))
-    payloads = [_payload(session, attempt, newest) for attempt in attempts]
+    with_context = [a for a in attempts if a.kind == "generate" and a.candidate_id
+                    and _needs_context(jobs[a.job_id])]
+    # The identity map holds rows weakly: `held` keeps them there while payloads are built.
+    held = [_rows(session, Job, {a.job_id for a in with_context}),
+            _rows(session, Track, {a.track_id for a in with_context}, WITHOUT_STORED_STATE),
+            _rows(session, Candidate, {a.candidate_id for a in with_context if a.candidate_id})]
+    payloads = [_payload(session, attempt, jobs[attempt.job_id], tracks[attempt.track_id],
+                         problems[jobs[attempt.job_id].problem_id],
+                         candidates.get(attempt.candidate_id or 0), newest)
+                for attempt in attempts]
     del held
     return payloads
+
+
+def _needs_context(job: Row[Any]) -> bool:
+    """Whether a generate payload of this job carries a generation context (LLM jobs only)."""
+    return job.generator == "llm" and bool(job.model)
+
+
+def _columns(session: Session, ids: set[int], key: Any, *columns: Any,
+             join: tuple[Any, Any] | None = None) -> dict[int, Row[Any]]:
+    """Plain rows (`key`, *columns) by `key` for these ids, in one query (none for no ids)."""
+    if not ids:
+        return {}
+    query = select(key, *columns).where(key.in_(sorted(ids)))
+    if join is not None:
+        query = query.outerjoin(*join)
+    return {row[0]: row for row in session.execute(query)}
 
 
 def _rows(session: Session, model: Any, ids: set[int], *options: Any) -> list[Any]:
@@ -92,12 +118,9 @@ def _rows(session: Session, model: Any, ids: set[int], *options: Any) -> list[An
     return list(session.scalars(select(model).where(model.id.in_(ids)).options(*options)))
 
 
-def _payload(session: Session, attempt: ClaimedAttempt,
+def _payload(session: Session, attempt: ClaimedAttempt, job: Row[Any], track: Row[Any],
+             problem: Row[Any], candidate: Row[Any] | None,
              newest: dict[int, Measurement]) -> dict[str, Any]:
-    track = session.get_one(Track, attempt.track_id)
-    job = session.get_one(Job, attempt.job_id)
-    problem = session.get_one(Problem, job.problem_id)
-    candidate = session.get(Candidate, attempt.candidate_id) if attempt.candidate_id else None
     payload: dict[str, Any] = {"attempt_id": attempt.id, "job_id": job.id, "target": track.target,
                                "problem": problem.loaded, **attempt.payload}
     if job.limits:  # the job's own sandbox limits (kernelband.sandbox.job_limits)
@@ -105,18 +128,19 @@ def _payload(session: Session, attempt: ClaimedAttempt,
     if candidate is None:
         return payload
     if attempt.kind == "generate":
-        from kernelband.loop.context import generation_context  # the loop reads these helpers
-
         payload.update(parent_editable=candidate.editable, model=job.model,
                        profile_summary=profile_summary(newest.get(candidate.id)))
-        payload.update(generation_context(session, attempt, job, candidate))
+        if _needs_context(job):
+            from kernelband.loop.context import generation_context  # the loop reads these helpers
+
+            payload.update(generation_context(session, attempt, session.get_one(Job, job.id),
+                                              session.get_one(Candidate, candidate.id)))
         return payload
     payload["editable"] = candidate.editable
     if attempt.kind == "profile":  # the class says it; no need to build the job's policy
         payload["hardware_signature"] = POLICIES[job.policy].policy.reads_signature
     if attempt.kind == "profile" and candidate.parent_id is not None:
-        parent = session.get(Candidate, candidate.parent_id)
-        payload["parent_editable"] = parent.editable if parent else None
+        payload["parent_editable"] = candidate.parent_editable
     return payload
 
 

@@ -60,27 +60,34 @@ def tracks_with_free_slots(session: Session) -> list[Any]:
     """A row per running track with a free slot (parallelism and iteration budget), in one
     query of plain columns (no ORM objects): `track_id`, `job_id`, `team_id`, `parallelism`,
     `budget_iterations`, `iterations_dispatched`, its pulls in flight (`pulls`), its job's
-    pulls in flight over all running tracks (`job_pulls`) and the job's budget fields."""
+    pulls in flight over all running tracks (`job_pulls`) and the job's budget fields.
+
+    Tracks and jobs are joined once and every running track is read (its pulls count for its
+    job); those without a free slot are dropped here, not in a second join in SQL."""
+    return [row for row in session.execute(_RUNNING_TRACKS).all()
+            if row.pulls < row.parallelism and row.iterations_dispatched < row.budget_iterations]
+
+
+def _running_tracks() -> Any:
+    """Every running track of a running job with its pulls in flight (the statement is built
+    once: it takes no parameters)."""
     open_pulls = (select(Attempt.track_id, func.count(Attempt.id).label("pulls"))
                   .where(Attempt.decision_id.is_not(None), Attempt.state.in_(ACTIVE_ATTEMPT_STATES))
                   .group_by(Attempt.track_id).subquery())
     pulls = func.coalesce(open_pulls.c.pulls, 0)
-    running = (select(Track.id.label("track_id"), pulls.label("pulls"),
-                      func.sum(pulls).over(partition_by=Track.job_id).label("job_pulls"))
-               .join(Job, Job.id == Track.job_id)
-               .outerjoin(open_pulls, open_pulls.c.track_id == Track.id)
-               .where(Track.status == "running", Job.status == "running",
-                      Job.cancel_requested.is_(False))
-               .subquery())
-    query = (select(running.c.track_id, Track.job_id, Job.team_id, Job.parallelism,
-                    Job.budget_iterations, Track.iterations_dispatched, running.c.pulls,
-                    running.c.job_pulls, Job.budget_tokens, Job.tokens_used, Job.budget_usd,
-                    Job.cost_usd, Job.budget_wall_s, Job.started_at)
-             .join(Track, Track.id == running.c.track_id).join(Job, Job.id == Track.job_id)
-             .where(running.c.pulls < Job.parallelism,
-                    Track.iterations_dispatched < Job.budget_iterations)
-             .order_by(running.c.track_id))
-    return list(session.execute(query).all())
+    return (select(Track.id.label("track_id"), Track.job_id, Job.team_id, Job.parallelism,
+                   Job.budget_iterations, Track.iterations_dispatched, pulls.label("pulls"),
+                   func.sum(pulls).over(partition_by=Track.job_id).label("job_pulls"),
+                   Job.budget_tokens, Job.tokens_used, Job.budget_usd, Job.cost_usd,
+                   Job.budget_wall_s, Job.started_at)
+            .join(Job, Job.id == Track.job_id)
+            .outerjoin(open_pulls, open_pulls.c.track_id == Track.id)
+            .where(Track.status == "running", Job.status == "running",
+                   Job.cancel_requested.is_(False))
+            .order_by(Track.id))
+
+
+_RUNNING_TRACKS = _running_tracks()
 
 
 def job_rank(rows: Sequence[Any]) -> dict[int, int]:

@@ -337,3 +337,23 @@ def test_every_task_of_a_job_carries_its_sandbox_limits(db_factory: sessionmaker
     assert {m.kind for m in mine} >= {"generate", "compile", "profile"}
     assert all(m.payload["limits"] == limits for m in mine)
     assert all("limits" not in m.payload for m in sent if m.payload["job_id"] == plain_id)
+
+
+def test_compile_and_profile_payloads_carry_the_child_and_its_parents_code(
+        db_factory: sessionmaker[Session]) -> None:
+    job_id = make_job(db_factory, targets=("h100",), budget_iterations=2)
+    ctx = context(db_factory)
+    run_to_end(ctx, job_id)
+    with session_scope(db_factory) as session:
+        code = {c.id: (c.editable, c.parent_id) for c in session.scalars(select(Candidate))}
+    sent = ctx.dispatcher.submitted  # type: ignore[attr-defined]
+    children = [m for m in sent if m.kind in ("compile", "profile") and m.payload.get("editable")
+                and m.payload["editable"] != "ORIGINAL"]
+    assert {m.kind for m in children} == {"compile", "profile"}
+    by_code = {editable: parent for editable, parent in code.values()}
+    for message in children:
+        parent_code = code[by_code[message.payload["editable"]]][0]
+        if message.kind == "profile":
+            assert message.payload["parent_editable"] == parent_code
+        else:
+            assert "parent_editable" not in message.payload
