@@ -89,23 +89,21 @@ def test_a_job_whose_other_track_is_full_still_counts_its_pulls(
     assert _pulls_per_job(db_factory) == Counter({two_targets: 2, one_target: 2})
 
 
-def test_default_bounds_stop_a_pass_and_send_the_tasks_of_its_pulls(
+def test_a_pass_stopped_at_its_bound_sends_its_pulls_and_the_next_serves_the_rest(
         sqlite_factory: sessionmaker[Session]) -> None:
-    """The Settings defaults bound a pass's pulls, and its sends cover their three tasks."""
-    defaults = Settings()
-    assert defaults.max_dispatch_per_pass >= 3 * defaults.max_pulls_per_pass
-    slots = defaults.max_pulls_per_pass + 5
+    """A step selects up to `max_pulls_per_pass`, says more is waiting, and sends every pull's
+    generate task; the next step serves the remaining slots."""
+    bound, slots = 6, 9
     for seed in range(slots):
         make_job(sqlite_factory, budget_iterations=50, parallelism=1, seed=seed)
     ctx = EngineContext(sqlite_factory, BaselineOnlyDispatcher(),
-                        Settings(max_in_flight_per_team=10_000,
-                                 max_job_starts_per_team=slots))
+                        Settings(max_in_flight_per_team=10_000, max_job_starts_per_team=slots,
+                                 max_pulls_per_pass=bound, max_dispatch_per_pass=3 * bound))
     step(ctx)  # jobs start; baselines are sent and answered
     report = step(ctx)  # baselines applied: every track has one free slot
-    assert (report.selected, report.more_waiting) == (defaults.max_pulls_per_pass, True)
-    assert report.dispatched == defaults.max_pulls_per_pass  # every pull's generate task
-    report = step(ctx)  # the next pass serves the rest
-    assert (report.selected, report.dispatched) == (5, 5)
+    assert (report.selected, report.dispatched, report.more_waiting) == (bound, bound, True)
+    report = step(ctx)
+    assert (report.selected, report.dispatched) == (slots - bound, slots - bound)
     assert sum(_pulls_per_job(sqlite_factory).values()) == slots
 
 
