@@ -48,17 +48,21 @@ class EngineContext:
     settings: Settings
     leader_epoch: int | None = None  # None: embedded mode, nothing to fence
     clock: Callable[[], datetime] = utcnow
+    # Housekeeping (jobs start, leases expire, tracks finish) at most this often (seconds);
+    # 0: every pass. The leader process sets Settings.housekeeping_interval_s.
+    housekeeping_s: float = 0.0
     # When the last housekeeping ran (time.monotonic), and whether the last pass stopped at a
     # bound; in memory only: a restarted scheduler does its housekeeping in its first pass.
     housekeeping_at: float | None = None
     back_to_back: bool = False
 
     def housekeeping_due(self) -> bool:
-        """Jobs start, leases expire and tracks finish every pass, except while passes run back
-        to back (the last one stopped at a bound): then at most every HOUSEKEEPING_S."""
+        """Whether this pass starts jobs, expires leases and finishes tracks: at most every
+        `housekeeping_s`, and while passes run back to back (the last one stopped at a bound)
+        at most every HOUSEKEEPING_S."""
         now = time.monotonic()
-        if (self.back_to_back and self.housekeeping_at is not None
-                and now - self.housekeeping_at < HOUSEKEEPING_S):
+        interval = max(self.housekeeping_s, HOUSEKEEPING_S if self.back_to_back else 0.0)
+        if self.housekeeping_at is not None and now - self.housekeeping_at < interval:
             return False
         self.housekeeping_at = now
         return True

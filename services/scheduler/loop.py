@@ -74,7 +74,8 @@ def run_scheduler(settings: Settings, name: str, stop: threading.Event) -> None:
             log.info("%s leads with epoch %s; %s unacknowledged results put back", name, epoch,
                      recovered)
             ctx = EngineContext(factory=factory, dispatcher=dispatcher, settings=settings,
-                                leader_epoch=epoch)
+                                leader_epoch=epoch,
+                                housekeeping_s=settings.housekeeping_interval_s)
             recheck_after_takeover(ctx, name)
             stats = lead(ctx, lock, dispatcher, name, stop)
             log.info("%s stopped leading: %s", name, stats)

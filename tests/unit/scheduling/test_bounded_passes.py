@@ -124,3 +124,19 @@ def test_housekeeping_waits_while_passes_run_back_to_back(
     assert step(ctx).started_jobs == 1
     ctx.back_to_back = False  # a pass that did not stop at a bound: no waiting
     assert ctx.housekeeping_due() and ctx.housekeeping_due()
+
+
+def test_a_housekeeping_interval_holds_for_every_pass(
+        sqlite_factory: sessionmaker[Session]) -> None:
+    """With `housekeeping_s` (the leader's Settings.housekeeping_interval_s) queued jobs start
+    at most that often, whether or not passes stop at a bound."""
+    ctx = EngineContext(sqlite_factory, BaselineOnlyDispatcher(),
+                        Settings(max_in_flight_per_team=10_000), housekeeping_s=60.0)
+    make_job(sqlite_factory, budget_iterations=50, parallelism=1, seed=1)
+    assert step(ctx).started_jobs == 1  # the first pass does its housekeeping
+    make_job(sqlite_factory, budget_iterations=50, parallelism=1, seed=2)
+    report = step(ctx)
+    assert (report.started_jobs, report.more_waiting) == (0, False)
+    assert ctx.housekeeping_at is not None
+    ctx.housekeeping_at -= 60.0
+    assert step(ctx).started_jobs == 1
