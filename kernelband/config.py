@@ -52,7 +52,8 @@ class Settings(BaseSettings):
     max_tries: int = 3
     poll_interval_s: float = 0.2
     # the leader starts queued jobs, expires leases and finishes tracks at most this often
-    # (about 6 ms of reads a pass; a fleet's scheduler runs about ten passes a second)
+    # (about 6 ms of reads a pass; a fleet's scheduler runs about ten passes a second); every
+    # scheduler does so while its passes run back to back (each stopped at a bound)
     housekeeping_interval_s: float = 0.5
     # fair share: attempts in flight per team, and queued jobs started per team per cycle
     max_in_flight_per_team: int = 32

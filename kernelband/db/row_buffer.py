@@ -1,10 +1,10 @@
 """Append-only rows inserted without ORM objects: one INSERT per table.
 
 A scheduler transaction adds many rows that nothing in it reads back as objects: events, LLM
-usage, measurements, new attempts, new frontier entries. As ORM objects each cost the unit of work about 140
-microseconds on Postgres (constructed, tracked, sorted, flushed, expired); a Core executemany
-row about 50, a row of a JSON recordset parameter (`json_rows`) about 25. `add_row` keeps the
-row as a plain dict. The buffer is written, one INSERT per table in the order the tables were
+usage, measurements, new attempts, new frontier entries. As ORM objects each cost the unit of
+work about 140 microseconds on Postgres (constructed, tracked, sorted, flushed, expired); a Core
+executemany row about 50, a row of a JSON recordset parameter (`json_rows`) about 25. `add_row`
+keeps the row as a plain dict. The buffer is written, one INSERT per table in the order the tables were
 first used:
 
 - before the session runs any ORM statement (a query, `session.get` of an unloaded row, an

@@ -16,10 +16,15 @@ from kernelband.problem.translate import TRANSLATE_STEP
 from kernelband.scheduling.attempts import ClaimedAttempt
 
 
+def needs_generation_context(generator: str, model: str | None) -> bool:
+    """Whether a job's generate payloads carry a generation context (LLM jobs only)."""
+    return generator == "llm" and bool(model)
+
+
 def generation_context(session: Session, attempt: ClaimedAttempt, job: Job,
                        parent: Candidate) -> dict[str, Any]:
     """Extra payload keys of a generate attempt (none for the rules generator)."""
-    if job.generator != "llm" or not job.model:
+    if not needs_generation_context(job.generator, job.model):
         return {}
     repair = attempt.payload.get("repair")
     if isinstance(repair, dict):

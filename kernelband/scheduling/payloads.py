@@ -95,8 +95,9 @@ def task_payloads(session: Session, attempts: Sequence[ClaimedAttempt]) -> list[
 
 
 def _needs_context(job: Row[Any]) -> bool:
-    """Whether a generate payload of this job carries a generation context (LLM jobs only)."""
-    return job.generator == "llm" and bool(job.model)
+    from kernelband.loop.context import needs_generation_context  # the loop reads these helpers
+
+    return needs_generation_context(job.generator, job.model)
 
 
 def _columns(session: Session, ids: set[int], key: Any, *columns: Any,
@@ -131,7 +132,7 @@ def _payload(session: Session, attempt: ClaimedAttempt, job: Row[Any], track: Ro
         payload.update(parent_editable=candidate.editable, model=job.model,
                        profile_summary=profile_summary(newest.get(candidate.id)))
         if _needs_context(job):
-            from kernelband.loop.context import generation_context  # the loop reads these helpers
+            from kernelband.loop.context import generation_context
 
             payload.update(generation_context(session, attempt, session.get_one(Job, job.id),
                                               session.get_one(Candidate, candidate.id)))

@@ -34,9 +34,6 @@ from kernelband.scheduling.row_updates import batch_row_updates
 from kernelband.scheduling.selection import select_pulls
 
 log = logging.getLogger(__name__)
-# While passes run back to back (each stopped at a bound), starting queued jobs, expiring leases
-# and finishing tracks (about 6 ms of fixed reads per pass) run at most this often.
-HOUSEKEEPING_S = 0.5
 
 
 @dataclass
@@ -49,7 +46,8 @@ class EngineContext:
     leader_epoch: int | None = None  # None: embedded mode, nothing to fence
     clock: Callable[[], datetime] = utcnow
     # Housekeeping (jobs start, leases expire, tracks finish) at most this often (seconds);
-    # 0: every pass. The leader process sets Settings.housekeeping_interval_s.
+    # 0: every pass unless passes run back to back. The leader process sets
+    # Settings.housekeeping_interval_s.
     housekeeping_s: float = 0.0
     # When the last housekeeping ran (time.monotonic), and whether the last pass stopped at a
     # bound; in memory only: a restarted scheduler does its housekeeping in its first pass.
@@ -59,9 +57,10 @@ class EngineContext:
     def housekeeping_due(self) -> bool:
         """Whether this pass starts jobs, expires leases and finishes tracks: at most every
         `housekeeping_s`, and while passes run back to back (the last one stopped at a bound)
-        at most every HOUSEKEEPING_S."""
+        at most every `Settings.housekeeping_interval_s` (about 6 ms of reads a pass)."""
         now = time.monotonic()
-        interval = max(self.housekeeping_s, HOUSEKEEPING_S if self.back_to_back else 0.0)
+        back_to_back_s = self.settings.housekeeping_interval_s if self.back_to_back else 0.0
+        interval = max(self.housekeeping_s, back_to_back_s)
         if self.housekeeping_at is not None and now - self.housekeeping_at < interval:
             return False
         self.housekeeping_at = now

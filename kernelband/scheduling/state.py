@@ -67,12 +67,14 @@ def save_state(session: Session, track: Track, state: PolicyState,
     if len(state.frontier) < size:
         raise RuntimeError(f"track {track.id}: a policy state may only append to its frontier")
     for i, entry in enumerate(state.frontier[size:], start=size):  # one INSERT per transaction
-        add_row(session, FrontierRow, {"track_id": track.id, "position": i, "entry": entry.to_dict()})
+        add_row(session, FrontierRow,
+                {"track_id": track.id, "position": i, "entry": entry.to_dict()})
     track.policy_state = stored
     track.frontier_size = len(state.frontier)
     remember_state(session, track, state, stored)
-    if previous is None or view_key(previous) != view_key(state):  # the view goes out at commit
-        deferred_writes(session).views[track.id] = (track, session.get_one(Job, track.job_id), state)
+    if previous is None or view_key(previous) != view_key(state):  # written at commit
+        job = session.get_one(Job, track.job_id)
+        deferred_writes(session).views[track.id] = (track, job, state)
 
 
 def stored_labels(labels: list[int]) -> str | list[int]:

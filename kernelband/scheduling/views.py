@@ -2,8 +2,9 @@
 
 The arm/cluster views the dashboard reads (derived from the policy state, never read back)
 and the `version` of every job the transaction appended events to (the API's ETags); new
-frontier entries are buffered rows (`db.row_buffer`). Collected while results and pulls are applied, written by one
-`before_commit` hook, so a batch of results costs one statement per table, not per result.
+frontier entries are buffered rows (`db.row_buffer`). Collected while results and pulls are
+applied, written by one `before_commit` hook, so a batch of results costs one statement per
+table, not per result.
 """
 
 from __future__ import annotations

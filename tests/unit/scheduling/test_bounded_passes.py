@@ -13,7 +13,6 @@ from kernelband.db.models import Attempt
 from kernelband.db.session import session_scope
 from kernelband.scheduling.dispatch import InboxDispatcher, TaskMessage
 from kernelband.scheduling.pipeline import (
-    HOUSEKEEPING_S,
     EngineContext,
     dispatch_pending,
     fenced,
@@ -110,7 +109,8 @@ def test_a_pass_stopped_at_its_bound_sends_its_pulls_and_the_next_serves_the_res
 def test_housekeeping_waits_while_passes_run_back_to_back(
         sqlite_factory: sessionmaker[Session]) -> None:
     """After a pass that stopped at a bound, queued jobs start (and leases expire, tracks
-    finish) only once HOUSEKEEPING_S has passed; after a pass that did not, at once."""
+    finish) only once the housekeeping interval has passed; after a pass that did not, at
+    once."""
     make_job(sqlite_factory, budget_iterations=50, parallelism=4, seed=1)
     ctx = EngineContext(sqlite_factory, BaselineOnlyDispatcher(),
                         Settings(max_in_flight_per_team=10_000, max_pulls_per_pass=2))
@@ -120,7 +120,7 @@ def test_housekeeping_waits_while_passes_run_back_to_back(
     report = step(ctx)
     assert (report.started_jobs, report.selected, report.more_waiting) == (0, 2, True)
     assert ctx.housekeeping_at is not None
-    ctx.housekeeping_at -= HOUSEKEEPING_S  # the interval has passed
+    ctx.housekeeping_at -= ctx.settings.housekeeping_interval_s  # the interval has passed
     assert step(ctx).started_jobs == 1
     ctx.back_to_back = False  # a pass that did not stop at a bound: no waiting
     assert ctx.housekeeping_due() and ctx.housekeeping_due()
