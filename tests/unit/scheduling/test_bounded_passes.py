@@ -12,12 +12,7 @@ from kernelband.config import Settings
 from kernelband.db.models import Attempt
 from kernelband.db.session import session_scope
 from kernelband.scheduling.dispatch import InboxDispatcher, TaskMessage
-from kernelband.scheduling.pipeline import (
-    EngineContext,
-    dispatch_pending,
-    fenced,
-    step,
-)
+from kernelband.scheduling.pipeline import EngineContext, dispatch_pending, fenced, step
 from kernelband.scheduling.selection import select_pulls
 
 
