@@ -20,11 +20,13 @@ from kernelband.db.models import Base
 
 
 def upsert_rows(session: Session, model: type[Base], rows: Sequence[dict[str, Any]],
-                keys: Sequence[str], compared: Sequence[str], touched: str | None = None) -> None:
+                keys: Sequence[str], compared: Sequence[str], touched: str | None = None,
+                carried: Sequence[str] = ()) -> None:
     """Insert `rows` into `model`'s table; where `keys` exist, update `compared` columns that differ.
 
-    `touched` names a column (a timestamp) written only together with a real change. Every row
-    must carry every key, compared and touched column. The unique constraint on `keys` must
+    `touched` names a column (a timestamp) and `carried` columns whose own changes do not count
+    (a value derived at the time of the change); both are written only together with a real
+    change. Every row must carry every key, compared, carried and touched column. The unique constraint on `keys` must
     exist. Nothing is sent for an empty list.
     """
     if not rows:
@@ -38,7 +40,7 @@ def upsert_rows(session: Session, model: type[Base], rows: Sequence[dict[str, An
     else:
         raise NotImplementedError(f"upsert_rows supports postgresql and sqlite, not {dialect}")
     differs = or_(false(), *(_distinct(table, statement.excluded, name) for name in compared))
-    updated = [*compared, *([touched] if touched else [])]
+    updated = [*compared, *carried, *([touched] if touched else [])]
     statement = statement.on_conflict_do_update(
         index_elements=list(keys), set_={name: statement.excluded[name] for name in updated},
         where=differs)

@@ -83,13 +83,13 @@ def _write_deferred(session: Session) -> None:
         note_view_written(session, track.id)
         arms += arm_rows(job, track, state, now)
         clusters += cluster_rows(track, state, now)
-    for model, rows, keys, compared in (
+    for model, rows, keys, compared, carried in (
             (ArmStat, arms, ("track_id", "cluster", "strategy"),
-             ("pulls", "mean_reward", "ucb_score", "masked")),
+             ("pulls", "mean_reward", "masked"), ("ucb_score",)),
             (Cluster, clusters, ("track_id", "cluster"),
-             ("members", "size", "representative_id", "centroid"))):
+             ("members", "size", "representative_id", "centroid"), ())):
         rows = changed_rows(session, model.__tablename__, rows, keys, compared)
-        upsert_rows(session, model, rows, keys, compared, touched="updated_at")
+        upsert_rows(session, model, rows, keys, compared, touched="updated_at", carried=carried)
     if writes.touched_jobs:
         session.execute(update(Job).where(Job.id.in_(sorted(writes.touched_jobs)))
                         .values(version=Job.version + 1)
@@ -99,7 +99,10 @@ def _write_deferred(session: Session) -> None:
 def arm_rows(job: Job, track: Track, state: PolicyState, now: datetime) -> list[dict[str, Any]]:
     """Arm statistics as rows, for the dashboard (derived, never read back).
 
-    Upserted, so rows whose values did not change keep their `updated_at` ("last changed").
+    Upserted, so rows whose values did not change keep their `updated_at` ("last changed"). An
+    arm's UCB score is written with a change of its pulls, mean or mask, as it was then: every
+    reward moves every arm's score a little (ln t), and rewriting all of a track's arms for
+    that made the view most of what a result cost to apply.
     """
     from kernelband.bandit.strategies import STRATEGY_NAMES
 

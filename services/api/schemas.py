@@ -285,7 +285,9 @@ class ArmOut(BaseModel):
     pulls: float
     mean_reward: float
     masked: bool = Field(description="True when the cluster is saturated in this dimension.")
-    ucb_score: float | None = Field(default=None, description="mean + c*sqrt(ln t / pulls) at update.")
+    ucb_score: float | None = Field(
+        default=None, description="mean + c*sqrt(ln t / pulls) when the arm's pulls, mean or "
+        "mask last changed.")
 
 
 class BanditOut(BaseModel):

@@ -117,7 +117,7 @@ def download_best(
     "/tracks/{target}/bandit",
     summary="Bandit arm statistics of one track",
     description="One row per (cluster, strategy) arm: pulls, mean reward, whether the arm is "
-    "masked (dimension saturated) and its UCB score at the last update.",
+    "masked (dimension saturated) and its UCB score as of the arm's last change.",
 )
 def bandit_arms(job_id: JobId, target: Target, team: CurrentTeam, db: DbDep) -> BanditOut:
     with session_scope(db) as session:

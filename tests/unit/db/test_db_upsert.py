@@ -45,3 +45,26 @@ def test_upsert_inserts_then_touches_only_changed_rows(db_factory: sessionmaker[
         upsert_rows(session, Cluster, [], KEYS, COMPARED)  # nothing to send
     assert _stored(db_factory, track_id) == {0: (["1", "2"], first), 1: (["3"], later),
                                              2: (["4"], later)}
+
+
+def test_carried_columns_change_only_with_a_compared_one(
+        db_factory: sessionmaker[Session]) -> None:
+    track_id = new_track(db_factory, "upsert-carried-team")
+    first = datetime(2026, 1, 1, tzinfo=UTC)
+
+    def write(centroid: list[float], members: list[str], when: datetime) -> None:
+        row = {**_row(track_id, 0, members, when), "centroid": centroid}
+        with session_scope(db_factory) as session:
+            upsert_rows(session, Cluster, [row], KEYS, ("members", "size"),
+                        touched="updated_at", carried=("centroid",))
+
+    def centroid() -> list[float]:
+        with session_scope(db_factory) as session:
+            return list(session.scalars(select(Cluster.centroid)
+                                        .where(Cluster.track_id == track_id)).one())
+
+    write([0.0], ["1"], first)
+    write([9.0], ["1"], first + timedelta(hours=1))  # only the carried value differs
+    assert centroid() == [0.0] and _stored(db_factory, track_id)[0][1] == first
+    write([9.0], ["1", "2"], first + timedelta(hours=2))  # a compared change carries it along
+    assert centroid() == [9.0]

@@ -71,3 +71,29 @@ def test_without_an_interval_every_reward_is_shown(
     job_id = make_job(sqlite_factory, budget_iterations=8, parallelism=2)
     assert _view_writes(sqlite_factory, job_id) > 2
     _stored_matches_state(sqlite_factory, job_id)
+
+
+def test_an_arm_row_is_rewritten_only_when_its_counts_or_mask_change(
+        db_factory: sessionmaker[Session], monkeypatch: pytest.MonkeyPatch) -> None:
+    """A reward changes one arm's pulls and mean; the other arms' rows (whose UCB scores moved
+    a little with ln t) are not rewritten (the carried score: tests/unit/db/test_db_upsert)."""
+    clear_cache()
+    monkeypatch.setattr(views, "VIEW_INTERVAL_S", 0.0)
+    job_id = make_job(db_factory, budget_iterations=8, parallelism=1)
+    ctx = EngineContext(db_factory, InlineDispatcher(FAKE_TASKS), Settings())
+    rewrites: list[int] = []
+    previous: dict[tuple[int, str], tuple[object, ...]] = {}
+    for _ in range(300):
+        step(ctx)
+        with session_scope(db_factory) as session:
+            track = session.scalars(select(Track).where(Track.job_id == job_id)).one()
+            current = {(a.cluster, a.strategy): (a.pulls, a.mean_reward, a.ucb_score, a.updated_at)
+                       for a in session.scalars(select(ArmStat).where(ArmStat.track_id == track.id))}
+        if previous and current != previous:
+            rewrites.append(sum(current[key] != previous.get(key) for key in current))
+        previous = current
+        if job_is_finished(db_factory, job_id):
+            break
+    # Most rewrites touch the rewarded arm only; a re-clustering or a new mask touches more.
+    assert len(rewrites) >= 8 and sorted(rewrites)[len(rewrites) // 2] == 1 < len(previous)
+    _stored_matches_state(db_factory, job_id)
