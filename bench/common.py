@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import platform
 import re
+import time
 import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -52,12 +53,32 @@ def load_average() -> str:
         return "unknown"
 
 
+REFERENCE_LOOP = 1_000_000  # integer additions of `python_reference_ms`
+
+
+def python_reference_ms(repeats: int = 5) -> float:
+    """Milliseconds one core takes for a fixed pure-Python loop (best of `repeats`).
+
+    The scheduler's work is mostly Python on one core, and the machines these benchmarks run
+    on differ from day to day (the same code has measured 2.5 times apart); this figure lets
+    two runs' rates be compared with the speed of the machine they ran on in mind."""
+    best = float("inf")
+    for _ in range(repeats):
+        start, total = time.perf_counter(), 0
+        for i in range(REFERENCE_LOOP):
+            total += i
+        best = min(best, time.perf_counter() - start)
+    return 1000 * best
+
+
 def machine_line() -> str:
-    """One Markdown line naming the machine, its load and the time of the run."""
+    """One Markdown line naming the machine, its speed, its load and the time of the run."""
     now = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     return (f"Machine: {cpu_model()}, {os.cpu_count()} cores, {memory_gib():.0f} GiB RAM, "
             f"{platform.system()} {platform.machine()}, Python {platform.python_version()}; "
-            f"load average {load_average()} (1/5/15 min) at {now}.")
+            f"Python reference loop ({REFERENCE_LOOP:,} integer additions, best of 5) "
+            f"{python_reference_ms():.0f} ms; load average {load_average()} (1/5/15 min) "
+            f"at {now}.")
 
 
 def percentile_ms(seconds: Sequence[float], q: float) -> float:

@@ -276,7 +276,7 @@ def complete_track(session: Session, job: Job, track: Track) -> None:
 def finish_pull(session: Session, job: Job, track: Track, attempt: Attempt,
                 child: Candidate | None, outcome: str, entry: FrontierEntry | None = None) -> None:
     """Feed the pull's reward back to the policy (entry None = failed child)."""
-    policy, state = policy_for(job), load_state(track)
+    policy, state = policy_for(job), load_state(track, shared=True)  # update returns a new one
     reward, state = policy.update(state, str(attempt.decision_id), entry)
     save_state(session, track, state)
     track.iterations_done += 1

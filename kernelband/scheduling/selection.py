@@ -103,7 +103,7 @@ def job_rank(rows: Sequence[Any]) -> dict[int, int]:
 def select_for_track(session: Session, job: Job, track: Track, count: int) -> int:
     """`count` decisions from the policy, each recorded as a pending generate attempt."""
     policy = policy_for(job)
-    state = before = load_state(track)
+    state = before = load_state(track, shared=True)  # read only; each select returns a new one
     for _ in range(count):
         decision, state = policy.select(state)
         seed = job.seed * 100_003 + track.iterations_dispatched  # reproducible per pull

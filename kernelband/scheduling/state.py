@@ -39,10 +39,14 @@ def _policy(name: str, params: str) -> Policy:
     return make_policy(name, json.loads(params))
 
 
-def load_state(track: Track) -> PolicyState:
-    """The track's policy state: the parsed committed copy when cached, else its stored rows."""
+def load_state(track: Track, shared: bool = False) -> PolicyState:
+    """The track's policy state: the parsed committed copy when cached, else its stored rows.
+
+    `shared`: a cached state is returned as it is, not copied, for a caller that only reads it
+    or hands it to a policy (`select` and `update` return new states and leave theirs as it
+    was); changing it would change what later reads of the cache return."""
     session = object_session(track)
-    cached = cached_state(session, track) if session is not None else None
+    cached = cached_state(session, track, copy=not shared) if session is not None else None
     if cached is not None:
         return cached
     if track.policy_state is None:

@@ -30,12 +30,13 @@ _PENDING = "kb_policy_states"
 _LISTENING = "kb_policy_listening"
 
 
-def cached_state(session: Session, track: Track) -> PolicyState | None:
+def cached_state(session: Session, track: Track, copy: bool = True) -> PolicyState | None:
     """A copy of the state of `track` this transaction saved, else of its committed state
-    when this process parsed it before."""
+    when this process parsed it before (`copy` False: the cached object itself, to be read
+    only)."""
     pending = session.info.get(_PENDING, {}).get(id(track))
     if pending is not None and pending[0] is track:  # saved earlier in this transaction
-        return copy_state(pending[1])
+        return copy_state(pending[1]) if copy else pending[1]
     info = inspect(track)
     if info.attrs.policy_state.history.has_changes():
         return None  # written in this transaction and not flushed yet: the row is not current
@@ -43,7 +44,7 @@ def cached_state(session: Session, track: Track) -> PolicyState | None:
     hit = cache.get(key[:3]) if key is not None and cache is not None else None
     if hit is None or key is None or hit[0] != key[3]:
         return None
-    return copy_state(hit[1])
+    return copy_state(hit[1]) if copy else hit[1]
 
 
 def remember_state(session: Session, track: Track, state: PolicyState,

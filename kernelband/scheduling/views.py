@@ -14,11 +14,13 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+import numpy as np
 from sqlalchemy import event as orm_events
 from sqlalchemy import update
 from sqlalchemy.orm import Session
 
-from kernelband.bandit import FrontierEntry, PolicyState, make_policy
+from kernelband.bandit import PolicyState, make_policy
+from kernelband.bandit.frontier_index import ClusterIndex, cluster_index, open_mask
 from kernelband.db.models import ArmStat, Cluster, Job, Track, utcnow
 from kernelband.db.upsert import upsert_rows
 from kernelband.scheduling.view_cache import changed_rows, note_view_written, view_due
@@ -133,30 +135,33 @@ def _ucb_or_none(state: PolicyState, c: float) -> list[list[float]] | None:
 
 
 def _open_mask(state: PolicyState, theta: Any) -> list[list[bool]]:
-    """The saturation mask per arm of a masking (KernelBand) policy, with the job's theta."""
-    import numpy as np
-
-    from kernelband.bandit.arms import cluster_members, open_arms
-
-    members = cluster_members(state, len(state.arm_n))
-    mask = open_arms(state, members, np.array(theta, dtype=float))
+    """The saturation mask per arm of a masking (KernelBand) policy, with the job's theta
+    (from the state's frontier index, as the policy computes it)."""
+    mask = open_mask(_index(state), np.array(theta, dtype=float))
     return [[bool(v) for v in row] for row in mask]
 
 
+def _index(state: PolicyState) -> ClusterIndex:
+    """The state's frontier index with a row per arm-table cluster (the policy's own K, so
+    the index the policy keeps between pulls is reused, not rebuilt)."""
+    return cluster_index(state, max(len(state.arm_n), max(state.labels, default=0) + 1, 1))
+
+
 def cluster_rows(track: Track, state: PolicyState, now: datetime) -> list[dict[str, Any]]:
-    """One row per cluster: members, size, fastest member (representative) and centroid."""
-    labels = state.labels or [0] * len(state.frontier)
-    members: dict[int, list[str]] = {}
-    fastest: dict[int, FrontierEntry] = {}
-    for entry, label in zip(state.frontier, labels, strict=False):  # one pass, not one per cluster
-        members.setdefault(label, []).append(entry.kernel_id)
-        if label not in fastest or entry.time_ms < fastest[label].time_ms:
-            fastest[label] = entry
+    """One row per cluster: members, size, fastest member (representative) and centroid.
+
+    Members and times come from the state's frontier index (`frontier_index.cluster_index`,
+    kept between pulls), not from a loop over every entry."""
+    index = _index(state)
+    entries, times = index.frontier.entries, index.frontier.time_ms
     rows = []
     for cluster in range(max(state.n_clusters, 1)):
-        best, ids = fastest.get(cluster), members.get(cluster, [])
-        rows.append({"track_id": track.id, "cluster": cluster, "members": ids, "size": len(ids),
-                     "representative_id": int(best.kernel_id) if best else None,
+        members: list[int] = (index.members[cluster].tolist() if cluster < len(index.members)
+                              else [])
+        best = members[int(np.argmin(times[members]))] if members else None  # first on ties
+        rows.append({"track_id": track.id, "cluster": cluster,
+                     "members": [entries[i].kernel_id for i in members], "size": len(members),
+                     "representative_id": None if best is None else int(entries[best].kernel_id),
                      "centroid": state.centroids[cluster] if cluster < len(state.centroids)
                      else [], "updated_at": now})
     return rows

@@ -57,6 +57,23 @@ def test_update_applies_reward_and_grows_frontier(name: str) -> None:
     assert len(state.frontier) == 1, "update must not mutate its input state"
 
 
+def test_select_and_update_leave_their_input_unchanged(name: str) -> None:
+    """The scheduler hands policies its cached state itself (load_state(shared=True)); a
+    policy that changed it would change every later read. Long enough to re-cluster."""
+    policy = make_policy(name)
+    rng = np.random.default_rng(3)
+    state = fresh(name)
+    for i in range(40):
+        before = json.dumps(state.to_dict(), sort_keys=True)
+        decision, selected = policy.select(state)
+        assert json.dumps(state.to_dict(), sort_keys=True) == before
+        before = json.dumps(selected.to_dict(), sort_keys=True)
+        child = random_child(rng, selected.entry(decision.parent_id).time_ms, 100 + i)
+        _, state = policy.update(selected, decision.decision_id, child if i % 5 else None)
+        assert json.dumps(selected.to_dict(), sort_keys=True) == before
+    assert state.n_clusters > 1 or name not in ("kernelband", "kernelband+prior")
+
+
 def test_failed_and_slower_children_earn_nothing(name: str) -> None:
     policy = make_policy(name)
     d1, state = policy.select(fresh(name))

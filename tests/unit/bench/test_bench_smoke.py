@@ -7,7 +7,7 @@ from pathlib import Path
 from sqlalchemy.orm import Session, sessionmaker
 
 from bench import api_load, fleet_scaling, run_all, scheduler_throughput
-from bench.common import markers, percentile_ms, write_section
+from bench.common import machine_line, markers, percentile_ms, python_reference_ms, write_section
 from kernelband.db.models import Track
 from kernelband.db.session import session_scope
 from kernelband.scheduling.state import load_state
@@ -93,3 +93,10 @@ def test_evaluator_section_reads_the_overhead_json_shape() -> None:
 def test_percentile_is_in_milliseconds() -> None:
     assert percentile_ms([0.001, 0.002, 0.003], 50) == 2.0
     assert percentile_ms([], 99) != percentile_ms([], 99)  # nan when there is no sample
+
+
+def test_the_machine_line_states_the_machines_python_speed() -> None:
+    line = machine_line()
+    assert "Python reference loop (1,000,000 integer additions, best of 5)" in line
+    assert "load average" in line
+    assert 0 < python_reference_ms(repeats=1) < 60_000
