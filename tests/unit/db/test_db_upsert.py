@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from datetime import UTC, datetime, timedelta
 
 from sqlalchemy import select
@@ -68,3 +69,19 @@ def test_carried_columns_change_only_with_a_compared_one(
     assert centroid() == [0.0] and _stored(db_factory, track_id)[0][1] == first
     write([9.0], ["1", "2"], first + timedelta(hours=2))  # a compared change carries it along
     assert centroid() == [9.0]
+
+
+def test_rows_of_one_key_count_once_and_non_finite_values_are_stored(
+        db_factory: sessionmaker[Session]) -> None:
+    track_id = new_track(db_factory, "upsert-duplicate-team")
+    when = datetime(2026, 1, 1, tzinfo=UTC)
+    with session_scope(db_factory) as session:  # the same key twice in one call: the last wins
+        upsert_rows(session, Cluster, [_row(track_id, 0, ["1"], when),
+                                       _row(track_id, 0, ["1", "2"], when)],
+                    KEYS, COMPARED, touched="updated_at")
+    assert _stored(db_factory, track_id)[0][0] == ["1", "2"]
+    rows = [{**_row(track_id, c, ["3"], when), "centroid": [math.inf, 0.0]} for c in (0, 1)]
+    with session_scope(db_factory) as session:  # JSON has no infinity: the other path takes it
+        upsert_rows(session, Cluster, rows, KEYS, COMPARED, touched="updated_at")
+    assert {c: members for c, (members, _) in _stored(db_factory, track_id).items()} == {
+        0: ["3"], 1: ["3"]}
