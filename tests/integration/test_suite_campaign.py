@@ -69,14 +69,17 @@ def test_suite_campaign_survives_a_scheduler_kill(
     suites = _create_suites(factory)
     total = len(_jobs(factory))
     first = schedulers("first")
-    wait_for(lambda: len(_completed(factory)) >= max(1, total // 4), 240,
+    # Jobs share the workers fairly, so they finish late and together: on a slow 2-core
+    # machine the first quarter took over 240 s in a full-suite run (186 s for the whole
+    # campaign when run alone). The waits end as soon as their condition holds.
+    wait_for(lambda: len(_completed(factory)) >= max(1, total // 4), 480,
              "a quarter of the suite jobs to complete", processes=(first, *workers))
     first.kill9()
     done_before_kill = _completed(factory)
     with session_scope(factory) as session:
         before = {i: suite_report(session, s).problems for i, s in suites.items()}
     second = schedulers("second")
-    wait_for(lambda: _all_finished(factory), 420, "every suite job to finish",
+    wait_for(lambda: _all_finished(factory), 600, "every suite job to finish",
              interval_s=1.0, processes=(second, *workers))
     assert _completed(factory) == set(_jobs(factory)), "every job completes after the restart"
     assert done_before_kill <= _completed(factory)
