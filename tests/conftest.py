@@ -24,6 +24,7 @@ from kernelband.db.session import (  # noqa: E402
     normalize_url,
     upgrade_database,
 )
+from kernelband.scheduling import state_cache, view_cache  # noqa: E402
 
 DEFAULT_TEST_POSTGRES_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
 
@@ -95,10 +96,16 @@ def postgres_engine(postgres_url: str) -> Iterator[Engine]:
 
 @pytest.fixture
 def postgres_factory(postgres_engine: Engine) -> sessionmaker[Session]:
-    """Session factory on the run's Postgres database, emptied before this test."""
+    """Session factory on the run's Postgres database, emptied before this test.
+
+    The engine is shared by the run, so the scheduler's per-engine caches of what it committed
+    (parsed policy states, view rows) are emptied with the tables: ids restart, and a row
+    remembered from an earlier test would look written already."""
     tables = ", ".join(f'"{t.name}"' for t in Base.metadata.sorted_tables)
     with postgres_engine.begin() as conn:
         conn.execute(text(f"TRUNCATE {tables} RESTART IDENTITY CASCADE"))
+    state_cache.clear_cache()
+    view_cache.clear_cache()
     return make_session_factory(postgres_engine)
 
 
