@@ -25,6 +25,8 @@ from sqlalchemy.dialects import postgresql
 
 from kernelband.db import json_codec
 
+QUOTE = postgresql.dialect().identifier_preparer.quote  # for names that come from the models
+
 
 def portable(values: Iterable[Any]) -> bool:
     """No value is a NaN or infinite float (JSON has no such number)."""
@@ -52,10 +54,15 @@ def insert_rows(connection: Connection, table: Table, rows: Sequence[dict[str, A
 
 @lru_cache(maxsize=128)
 def _insert(table: str, columns: tuple[str, ...]) -> TextClause:
-    quote = postgresql.dialect().identifier_preparer.quote  # names come from the models
-    names = ", ".join(quote(name) for name in columns)
-    return text(f"INSERT INTO {quote(table)} ({names}) SELECT {names} "
-                f"FROM json_populate_recordset(NULL::{quote(table)}, :rows)")
+    return text(recordset_insert_sql(table, columns))
 
 
-__all__ = ["insert_rows", "portable", "records_param"]
+def recordset_insert_sql(table: str, columns: Sequence[str]) -> str:
+    """`INSERT INTO table (columns) SELECT columns FROM json_populate_recordset(..., :rows)`
+    (Postgres; an upsert appends its ON CONFLICT clause)."""
+    names = ", ".join(QUOTE(name) for name in columns)
+    return (f"INSERT INTO {QUOTE(table)} ({names}) SELECT {names} "
+            f"FROM json_populate_recordset(NULL::{QUOTE(table)}, :rows)")
+
+
+__all__ = ["QUOTE", "insert_rows", "portable", "records_param", "recordset_insert_sql"]

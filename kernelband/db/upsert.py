@@ -19,7 +19,7 @@ from sqlalchemy import JSON, ColumnElement, Table, Text, TextClause, cast, false
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
-from kernelband.db.json_rows import portable, records_param
+from kernelband.db.json_rows import QUOTE, portable, records_param, recordset_insert_sql
 from kernelband.db.models import Base
 
 
@@ -54,8 +54,7 @@ def _recordset_upsert(model: type[Base], names: tuple[str, ...], keys: tuple[str
     """The Postgres statement with every row in one JSON parameter (`json_rows`): one
     statement for the whole batch, where an executemany ran one INSERT per row."""
     table = typing.cast(Table, model.__table__)
-    quote = postgresql.dialect().identifier_preparer.quote  # names come from the models
-    name, columns = quote(table.name), ", ".join(quote(column) for column in names)
+    quote, name = QUOTE, QUOTE(table.name)
 
     def stored(column: str, side: str) -> str:  # `json` has no equality: compare as text
         value = f"{side}.{quote(column)}"
@@ -65,8 +64,7 @@ def _recordset_upsert(model: type[Base], names: tuple[str, ...], keys: tuple[str
                           for c in compared) or "false"
     updated = ", ".join(f"{quote(c)} = excluded.{quote(c)}"
                         for c in (*compared, *carried, *([touched] if touched else [])))
-    return text(f"INSERT INTO {name} ({columns}) SELECT {columns} "
-                f"FROM json_populate_recordset(NULL::{name}, :rows) "
+    return text(f"{recordset_insert_sql(table.name, names)} "
                 f"ON CONFLICT ({', '.join(quote(key) for key in keys)}) "
                 f"DO UPDATE SET {updated} WHERE {differs}")
 

@@ -20,7 +20,7 @@ from sqlalchemy import update
 from sqlalchemy.orm import Session
 
 from kernelband.bandit import PolicyState, make_policy
-from kernelband.bandit.frontier_index import ClusterIndex, cluster_index, open_mask
+from kernelband.bandit.frontier_index import ClusterIndex, cluster_index, fastest, open_mask
 from kernelband.db.models import ArmStat, Cluster, Job, Track, utcnow
 from kernelband.db.upsert import upsert_rows
 from kernelband.scheduling.view_cache import changed_rows, note_view_written, view_due
@@ -153,12 +153,12 @@ def cluster_rows(track: Track, state: PolicyState, now: datetime) -> list[dict[s
     Members and times come from the state's frontier index (`frontier_index.cluster_index`,
     kept between pulls), not from a loop over every entry."""
     index = _index(state)
-    entries, times = index.frontier.entries, index.frontier.time_ms
+    entries = index.frontier.entries
     rows = []
     for cluster in range(max(state.n_clusters, 1)):
         members: list[int] = (index.members[cluster].tolist() if cluster < len(index.members)
                               else [])
-        best = members[int(np.argmin(times[members]))] if members else None  # first on ties
+        best = fastest(index, cluster) if members else None  # the first on ties
         rows.append({"track_id": track.id, "cluster": cluster,
                      "members": [entries[i].kernel_id for i in members], "size": len(members),
                      "representative_id": None if best is None else int(entries[best].kernel_id),
