@@ -190,6 +190,29 @@ def busy_share(attempts: Iterable[AttemptRow], queue: str,
             "window_s": span}
 
 
+def busy_by_worker(attempts: Iterable[AttemptRow], queue: str, window: tuple[float, float],
+                   workers: Sequence[str], worker_count: int) -> dict[str, Any]:
+    """Each measuring worker's busy share and the fleet's, over `window`.
+
+    Per worker: the union of started -> finished of the attempts it answered (the attempt's
+    last try), divided by the window. Overall: the sum of those seconds divided by
+    `worker_count` x the window. `workers` are listed even when they took nothing; attempts
+    whose worker is unknown count under "unknown".
+    """
+    span = window[1] - window[0]
+    held: dict[str, list[tuple[float, float]]] = {name: [] for name in workers}
+    for a in measuring_attempts(attempts, queue):
+        held.setdefault(a.worker or "unknown", []).append((a.started_at or 0.0,
+                                                           a.finished_at or 0.0))
+    seconds = {name: merged_seconds(spans, window) for name, spans in sorted(held.items())}
+    if span <= 0 or worker_count < 1:
+        return {"per_worker": {n: None for n in seconds}, "overall": None,
+                "held_s": seconds, "workers": worker_count, "window_s": span}
+    return {"per_worker": {n: s / span for n, s in seconds.items()},
+            "overall": sum(seconds.values()) / (worker_count * span),
+            "held_s": seconds, "workers": worker_count, "window_s": span}
+
+
 def rate(count: int, seconds: float) -> float | None:
     """count / seconds, None when no time passed."""
     return count / seconds if seconds > 0 else None

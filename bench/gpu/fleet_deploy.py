@@ -1,9 +1,10 @@
 """The distributed deployment on one node, as README's "Run on a GPU cluster" describes it.
 
 Migrations (`kernelband migrate`), a team token (`kernelband tokens create`), the API under
-uvicorn, one scheduler (`python -m services.scheduler`) and Celery workers: `llm`, `cpu`, and
-the node's measuring queue (`gpu.<target>` with `-c 1`; the `cpu` target measures on `cpu`).
-Workers get the broker only, never the database URL.
+uvicorn, one scheduler (`python -m services.scheduler`) and Celery workers: `llm`, and per GPU
+one `cpu` worker and one measuring worker (`gpu.<target>` with `-c 1`), both with
+`CUDA_VISIBLE_DEVICES` naming that GPU; the `cpu` target measures on `cpu`. Workers get the
+broker only, never the database URL.
 """
 
 from __future__ import annotations
@@ -38,19 +39,63 @@ class WorkerSpec:
                 "--loglevel", "INFO", "--without-gossip", "--without-mingle"]
 
 
+# NVLink multicast stays off in every process started here: on a shared multi-GPU host a
+# program that uses it can take the host's GPUs out of service.
+NO_MULTICAST_ENV = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
+                    "NVSHMEM_DISABLE_NVLS": "1"}
+MEASURE_WORKER = "worker-measure"
+CPU_WORKER = "worker-cpu"
+
+
 def measure_queue(target: str) -> str:
     """The queue whose worker measures for `target` (kernelband.scheduling.dispatch routes cpu to cpu)."""
     return "cpu" if target == "cpu" else f"gpu.{target}"
 
 
-def worker_specs(target: str, cpu_concurrency: int, llm_concurrency: int) -> list[WorkerSpec]:
-    """llm + cpu workers, and for a GPU target one `-c 1` worker on GPU 0."""
+def worker_log_name(base: str, index: int) -> str:
+    """`worker-measure` for the first GPU's worker, `worker-measure-1` for the second, ..."""
+    return base if index == 0 else f"{base}-{index}"
+
+
+def device_ids(gpus: int) -> list[str]:
+    """The CUDA device of each of `gpus` workers: the caller's CUDA_VISIBLE_DEVICES, else 0..N-1."""
+    visible = [d.strip() for d in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")
+               if d.strip()]
+    if not visible:
+        return [str(i) for i in range(gpus)]
+    if len(visible) < gpus:
+        raise ValueError(f"{gpus} GPU workers asked for, but CUDA_VISIBLE_DEVICES names only "
+                         f"{len(visible)} ({','.join(visible)}); ask for fewer or unset it")
+    return visible[:gpus]
+
+
+def worker_specs(target: str, cpu_concurrency: int, llm_concurrency: int,
+                 gpus: int = 1) -> list[WorkerSpec]:
+    """llm worker, then per GPU i a `cpu` worker and a `-c 1` measuring worker `gpu<i>@%h`.
+
+    A GPU node's compile pre-screen runs on the node's GPU, so each GPU gets its own `cpu`
+    worker pinned to it: N GPUs get N times the pre-screen capacity, spread over the N GPUs.
+    The `cpu` target measures on `cpu`: there the N workers compile and measure alike.
+    """
+    if gpus < 1:
+        raise ValueError(f"gpus must be at least 1, not {gpus}")
     specs = [WorkerSpec("worker-llm", "llm", llm_concurrency, "llm@%h")]
-    if target == "cpu":  # one worker compiles and measures: the measuring worker is this one
-        return [*specs, WorkerSpec("worker-measure", "cpu", cpu_concurrency, "cpu@%h")]
-    return [*specs, WorkerSpec("worker-cpu", "cpu", cpu_concurrency, "cpu@%h"),
-            WorkerSpec("worker-measure", measure_queue(target), 1, "gpu0@%h",
-                       {"CUDA_VISIBLE_DEVICES": os.environ.get("CUDA_VISIBLE_DEVICES", "0")})]
+    if target == "cpu":
+        return [*specs, *(WorkerSpec(worker_log_name(MEASURE_WORKER, i), "cpu", cpu_concurrency,
+                                     f"cpu{i}@%h") for i in range(gpus))]
+    for i, device in enumerate(device_ids(gpus)):
+        pinned = {"CUDA_VISIBLE_DEVICES": device}
+        specs += [WorkerSpec(worker_log_name(CPU_WORKER, i), "cpu", cpu_concurrency,
+                             f"cpu{i}@%h", pinned),
+                  WorkerSpec(worker_log_name(MEASURE_WORKER, i), measure_queue(target), 1,
+                             f"gpu{i}@%h", pinned)]
+    return specs
+
+
+def measuring_specs(specs: list[WorkerSpec], target: str) -> list[WorkerSpec]:
+    """The workers that take the measuring queue's attempts."""
+    return [s for s in specs if s.queues == measure_queue(target)
+            and s.name.startswith(MEASURE_WORKER)]
 
 
 def base_env(broker: str, extra: dict[str, str]) -> dict[str, str]:
@@ -59,7 +104,7 @@ def base_env(broker: str, extra: dict[str, str]) -> dict[str, str]:
     env.update({"KERNELBAND_BROKER_URL": f"{broker}/0",
                 "KERNELBAND_RESULT_BACKEND_URL": f"{broker}/1",
                 "KERNELBAND_ENVIRONMENT": "production", "PYTHONUNBUFFERED": "1",
-                "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+                "LITELLM_LOCAL_MODEL_COST_MAP": "True", **NO_MULTICAST_ENV,
                 "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO),
                                                             os.environ.get("PYTHONPATH")]))})
     env.update(extra)
@@ -111,6 +156,6 @@ def start_scheduler(db_env: dict[str, str], log_dir: Path) -> Child:
 def start_worker(spec: WorkerSpec, worker_env: dict[str, str], log_dir: Path,
                  log_name: str | None = None) -> Child:
     """A Celery worker; its environment never holds the database URL."""
-    env = {k: v for k, v in {**worker_env, **spec.env}.items()
+    env = {k: v for k, v in {**worker_env, **spec.env, **NO_MULTICAST_ENV}.items()
            if k != "KERNELBAND_DATABASE_URL"}
     return start_child(log_name or spec.name, spec.argv(), env, log_dir, cwd=REPO)

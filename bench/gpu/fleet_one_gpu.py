@@ -11,11 +11,13 @@ without network or Docker like any other wheel, need no system packages and no r
 the binaries ourselves on free TCP ports with scratch data directories, Postgres as `nobody`
 when run as root), then `kernelband migrate`, a team token, the API (uvicorn), one scheduler
 and Celery workers on `llm`, `cpu` and `gpu.<target>` (`-c 1`), as README's GPU-cluster
-section says. It submits the suite with `kernelband suite --server ... --format tritonbench`
+section says; `--gpus N` starts one `cpu` and one measuring worker per GPU (`gpu<i>@%h`, with
+`CUDA_VISIBLE_DEVICES=i`), all N on the same `gpu.<target>` queue. It submits the suite with `kernelband suite --server ... --format tritonbench`
 (rules generator), saves the dashboard's pages and the JSON they poll mid-run (rendered
 elsewhere by bench/gpu/render_dashboard.py), kills -9 the measuring worker once while it holds
-a profile attempt and starts it again, and at the end checks that nothing was lost or doubled
-and reports pulls/s, the measuring worker's busy share and the time per step (stages API).
+a profile attempt and starts it again (not with --no-kill), and at the end checks that nothing
+was lost or doubled and reports pulls/s, the busy share of each measuring worker and of all of
+them, and the time per step (stages API).
 
 Output in --out: results.json, summary.md, suite.json, snapshot-mid/ and snapshot-end/, logs/.
 Whatever happens, what was gathered is written and every process started here is stopped.
@@ -83,13 +85,22 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--no-kill", action="store_true", help="skip the kill -9 of the worker")
     parser.add_argument("--kill-after", type=int, default=3,
                         help="measurements finished before the kill (default 3)")
+    parser.add_argument("--gpus", type=int, default=1,
+                        help="measuring workers, one per GPU (GPU i: CUDA_VISIBLE_DEVICES=i); "
+                             "with --target cpu, N workers on the cpu queue (default 1)")
     parser.add_argument("--cpu-concurrency", type=int, default=None,
-                        help="processes of the cpu worker (default: 4 with a GPU, 1 for cpu)")
+                        help="processes of each cpu worker, one such worker per GPU "
+                             "(default: 4 with a GPU, a quarter of a 16-core share; 1 for cpu)")
+    parser.add_argument("--llm-concurrency", type=int, default=None,
+                        help="processes of the llm worker (default: max(2, --gpus))")
     parser.add_argument("--lease-s", type=float, default=30.0,
                         help="KERNELBAND_LEASE_S: how soon a killed worker's attempt is re-sent")
     parser.add_argument("--pg-user", default="nobody", help="user Postgres runs as under root")
     parser.add_argument("--keep-workdir", action="store_true", help="keep the scratch folder")
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    if args.gpus < 1:
+        parser.error("--gpus must be at least 1")
+    return args
 
 
 def plan_from(args: argparse.Namespace, workdir: Path) -> Plan:
@@ -100,7 +111,8 @@ def plan_from(args: argparse.Namespace, workdir: Path) -> Plan:
                 budget=args.budget, parallel=args.parallel, out=args.out, workdir=workdir,
                 wheels=args.wheels, deadline=time.monotonic() + args.time_limit_s,
                 kill=not args.no_kill, kill_after=args.kill_after, cpu_concurrency=cpu_c,
-                lease_s=args.lease_s, pg_user=args.pg_user)
+                lease_s=args.lease_s, pg_user=args.pg_user, gpus=args.gpus,
+                llm_concurrency=args.llm_concurrency or max(2, args.gpus))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -102,3 +102,10 @@ def workers(engine: Engine) -> list[dict[str, Any]]:
         return [{"name": w.name, "queue": w.queue, "target": w.target, "gpu_name": w.gpu_name,
                  "last_heartbeat": epoch(w.last_heartbeat), "versions": w.versions}
                 for w in session.scalars(select(Worker).order_by(Worker.name))]
+
+
+def worker_holding(engine: Engine, attempt_id: int) -> str | None:
+    """The worker whose last heartbeat names `attempt_id` as its current attempt, if any."""
+    with Session(engine) as session:
+        return session.scalar(select(Worker.name).where(Worker.current_attempt_id == attempt_id)
+                              .limit(1))

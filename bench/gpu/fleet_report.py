@@ -54,14 +54,19 @@ def _num(value: float | None, digits: int = 2) -> str:
 def summary_markdown(r: dict[str, Any]) -> str:
     """The human summary of one run (every number is read from `r`)."""
     env, m = r.get("environment", {}), r.get("metrics", {})
-    lines = [f"# Fleet run, one node: target {r.get('target')}",
+    gpus = r.get("gpus", 1)
+    lines = [f"# Fleet run, one node: target {r.get('target')}, {gpus} measuring worker(s)",
              "",
              f"Device: {env.get('device')}; torch {env.get('torch')}, triton {env.get('triton')}, "
              f"ncu {env.get('ncu')}; {env.get('cpus')} CPUs, Python {env.get('python')}.",
              f"Suite {r.get('suite_id')}: {len(r.get('problems', []))} problems "
              f"({', '.join(r.get('problems', []))}), budget {r.get('budget')}, "
              f"{r.get('parallel')} pulls in flight per track, rules generator; measuring queue "
-             f"`{r.get('measure_queue')}` with one `-c 1` worker.", ""]
+             f"`{r.get('measure_queue')}` with {gpus} `-c 1` worker(s).", ""]
+    plan = r.get("worker_plan") or {}
+    if plan:
+        lines += ["Workers: " + "; ".join(f"{name} `{how}`" for name, how in plan.items()) + ".",
+                  ""]
     if r.get("error"):
         lines += [f"**The run stopped early:** {r['error']}", ""]
     if r.get("deadline_hit"):
@@ -86,10 +91,28 @@ def _metrics_section(m: dict[str, Any]) -> list[str]:
             ("worker time lost to the kill (s)", _num(m.get("killed_try_s")))]
     return ["## Throughput and busy share", "",
             "held = union of started->finished of the measuring queue's profile/verify attempts "
-            "(scheduler records); worker wall = the worker's own seconds per attempt; timed "
-            "parts = check + measure + signature as the worker reported them. Active window = "
+            "(scheduler records); worker wall = the workers' own seconds per attempt; timed "
+            "parts = check + measure + signature as the workers reported them (the first three "
+            "rows are the whole queue's: with N workers they can exceed 100%). Active window = "
             "first dispatch to last result on the measuring queue.", "",
-            markdown_table(("metric", "value"), rows), ""]
+            markdown_table(("metric", "value"), rows), ""] + _per_worker_section(m)
+
+
+def _per_worker_section(m: dict[str, Any]) -> list[str]:
+    suite, active = m.get("busy_by_worker_suite") or {}, m.get("busy_by_worker_active") or {}
+    if not suite:
+        return []
+    names = sorted(suite.get("per_worker", {}))
+    rows = [(name, _num(suite.get("held_s", {}).get(name), 1),
+             _pct(suite["per_worker"].get(name)), _pct(active.get("per_worker", {}).get(name)))
+            for name in names]
+    rows.append((f"all {suite.get('workers')} (sum / (N x window))",
+                 _num(sum(suite.get("held_s", {}).values()), 1), _pct(suite.get("overall")),
+                 _pct(active.get("overall"))))
+    return ["Per measuring worker (held attempts, the attempt's last try):", "",
+            markdown_table(("worker", "held s", "busy (suite wall)",
+                            f"busy (active window {_num(active.get('window_s'), 1)} s)"), rows),
+            ""]
 
 
 def _stages_section(stages: list[dict[str, Any]]) -> list[str]:
@@ -109,7 +132,8 @@ def _integrity_section(i: dict[str, Any], kill: dict[str, Any]) -> list[str]:
               if k not in ("ok", "counts")]
     outcome = kill.get("outcome", {})
     kill_line = ("no kill: " + kill.get("skipped", "")) if "attempt" not in kill else (
-        f"kill -9 of the measuring worker at attempt {kill['attempt']} ({kill.get('kind')}, "
+        f"kill -9 of the measuring worker {kill.get('worker', '')} at attempt "
+        f"{kill['attempt']} ({kill.get('kind')}, "
         f"{kill.get('held_s')} s into it, try {kill.get('tries_at_kill')}); afterwards: state "
         f"{outcome.get('state')}, tries {outcome.get('tries')}, re-sent {outcome.get('resent')}; "
         f"processes of the worker left alive by the kill (sandbox children run in their own "

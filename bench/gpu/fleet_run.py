@@ -1,4 +1,7 @@
-"""One fleet run: deploy, submit the suite, watch it (snapshot, kill -9), gather the records."""
+"""One fleet run: deploy, submit the suite, watch it (snapshot, kill -9), gather the records.
+
+The node runs N measuring workers (one per GPU, `gpu<i>@%h`); N = 1 is the one-GPU deployment.
+"""
 
 from __future__ import annotations
 
@@ -14,12 +17,20 @@ import httpx
 from sqlalchemy import Engine
 
 from bench.gpu import fleet_records as db
-from bench.gpu.fleet_checks import aggregate_stages, busy_share, integrity, kill_outcome, rate
+from bench.gpu.fleet_checks import (
+    aggregate_stages,
+    busy_by_worker,
+    busy_share,
+    integrity,
+    kill_outcome,
+    rate,
+)
 from bench.gpu.fleet_deploy import (
     REPO,
     WorkerSpec,
     base_env,
     measure_queue,
+    measuring_specs,
     migrate_and_token,
     start_api,
     start_scheduler,
@@ -57,6 +68,8 @@ class Plan:
     cpu_concurrency: int = 1
     lease_s: float = 30.0
     pg_user: str = "nobody"
+    gpus: int = 1  # measuring workers, one per GPU
+    llm_concurrency: int = 2
 
 
 @dataclass
@@ -85,7 +98,10 @@ class Fleet:
         self.token = ""
         self.suite_id: str | None = None
         self.job_ids: list[int] = []
-        self.specs = {s.name: s for s in worker_specs(plan.target, plan.cpu_concurrency, 2)}
+        self.specs = {s.name: s for s in worker_specs(plan.target, plan.cpu_concurrency,
+                                                      plan.llm_concurrency, plan.gpus)}
+        self.measuring = {_node_prefix(s.node): s for s in measuring_specs(
+            list(self.specs.values()), plan.target)}
         self.queue = measure_queue(plan.target)
         self.watch = Watch()
         self._snapshot_by = float("inf")
@@ -94,7 +110,9 @@ class Fleet:
         self.t0 = time.time()
         results.update(target=plan.target, measure_queue=self.queue, budget=plan.budget,
                        parallel=plan.parallel, problems=[p.stem for p in plan.problem_files],
-                       problems_dir=str(plan.problems_dir), timeline=[])
+                       problems_dir=str(plan.problems_dir), gpus=plan.gpus,
+                       worker_plan={s.name: _describe(s) for s in self.specs.values()},
+                       timeline=[])
 
     def mark(self, what: str, **data: Any) -> None:
         """A timeline entry (seconds since the run started) and a progress line."""
@@ -108,7 +126,12 @@ class Fleet:
         self.servers = start_servers(p.workdir, self.log_dir, p.wheels, p.pg_user)
         self.mark("postgres and redis up", database=self.servers.database_url,
                   redis=self.servers.redis_url)
-        common = {"KERNELBAND_LEASE_S": str(p.lease_s), "KERNELBAND_HEARTBEAT_INTERVAL_S": "5"}
+        # A temp folder of this run's own: the sandbox's Triton cache lives under it, so every
+        # run of a sweep starts as cold as the first instead of reusing its compiled kernels.
+        tmp = p.workdir / "tmp"
+        tmp.mkdir(exist_ok=True)
+        common = {"KERNELBAND_LEASE_S": str(p.lease_s), "KERNELBAND_HEARTBEAT_INTERVAL_S": "5",
+                  "TMPDIR": str(tmp)}
         self.worker_env = base_env(self.servers.redis_url, common)
         self.db_env = {**self.worker_env, "KERNELBAND_DATABASE_URL": self.servers.database_url}
         self.token = migrate_and_token(self.db_env, "fleet")
@@ -121,15 +144,15 @@ class Fleet:
         self.engine = make_engine(self.servers.database_url)
         self._wait_workers()
         self.mark("api, scheduler and workers up", api=self.api_url,
-                  workers={s.name: f"-Q {s.queues} -c {s.concurrency}" for s in self.specs.values()})
+                  workers={s.name: _describe(s) for s in self.specs.values()})
 
     def _wait_workers(self, timeout_s: float = 90.0) -> None:
         """Until every worker's first heartbeat reached the workers table."""
         assert self.engine is not None
         deadline = time.monotonic() + timeout_s
+        wanted = {_node_prefix(s.node) for s in self.specs.values()}
         while time.monotonic() < deadline:
-            queues = {w["queue"] for w in db.workers(self.engine)}
-            if all(s.queues in queues for s in self.specs.values()):
+            if wanted <= {_node_prefix(w["name"]) for w in db.workers(self.engine)}:
                 return
             dead = [n for n, c in self.children.items() if not c.alive()]
             if dead:
@@ -210,24 +233,35 @@ class Fleet:
         running = db.running_measurement(self.engine, self.queue)
         if running is None or running.started_at is None or time.time() - running.started_at < 0.3:
             return
-        worker = self.children["worker-measure"]
+        spec = self._holder(running.id)
+        if spec is None:
+            return
+        worker = self.children[spec.name]
         family = [worker.popen.pid]
         killed_at = time.time()
         pids = worker.kill9()
         time.sleep(1.0)
         survivors = alive_pids([p for p in pids if p not in family])
         self.orphans += survivors
-        self.watch.kill = {"attempt": running.id, "kind": running.kind,
+        self.watch.kill = {"attempt": running.id, "kind": running.kind, "worker": spec.node,
                            "tries_at_kill": running.tries, "started_at": running.started_at,
                            "killed_at": killed_at, "held_s": round(killed_at - running.started_at, 2),
                            "pids_killed": pids, "survivors": survivors}
-        spec: WorkerSpec = self.specs["worker-measure"]
-        self.children["worker-measure"] = start_worker(spec, self.worker_env, self.log_dir,
-                                                       "worker-measure-restarted")
+        self.children[spec.name] = start_worker(spec, self.worker_env, self.log_dir,
+                                                f"{spec.name}-restarted")
         self.watch.kill["restarted_at"] = time.time()
         self.mark("killed -9 the measuring worker mid-measurement and restarted it",
-                  attempt=running.id, kind=running.kind, held_s=self.watch.kill["held_s"],
-                  survivors=survivors)
+                  worker=spec.node, attempt=running.id, kind=running.kind,
+                  held_s=self.watch.kill["held_s"], survivors=survivors)
+
+    def _holder(self, attempt_id: int) -> WorkerSpec | None:
+        """The measuring worker that runs `attempt_id`: the only one, or the one whose
+        heartbeat names it (None until a heartbeat does)."""
+        if len(self.measuring) == 1:
+            return next(iter(self.measuring.values()))
+        assert self.engine is not None
+        name = db.worker_holding(self.engine, attempt_id)
+        return self.measuring.get(_node_prefix(name)) if name else None
 
     # --- snapshots and records --------------------------------------------------------------
     def snapshot(self, name: str, moment: str) -> None:
@@ -259,12 +293,19 @@ class Fleet:
         end = max(ends) if ends else time.time()
         wall = end - self.watch.submitted
         pulls = len(records.pulls)
+        self.results["workers"] = db.workers(self.engine)
+        names = sorted(w["name"] for w in self.results["workers"]
+                       if _node_prefix(w["name"]) in self.measuring)
+        suite_window, active = (self.watch.submitted, end), _active(records, self.queue)
         self.results["metrics"] = {
             "wall_s": wall, "pulls": pulls, "pulls_per_s": rate(pulls, wall),
-            "busy_share_suite": busy_share(records.attempts, self.queue, (self.watch.submitted, end)),
-            "busy_share_active": busy_share(records.attempts, self.queue, _active(records, self.queue)),
+            "busy_share_suite": busy_share(records.attempts, self.queue, suite_window),
+            "busy_share_active": busy_share(records.attempts, self.queue, active),
+            "busy_by_worker_suite": busy_by_worker(records.attempts, self.queue, suite_window,
+                                                   names, self.plan.gpus),
+            "busy_by_worker_active": busy_by_worker(records.attempts, self.queue, active,
+                                                    names, self.plan.gpus),
             "killed_try_s": kill.get("held_s")}
-        self.results["workers"] = db.workers(self.engine)
         self._stages()
 
     def _stages(self) -> None:
@@ -309,6 +350,18 @@ class Fleet:
             self.servers.stop()
         self.results["exit_codes"] = stopped
         self.results["orphans_after_kill"] = self.orphans
+
+
+def _node_prefix(node: str) -> str:
+    """`gpu1` of `gpu1@%h` or `gpu1@host`: a worker's name without its host."""
+    return node.split("@", 1)[0]
+
+
+def _describe(spec: WorkerSpec) -> str:
+    """The worker's command-line essentials and its pinned device, for the timeline."""
+    device = spec.env.get("CUDA_VISIBLE_DEVICES")
+    return f"-Q {spec.queues} -c {spec.concurrency} -n {spec.node}" + (
+        f" CUDA_VISIBLE_DEVICES={device}" if device is not None else "")
 
 
 def _active(records: Any, queue: str) -> tuple[float, float]:

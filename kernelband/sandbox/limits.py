@@ -19,9 +19,12 @@ SECRET_NAME = re.compile(
 )
 # Harmless basics a Python process needs; anything else is dropped. PYTHONPATH: children import
 # the same kernelband as the parent (a checkout run with PYTHONPATH, not the installed copy).
+# The NVLink-multicast switches stay as the node set them: a shared multi-GPU host may require
+# multicast off in every process (NCCL_NVLS_ENABLE=0 and the like).
 KEPT_NAMES = ("PATH", "PYTHONPATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TERM", "CUDA_VISIBLE_DEVICES",
               "NVIDIA_VISIBLE_DEVICES", "LD_LIBRARY_PATH", "CUDA_HOME", "TRITON_PTXAS_PATH",
-              "KERNELBAND_DEVICE")
+              "KERNELBAND_DEVICE", "NCCL_NVLS_ENABLE", "TORCH_SYMM_MEM_DISABLE_MULTICAST",
+              "NVSHMEM_DISABLE_NVLS")
 
 
 def default_triton_cache_dir() -> str:
