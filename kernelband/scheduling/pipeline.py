@@ -53,6 +53,12 @@ class EngineContext:
     # bound; in memory only: a restarted scheduler does its housekeeping in its first pass.
     housekeeping_at: float | None = None
     back_to_back: bool = False
+    # A pass stops selecting new pulls this many seconds after it started (checked after each
+    # track; the rest wait for the next pass, which runs back to back); 0: no time bound. The
+    # leader process sets Settings.select_budget_ms; embedded mode has none, so a seeded
+    # run's passes select the same pulls however fast the machine is.
+    select_budget_s: float = 0.0
+    out_of_time: bool = False  # the last selection stopped at `select_budget_s`
 
     def housekeeping_due(self) -> bool:
         """Whether this pass starts jobs, expires leases and finishes tracks: at most every
@@ -67,11 +73,16 @@ class EngineContext:
         return True
 
     def stopped_at_bound(self, selected: int, dispatched: int) -> bool:
-        """Whether a pass that selected and sent this many stopped at a bound (remembered for
-        `housekeeping_due`); the next pass then need not wait for results."""
-        self.back_to_back = (selected >= self.settings.max_pulls_per_pass
+        """Whether a pass that selected and sent this many stopped at a bound, its pull or send
+        count or its selection time (remembered for `housekeeping_due`); the next pass then
+        need not wait for results."""
+        self.back_to_back = (self.out_of_time or selected >= self.settings.max_pulls_per_pass
                              or dispatched >= self.settings.max_dispatch_per_pass)
         return self.back_to_back
+
+    def selection_deadline(self) -> float | None:
+        """When a selection starting now must stop (`time.monotonic()`); None: no time bound."""
+        return time.monotonic() + self.select_budget_s if self.select_budget_s > 0 else None
 
 
 @dataclass
@@ -172,10 +183,13 @@ def ingest_safely(ctx: EngineContext, attempt_id: int, result: dict) -> bool:
 
 def select_and_dispatch(ctx: EngineContext) -> tuple[int, int]:
     """New pulls are committed as pending attempts first, then pending attempts are sent; both
-    bounded per pass (`max_pulls_per_pass`, `max_dispatch_per_pass`), oldest attempts first."""
+    bounded per pass (`max_pulls_per_pass` and the leader's `select_budget_s`,
+    `max_dispatch_per_pass`), oldest attempts first."""
+    deadline = ctx.selection_deadline()
     with fenced(ctx) as session:
         selected = select_pulls(session, ctx.clock(), ctx.settings.max_in_flight_per_team,
-                                ctx.settings.max_pulls_per_pass)
+                                ctx.settings.max_pulls_per_pass, deadline)
+    ctx.out_of_time = deadline is not None and time.monotonic() >= deadline
     return selected, dispatch_pending(ctx, ctx.settings.max_dispatch_per_pass)
 
 

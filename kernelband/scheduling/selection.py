@@ -7,6 +7,7 @@ are dropped. Each pull is committed as a pending generate attempt with its decis
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
@@ -24,13 +25,15 @@ from kernelband.scheduling.state import WITHOUT_STORED_STATE, load_state, policy
 
 
 def select_pulls(session: Session, now: datetime, cap: int | None = None,
-                 limit: int | None = None) -> int:
+                 limit: int | None = None, deadline: float | None = None) -> int:
     """Ask each running track's policy for new pulls while it has free capacity and budget.
 
     Every free slot is one item: slots are ordered round-robin between teams, then jobs
     (kernelband/scheduling/fairshare.py), and a team's slots beyond `cap` attempts in flight are dropped.
     Inside a team, jobs with fewer pulls in flight come first, so a pass that stops after
-    `limit` pulls leaves the rest to the next pass without starving any job.
+    `limit` pulls, or at `deadline` (a `time.monotonic()` value, checked after each track, so
+    the first track in the fair order is always served), leaves the rest to the next pass
+    without starving any job.
     """
     rows = tracks_with_free_slots(session)
     slots: list[Any] = []  # one row per free slot
@@ -52,8 +55,13 @@ def select_pulls(session: Session, now: datetime, cap: int | None = None,
         select(Track, Job).join(Job, Job.id == Track.job_id).where(Track.id.in_(counts))
         .options(WITHOUT_STORED_STATE)).all()}
     read_event_counters(session, (job.id for _, job in loaded.values()))
-    return sum(select_for_track(session, loaded[track_id][1], loaded[track_id][0], count)
-               for track_id, count in counts.items())
+    selected = 0
+    for track_id, count in counts.items():
+        track, job = loaded[track_id]
+        selected += select_for_track(session, job, track, count)
+        if deadline is not None and time.monotonic() >= deadline:
+            break
+    return selected
 
 
 def tracks_with_free_slots(session: Session) -> list[Any]:

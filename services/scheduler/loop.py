@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from kombu.exceptions import OperationalError as KombuOperationalError
 from redis.exceptions import RedisError
 from sqlalchemy.exc import OperationalError, SQLAlchemyError
+from sqlalchemy.orm import Session, sessionmaker
 
 from kernelband.config import Settings
 from kernelband.db.session import (
@@ -25,6 +26,7 @@ from kernelband.db.session import (
     session_scope,
 )
 from kernelband.scheduling.collector import PassCollector
+from kernelband.scheduling.dispatch import Dispatcher
 from kernelband.scheduling.fencing import FencingError, verify_epoch
 from kernelband.scheduling.leases import recheck_untaken
 from kernelband.scheduling.pipeline import EngineContext, fenced, step
@@ -73,9 +75,7 @@ def run_scheduler(settings: Settings, name: str, stop: threading.Event) -> None:
             recovered = dispatcher.recover_unacked()
             log.info("%s leads with epoch %s; %s unacknowledged results put back", name, epoch,
                      recovered)
-            ctx = EngineContext(factory=factory, dispatcher=dispatcher, settings=settings,
-                                leader_epoch=epoch,
-                                housekeeping_s=settings.housekeeping_interval_s)
+            ctx = leader_context(factory, dispatcher, settings, epoch)
             recheck_after_takeover(ctx, name)
             stats = lead(ctx, lock, dispatcher, name, stop)
             log.info("%s stopped leading: %s", name, stats)
@@ -84,6 +84,15 @@ def run_scheduler(settings: Settings, name: str, stop: threading.Event) -> None:
         dispatcher.close()  # unacknowledged results return to the queue
         lock.dispose()
         engine.dispose()
+
+
+def leader_context(factory: sessionmaker[Session], dispatcher: Dispatcher, settings: Settings,
+                   epoch: int) -> EngineContext:
+    """The leader's engine context: fenced by its epoch, housekeeping at most every
+    `housekeeping_interval_s`, each pass's selection bounded by `select_budget_ms`."""
+    return EngineContext(factory=factory, dispatcher=dispatcher, settings=settings,
+                         leader_epoch=epoch, housekeeping_s=settings.housekeeping_interval_s,
+                         select_budget_s=settings.select_budget_ms / 1000)
 
 
 def take_lock(lock: LeaderLock, name: str) -> int | None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 
 from scheduling_fakes import FAKE_TASKS, make_job
@@ -135,3 +136,39 @@ def test_a_housekeeping_interval_holds_for_every_pass(
     assert ctx.housekeeping_at is not None
     ctx.housekeeping_at -= 60.0
     assert step(ctx).started_jobs == 1
+
+
+def test_a_selection_past_its_deadline_serves_one_track_and_the_next_passes_the_rest(
+        sqlite_factory: sessionmaker[Session]) -> None:
+    """The time bound is checked after each track: a selection whose deadline has passed still
+    serves the first track in the fair order (so passes always progress), and passes bounded
+    that way serve every job in turn."""
+    ctx, jobs = _running(sqlite_factory, jobs=4, parallelism=2)
+    for passes in range(1, 5):
+        with fenced(ctx) as session:
+            assert select_pulls(session, ctx.clock(), deadline=time.monotonic() - 1.0) == 2
+        per_job = sorted(_pulls_per_job(sqlite_factory).get(job_id, 0) for job_id in jobs)
+        assert per_job == [0] * (4 - passes) + [2] * passes  # one more job each pass
+    with fenced(ctx) as session:
+        assert select_pulls(session, ctx.clock(), deadline=time.monotonic() + 60.0) == 0
+
+
+def test_a_pass_out_of_selection_time_says_more_is_waiting(
+        sqlite_factory: sessionmaker[Session]) -> None:
+    """With the leader's time budget (`select_budget_s`) a pass that used it up stops
+    selecting, sends what it selected and runs the next pass back to back; without a budget
+    (embedded mode) one pass selects every free slot."""
+    for seed in range(3):
+        make_job(sqlite_factory, budget_iterations=50, parallelism=2, seed=seed)
+    settings = Settings(max_in_flight_per_team=10_000, max_job_starts_per_team=3)
+    ctx = EngineContext(sqlite_factory, BaselineOnlyDispatcher(), settings,
+                        select_budget_s=1e-9)  # spent by the time the first track is served
+    assert ctx.selection_deadline() is not None
+    step(ctx)  # jobs start; baselines are sent and answered
+    report = step(ctx)  # baselines applied: three tracks with two free slots each
+    assert (report.selected, report.dispatched, report.more_waiting) == (2, 2, True)
+    ctx.select_budget_s = 0.0  # no time bound
+    assert ctx.selection_deadline() is None
+    report = step(ctx)
+    assert (report.selected, report.dispatched, report.more_waiting) == (4, 4, False)
+    assert Settings().select_budget_ms > 0  # the leader's default bounds its passes

@@ -1,4 +1,5 @@
-"""The scheduler loop keeps running when Postgres fails while it takes the leader lock."""
+"""The scheduler loop: it keeps running when Postgres fails while it takes the leader lock, and
+its passes are fenced and bounded as the settings say."""
 
 from __future__ import annotations
 
@@ -7,8 +8,10 @@ import logging
 import pytest
 from sqlalchemy.orm import Session, sessionmaker
 
+from kernelband.config import Settings
+from kernelband.scheduling.dispatch import InboxDispatcher
 from services.scheduler.leader import LeaderLock
-from services.scheduler.loop import take_lock
+from services.scheduler.loop import leader_context, take_lock
 
 
 def test_a_database_failure_while_taking_the_lock_is_a_retry_not_an_exit(
@@ -20,3 +23,12 @@ def test_a_database_failure_while_taking_the_lock_is_a_retry_not_an_exit(
         assert take_lock(unreachable, "replica-x") is None  # and again at the next poll
     assert "could not take the leader lock" in caplog.text
     unreachable.dispose()
+
+
+def test_the_leader_fences_and_bounds_its_passes_by_its_settings(
+        sqlite_factory: sessionmaker[Session]) -> None:
+    settings = Settings(select_budget_ms=12.5, housekeeping_interval_s=0.25)
+    ctx = leader_context(sqlite_factory, InboxDispatcher(), settings, epoch=7)
+    assert (ctx.leader_epoch, ctx.housekeeping_s, ctx.select_budget_s) == (7, 0.25, 0.0125)
+    assert leader_context(sqlite_factory, InboxDispatcher(), Settings(select_budget_ms=0),
+                          epoch=8).selection_deadline() is None  # 0: no time bound
