@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from typing import Any
 
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from kernelband.db.models import Event, Job, utcnow
+from kernelband.db.models import Event, utcnow
 from kernelband.db.row_buffer import add_row
 from kernelband.scheduling.views import touch_job
 
@@ -34,19 +33,6 @@ def append_event(session: Session, job_id: int, kind: str, payload: dict[str, An
 _EVENT_COUNTERS = "kb_event_counters"
 
 
-def read_event_counters(session: Session, job_ids: Iterable[int]) -> None:
-    """Read the last event number of many jobs in one query (for `append_event`)."""
-    ids = sorted(set(job_ids))
-    if ids:
-        # One probe of the (job_id, seq) index per job: a GROUP BY over the jobs' events read
-        # every event of them, and the log only grows.
-        last = (select(func.max(Event.seq)).where(Event.job_id == Job.id)
-                .correlate(Job).scalar_subquery())
-        query = select(Job.id, last).where(Job.id.in_(ids))
-        found = {int(job): int(seq or 0) for job, seq in session.execute(query).all()}
-        prime_event_counters(session, {job: found.get(job, 0) for job in ids})
-
-
 def prime_event_counters(session: Session, last: dict[int, int]) -> None:
     """Jobs' last event numbers, read along with other rows, so `append_event` need not ask."""
     counters = _event_counters(session)
@@ -64,4 +50,4 @@ def _event_counters(session: Session) -> dict[int, int]:
     return counters
 
 
-__all__ = ["append_event", "prime_event_counters", "read_event_counters"]
+__all__ = ["append_event", "prime_event_counters"]

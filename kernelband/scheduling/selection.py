@@ -15,11 +15,11 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from kernelband.db.models import Attempt, Job, Track
+from kernelband.db.models import Attempt, Event, Job, Track
 from kernelband.loop.translate import new_pull
 from kernelband.scheduling.attempts import ACTIVE_ATTEMPT_STATES
 from kernelband.scheduling.budgets import budget_reason
-from kernelband.scheduling.events import append_event, read_event_counters
+from kernelband.scheduling.events import append_event, prime_event_counters
 from kernelband.scheduling.fairshare import cap_per_team, fair_order
 from kernelband.scheduling.state import WITHOUT_STORED_STATE, load_state, policy_for, save_state
 
@@ -49,19 +49,35 @@ def select_pulls(session: Session, now: datetime, cap: int | None = None,
     counts: dict[int, int] = {}
     for row in kept:  # dict order = first slot of each track in the fair order
         counts[row.track_id] = counts.get(row.track_id, 0) + 1
-    if not counts:
-        return 0
-    loaded = {track.id: (track, job) for track, job in session.execute(
-        select(Track, Job).join(Job, Job.id == Track.job_id).where(Track.id.in_(counts))
-        .options(WITHOUT_STORED_STATE)).all()}
-    read_event_counters(session, (job.id for _, job in loaded.values()))
-    selected = 0
-    for track_id, count in counts.items():
-        track, job = loaded[track_id]
-        selected += select_for_track(session, job, track, count)
-        if deadline is not None and time.monotonic() >= deadline:
-            break
+    # Without a deadline every track is loaded at once; with one, a chunk at a time, so a pass
+    # that stops early has not loaded the tracks it leaves to the next (100s when many wait).
+    chunk = len(counts) if deadline is None else DEADLINE_CHUNK
+    order, selected = list(counts), 0
+    for start in range(0, len(order), max(chunk, 1)):
+        loaded = load_tracks(session, order[start:start + chunk])
+        for track_id in order[start:start + chunk]:
+            track, job = loaded[track_id]
+            selected += select_for_track(session, job, track, counts[track_id])
+            if deadline is not None and time.monotonic() >= deadline:
+                return selected
     return selected
+
+
+DEADLINE_CHUNK = 16  # tracks loaded at a time by a selection with a deadline
+
+
+def load_tracks(session: Session, track_ids: Sequence[int]) -> dict[int, tuple[Track, Job]]:
+    """These tracks with their jobs (stored policy state left unread), and their jobs' last
+    event numbers for `append_event`, in one query."""
+    if not track_ids:
+        return {}
+    last_event = (select(func.max(Event.seq)).where(Event.job_id == Job.id)
+                  .correlate(Job).scalar_subquery())
+    rows = session.execute(
+        select(Track, Job, last_event).join(Job, Job.id == Track.job_id)
+        .where(Track.id.in_(track_ids)).options(WITHOUT_STORED_STATE)).all()
+    prime_event_counters(session, {job.id: int(seq or 0) for _, job, seq in rows})
+    return {track.id: (track, job) for track, job, _ in rows}
 
 
 def tracks_with_free_slots(session: Session) -> list[Any]:
@@ -131,5 +147,5 @@ def in_flight_by_team(session: Session) -> dict[int, int]:
     return {int(team): int(count) for team, count in session.execute(query).all()}
 
 
-__all__ = ["in_flight_by_team", "job_rank", "select_for_track",
+__all__ = ["DEADLINE_CHUNK", "in_flight_by_team", "job_rank", "load_tracks", "select_for_track",
            "select_pulls", "tracks_with_free_slots"]
