@@ -6,9 +6,9 @@ completes every task instantly with SIMULATED task results (no LLM, compiler or 
 what is timed is the scheduler's own work: policy select/update, clustering, SQL, JSON state.
 
 Cycle definitions: a select+dispatch cycle is one `select_and_dispatch` call (one bounded pass
-over the jobs with free capacity, committing at most `max_pulls_per_pass` new pulls, selecting
-for at most `select_budget_ms` as the leader does, and sending at most `max_dispatch_per_pass`
-pending attempts, the Settings defaults); an ingest cycle
+over the jobs with free capacity, committing at most `max_pulls_per_pass` new pulls, choosing
+pulls for at most `select_budget_ms` as the leader does, and sending at most
+`max_dispatch_per_pass` pending attempts, the Settings defaults); an ingest cycle
 is one `ingest_batch` call (every result that arrived since the last pass, applied in batches of
 up to 500 per transaction). Pulls/s counts new pulls selected per second of wall time after
 WARMUP_STEPS untimed passes (the first pass parses every policy state from the database).
@@ -342,7 +342,7 @@ def section(data: dict[str, Any]) -> str:
             "attempts in flight per team would be the limit, not the scheduler). A pull takes "
             "three results (generate, compile, profile). A select+dispatch cycle is one "
             "`select_and_dispatch` call (a bounded pass over the jobs with free capacity: at "
-            f"most {Settings().max_pulls_per_pass} new pulls, selecting for at most "
+            f"most {Settings().max_pulls_per_pass} new pulls, choosing pulls for at most "
             f"{Settings().select_budget_ms:g} ms as the leader does, and "
             f"{Settings().max_dispatch_per_pass} sends, the defaults); an ingest "
             "cycle is one `ingest_batch` call (every result that arrived since the last pass). "

@@ -60,16 +60,17 @@ class Settings(BaseSettings):
     max_job_starts_per_team: int = 4
     # bounded passes: new pulls selected and attempts sent per scheduler pass (the rest wait
     # for the next pass, which runs back to back and serves them first), so a pass stays short
-    # however many slots are free. The leader's passes also stop selecting `select_budget_ms`
-    # after they start (checked after each track): a count alone fits one machine's speed,
-    # a time budget every machine's. Embedded mode has no time bound, so a seeded run selects
-    # the same pulls on any machine. At 100 jobs x 1,000 candidates on a 2-core machine
-    # (bench/RESULTS.md): 256 pulls / 256 sends without a time bound gave 440-530 pulls/s at a
-    # select+dispatch p99 of 88-96 ms; with 15 ms, 430-530 pulls/s at 38-41 ms. Fewer sends
-    # per pass (128) kept fewer of 1,000 simulated GPUs busy (90-95% against 98-99.5%).
+    # however many slots are free. The leader's passes also stop choosing pulls once they have
+    # spent `select_budget_ms` on it (checked after each track; the reads before, which grow
+    # with the database, are not counted): a count alone fits one machine's speed, a time
+    # budget every machine's. Embedded mode has no time bound, so a seeded run selects the
+    # same pulls on any machine. At 100 jobs x 1,000 candidates on a 2-core machine
+    # (bench/RESULTS.md): without a time bound 440 pulls/s at a select+dispatch p99 of 92-104
+    # ms; with 10 ms, 410-420 pulls/s at 39-41 ms. Fewer sends per pass (128) kept fewer of
+    # 1,000 simulated GPUs busy (90-95% against 98-99.5%).
     max_pulls_per_pass: int = 256
     max_dispatch_per_pass: int = 256
-    select_budget_ms: float = 15.0
+    select_budget_ms: float = 10.0
 
     # api
     max_source_bytes: int = 256 * 1024

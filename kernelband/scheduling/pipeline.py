@@ -31,7 +31,7 @@ from kernelband.scheduling.leases import expire_leases, extend_lease, lease_dead
 from kernelband.scheduling.lifecycle import finish_tracks_and_jobs, start_queued_jobs
 from kernelband.scheduling.payloads import task_payloads
 from kernelband.scheduling.row_updates import batch_row_updates
-from kernelband.scheduling.selection import select_pulls
+from kernelband.scheduling.selection import TimeBudget, select_pulls
 
 log = logging.getLogger(__name__)
 
@@ -53,10 +53,10 @@ class EngineContext:
     # bound; in memory only: a restarted scheduler does its housekeeping in its first pass.
     housekeeping_at: float | None = None
     back_to_back: bool = False
-    # A pass stops selecting new pulls this many seconds after it started (checked after each
-    # track; the rest wait for the next pass, which runs back to back); 0: no time bound. The
-    # leader process sets Settings.select_budget_ms; embedded mode has none, so a seeded
-    # run's passes select the same pulls however fast the machine is.
+    # A pass stops selecting new pulls once it has spent this many seconds choosing them
+    # (checked after each track; the rest wait for the next pass, which runs back to back);
+    # 0: no time bound. The leader process sets Settings.select_budget_ms; embedded mode has
+    # none, so a seeded run's passes select the same pulls however fast the machine is.
     select_budget_s: float = 0.0
     out_of_time: bool = False  # the last selection stopped at `select_budget_s`
 
@@ -80,9 +80,9 @@ class EngineContext:
                              or dispatched >= self.settings.max_dispatch_per_pass)
         return self.back_to_back
 
-    def selection_deadline(self) -> float | None:
-        """When a selection starting now must stop (`time.monotonic()`); None: no time bound."""
-        return time.monotonic() + self.select_budget_s if self.select_budget_s > 0 else None
+    def selection_budget(self) -> TimeBudget | None:
+        """The time a pass's selection may spend choosing pulls; None: no time bound."""
+        return TimeBudget(self.select_budget_s) if self.select_budget_s > 0 else None
 
 
 @dataclass
@@ -185,11 +185,11 @@ def select_and_dispatch(ctx: EngineContext) -> tuple[int, int]:
     """New pulls are committed as pending attempts first, then pending attempts are sent; both
     bounded per pass (`max_pulls_per_pass` and the leader's `select_budget_s`,
     `max_dispatch_per_pass`), oldest attempts first."""
-    deadline = ctx.selection_deadline()
+    budget = ctx.selection_budget()
     with fenced(ctx) as session:
         selected = select_pulls(session, ctx.clock(), ctx.settings.max_in_flight_per_team,
-                                ctx.settings.max_pulls_per_pass, deadline)
-    ctx.out_of_time = deadline is not None and time.monotonic() >= deadline
+                                ctx.settings.max_pulls_per_pass, budget)
+    ctx.out_of_time = budget is not None and budget.spent
     return selected, dispatch_pending(ctx, ctx.settings.max_dispatch_per_pass)
 
 

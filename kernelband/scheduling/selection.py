@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -24,16 +25,34 @@ from kernelband.scheduling.fairshare import cap_per_team, fair_order
 from kernelband.scheduling.state import WITHOUT_STORED_STATE, load_state, policy_for, save_state
 
 
+@dataclass
+class TimeBudget:
+    """How long a selection may go on choosing pulls once it has read which tracks have free
+    slots (the reads before are not counted: they grow with the database, not with the pulls);
+    `spent` says it stopped because the time was up."""
+
+    seconds: float
+    deadline: float = field(default=0.0, init=False)
+    spent: bool = field(default=False, init=False)
+
+    def start(self) -> None:
+        self.deadline, self.spent = time.monotonic() + self.seconds, False
+
+    def over(self) -> bool:
+        self.spent = time.monotonic() >= self.deadline
+        return self.spent
+
+
 def select_pulls(session: Session, now: datetime, cap: int | None = None,
-                 limit: int | None = None, deadline: float | None = None) -> int:
+                 limit: int | None = None, budget: TimeBudget | None = None) -> int:
     """Ask each running track's policy for new pulls while it has free capacity and budget.
 
     Every free slot is one item: slots are ordered round-robin between teams, then jobs
     (kernelband/scheduling/fairshare.py), and a team's slots beyond `cap` attempts in flight are dropped.
     Inside a team, jobs with fewer pulls in flight come first, so a pass that stops after
-    `limit` pulls, or at `deadline` (a `time.monotonic()` value, checked after each track, so
-    the first track in the fair order is always served), leaves the rest to the next pass
-    without starving any job.
+    `limit` pulls, or when its time `budget` is spent (checked after each track, so the first
+    track in the fair order is always served), leaves the rest to the next pass without
+    starving any job.
     """
     rows = tracks_with_free_slots(session)
     slots: list[Any] = []  # one row per free slot
@@ -49,21 +68,23 @@ def select_pulls(session: Session, now: datetime, cap: int | None = None,
     counts: dict[int, int] = {}
     for row in kept:  # dict order = first slot of each track in the fair order
         counts[row.track_id] = counts.get(row.track_id, 0) + 1
-    # Without a deadline every track is loaded at once; with one, a chunk at a time, so a pass
-    # that stops early has not loaded the tracks it leaves to the next (100s when many wait).
-    chunk = len(counts) if deadline is None else DEADLINE_CHUNK
+    # Without a time budget every track is loaded at once; with one, a chunk at a time, so a
+    # pass that stops early has not loaded the tracks it leaves to the next (100s may wait).
+    chunk = len(counts) if budget is None else BUDGET_CHUNK
     order, selected = list(counts), 0
+    if budget is not None:
+        budget.start()
     for start in range(0, len(order), max(chunk, 1)):
         loaded = load_tracks(session, order[start:start + chunk])
         for track_id in order[start:start + chunk]:
             track, job = loaded[track_id]
             selected += select_for_track(session, job, track, counts[track_id])
-            if deadline is not None and time.monotonic() >= deadline:
+            if budget is not None and budget.over():
                 return selected
     return selected
 
 
-DEADLINE_CHUNK = 16  # tracks loaded at a time by a selection with a deadline
+BUDGET_CHUNK = 16  # tracks loaded at a time by a selection with a time budget
 
 
 def load_tracks(session: Session, track_ids: Sequence[int]) -> dict[int, tuple[Track, Job]]:
@@ -147,5 +168,5 @@ def in_flight_by_team(session: Session) -> dict[int, int]:
     return {int(team): int(count) for team, count in session.execute(query).all()}
 
 
-__all__ = ["DEADLINE_CHUNK", "in_flight_by_team", "job_rank", "load_tracks", "select_for_track",
+__all__ = ["BUDGET_CHUNK", "TimeBudget", "in_flight_by_team", "job_rank", "load_tracks", "select_for_track",
            "select_pulls", "tracks_with_free_slots"]

@@ -14,7 +14,7 @@ from kernelband.db.models import Attempt
 from kernelband.db.session import session_scope
 from kernelband.scheduling.dispatch import InboxDispatcher, TaskMessage
 from kernelband.scheduling.pipeline import EngineContext, dispatch_pending, fenced, step
-from kernelband.scheduling.selection import select_pulls
+from kernelband.scheduling.selection import TimeBudget, select_pulls
 
 
 class BaselineOnlyDispatcher(InboxDispatcher):
@@ -138,19 +138,34 @@ def test_a_housekeeping_interval_holds_for_every_pass(
     assert step(ctx).started_jobs == 1
 
 
-def test_a_selection_past_its_deadline_serves_one_track_and_the_next_passes_the_rest(
+def test_a_selection_out_of_time_serves_one_track_and_the_next_passes_the_rest(
         sqlite_factory: sessionmaker[Session]) -> None:
-    """The time bound is checked after each track: a selection whose deadline has passed still
+    """The time budget is checked after each track: a selection with no time to spend still
     serves the first track in the fair order (so passes always progress), and passes bounded
     that way serve every job in turn."""
     ctx, jobs = _running(sqlite_factory, jobs=4, parallelism=2)
     for passes in range(1, 5):
+        budget = TimeBudget(0.0)
         with fenced(ctx) as session:
-            assert select_pulls(session, ctx.clock(), deadline=time.monotonic() - 1.0) == 2
+            assert select_pulls(session, ctx.clock(), budget=budget) == 2
+        assert budget.spent
         per_job = sorted(_pulls_per_job(sqlite_factory).get(job_id, 0) for job_id in jobs)
         assert per_job == [0] * (4 - passes) + [2] * passes  # one more job each pass
+    budget = TimeBudget(60.0)
     with fenced(ctx) as session:
-        assert select_pulls(session, ctx.clock(), deadline=time.monotonic() + 60.0) == 0
+        assert select_pulls(session, ctx.clock(), budget=budget) == 0
+    assert not budget.spent
+
+
+def test_the_time_budget_counts_from_the_first_choice_not_the_reads_before() -> None:
+    """Reads of which tracks have free slots grow with the database; the budget is for
+    choosing pulls, so it starts (again) when the choosing does."""
+    budget = TimeBudget(0.05)
+    time.sleep(0.06)  # as if the reads before had taken longer than the budget
+    budget.start()
+    assert not budget.over()
+    time.sleep(0.06)
+    assert budget.over() and budget.spent
 
 
 def test_a_pass_out_of_selection_time_says_more_is_waiting(
@@ -163,12 +178,12 @@ def test_a_pass_out_of_selection_time_says_more_is_waiting(
     settings = Settings(max_in_flight_per_team=10_000, max_job_starts_per_team=3)
     ctx = EngineContext(sqlite_factory, BaselineOnlyDispatcher(), settings,
                         select_budget_s=1e-9)  # spent by the time the first track is served
-    assert ctx.selection_deadline() is not None
+    assert ctx.selection_budget() is not None
     step(ctx)  # jobs start; baselines are sent and answered
     report = step(ctx)  # baselines applied: three tracks with two free slots each
     assert (report.selected, report.dispatched, report.more_waiting) == (2, 2, True)
     ctx.select_budget_s = 0.0  # no time bound
-    assert ctx.selection_deadline() is None
+    assert ctx.selection_budget() is None
     report = step(ctx)
     assert (report.selected, report.dispatched, report.more_waiting) == (4, 4, False)
     assert Settings().select_budget_ms > 0  # the leader's default bounds its passes

@@ -31,4 +31,4 @@ def test_the_leader_fences_and_bounds_its_passes_by_its_settings(
     ctx = leader_context(sqlite_factory, InboxDispatcher(), settings, epoch=7)
     assert (ctx.leader_epoch, ctx.housekeeping_s, ctx.select_budget_s) == (7, 0.25, 0.0125)
     assert leader_context(sqlite_factory, InboxDispatcher(), Settings(select_budget_ms=0),
-                          epoch=8).selection_deadline() is None  # 0: no time bound
+                          epoch=8).selection_budget() is None  # 0: no time bound
