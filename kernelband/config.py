@@ -65,12 +65,13 @@ class Settings(BaseSettings):
     # with the database, are not counted): a count alone fits one machine's speed, a time
     # budget every machine's. Embedded mode has no time bound, so a seeded run selects the
     # same pulls on any machine. At 100 jobs x 1,000 candidates on a 2-core machine
-    # (bench/RESULTS.md): without a time bound 440 pulls/s at a select+dispatch p99 of 92-104
-    # ms; with 10 ms, 410-420 pulls/s at 39-41 ms. Fewer sends per pass (128) kept fewer of
-    # 1,000 simulated GPUs busy (90-95% against 98-99.5%).
+    # (bench/RESULTS.md): without a time bound 440-490 pulls/s at a select+dispatch p99 of
+    # 89-104 ms; with 6 ms, 350-420 pulls/s at 38-42 ms (8 ms: 420-480 at 42-50; 10 ms:
+    # 480-495 at 46). Fewer sends per pass (128) kept fewer of 1,000 simulated GPUs busy
+    # (90-95% against 98-99.5%).
     max_pulls_per_pass: int = 256
     max_dispatch_per_pass: int = 256
-    select_budget_ms: float = 10.0
+    select_budget_ms: float = 6.0
 
     # api
     max_source_bytes: int = 256 * 1024

@@ -68,23 +68,16 @@ def select_pulls(session: Session, now: datetime, cap: int | None = None,
     counts: dict[int, int] = {}
     for row in kept:  # dict order = first slot of each track in the fair order
         counts[row.track_id] = counts.get(row.track_id, 0) + 1
-    # Without a time budget every track is loaded at once; with one, a chunk at a time, so a
-    # pass that stops early has not loaded the tracks it leaves to the next (100s may wait).
-    chunk = len(counts) if budget is None else BUDGET_CHUNK
-    order, selected = list(counts), 0
+    loaded = load_tracks(session, list(counts))
     if budget is not None:
         budget.start()
-    for start in range(0, len(order), max(chunk, 1)):
-        loaded = load_tracks(session, order[start:start + chunk])
-        for track_id in order[start:start + chunk]:
-            track, job = loaded[track_id]
-            selected += select_for_track(session, job, track, counts[track_id])
-            if budget is not None and budget.over():
-                return selected
+    selected = 0
+    for track_id, count in counts.items():
+        track, job = loaded[track_id]
+        selected += select_for_track(session, job, track, count)
+        if budget is not None and budget.over():
+            break
     return selected
-
-
-BUDGET_CHUNK = 16  # tracks loaded at a time by a selection with a time budget
 
 
 def load_tracks(session: Session, track_ids: Sequence[int]) -> dict[int, tuple[Track, Job]]:
@@ -168,5 +161,5 @@ def in_flight_by_team(session: Session) -> dict[int, int]:
     return {int(team): int(count) for team, count in session.execute(query).all()}
 
 
-__all__ = ["BUDGET_CHUNK", "TimeBudget", "in_flight_by_team", "job_rank", "load_tracks", "select_for_track",
+__all__ = ["TimeBudget", "in_flight_by_team", "job_rank", "load_tracks", "select_for_track",
            "select_pulls", "tracks_with_free_slots"]
