@@ -122,6 +122,7 @@ class SandboxResult:
     stderr_tail: str = ""
     warm: bool = False
     network_isolated: bool | None = None
+    collected: Any = field(default=None, compare=False, repr=False)  # run_sandboxed's collect()
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -11,6 +11,7 @@ import subprocess
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -192,8 +193,16 @@ def require_usable_user(limits: SandboxLimits) -> None:
         raise privileges.SandboxUserError(_user_checks[limits.user])
 
 
-def run_sandboxed(target: str, payload: dict[str, Any], limits: SandboxLimits | None = None) -> SandboxResult:
-    """Run `target` ("module:function", dict -> JSON-able) in a confined child process."""
+def run_sandboxed(
+    target: str, payload: dict[str, Any], limits: SandboxLimits | None = None, *,
+    collect: Callable[[str], Any] | None = None,
+) -> SandboxResult:
+    """Run `target` ("module:function", dict -> JSON-able) in a confined child process.
+
+    `collect(workdir)` runs in the caller after the child has ended and before its workdir is
+    removed: how a judge reads the raw files a runner left there (outputs, samples); what it
+    returns is the result's `collected`. It is not called when the child was killed.
+    """
     limits = limits or SandboxLimits.from_settings()
     require_usable_user(limits)
     os.makedirs(default_triton_cache_dir(), exist_ok=True)
@@ -203,11 +212,15 @@ def run_sandboxed(target: str, payload: dict[str, Any], limits: SandboxLimits | 
         json.dump({"target": target, "payload": payload, "limits": limits.to_dict(), "workdir": workdir}, f)
     start = time.monotonic()
     handle = pool.spawn(request_path, limits, workdir)
+    collected: Any = None
     try:
         code, reason, out = _supervise(handle, limits)
+        if collect is not None and not reason:
+            collected = collect(workdir)
     finally:
         for fd in (handle.result_r, handle.stderr_r, handle.status_r):
             if fd is not None:
                 os.close(fd)
         shutil.rmtree(workdir, ignore_errors=True)
-    return _interpret(code, reason, out, time.monotonic() - start, handle.warm)
+    result = _interpret(code, reason, out, time.monotonic() - start, handle.warm)
+    return replace(result, collected=collected) if collected is not None else result
