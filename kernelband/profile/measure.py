@@ -16,6 +16,7 @@ from kernelband.profile.estimate import CaseEstimate, estimate_case
 from kernelband.profile.features import Features, build_features
 from kernelband.profile.launches import LaunchRecord, capture_launches
 from kernelband.profile.ncu_pass import NcuCase
+from kernelband.profile.paired import PairedSpeedup
 from kernelband.profile.static import StaticProfile, static_profile
 
 
@@ -49,6 +50,9 @@ class Measurement:
     floors_ms: dict[str, float] = field(default_factory=dict)
     checks: dict[str, Any] = field(default_factory=dict)
     triton_share: float | None = None
+    # measured only: original / candidate from interleaved rounds in one session, with its 95%
+    # interval; None for estimates, which are never paired measurements
+    speedup: PairedSpeedup | None = None
 
     def __post_init__(self) -> None:
         if self.label not in ("measured", "estimated"):
@@ -64,7 +68,10 @@ class Measurement:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Measurement:
-        return cls(**{k: v for k, v in data.items() if k in cls.__dataclass_fields__})
+        fields = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
+        if isinstance(fields.get("speedup"), dict):
+            fields["speedup"] = PairedSpeedup.from_dict(fields["speedup"])
+        return cls(**fields)
 
 
 @dataclass
