@@ -4,7 +4,8 @@ For each fleet size N (10, 100, 1,000): a fresh Postgres database with running j
 h100, spread over 10 teams, enough pulls in flight to keep N GPUs fed), a Redis database of
 its own, the real scheduler process (`python -m services.scheduler`) and one process playing
 the workers (bench/fleet_worker.py): N GPU slots whose profile tasks take a lognormal time
-around 3 s, and instant LLM and CPU answers. No kernel, compiler or LLM runs. Measured over a
+around `--median-s` (1.5 s by default: a candidate's GPU time once the measuring step got
+faster), and instant LLM and CPU answers; the task time is recorded with the results. No kernel, compiler or LLM runs. Measured over a
 window after a warm-up: the GPU-busy fraction (time in service / N x window) and pulls
 finished per second, with the scheduler's CPU time.
 """
@@ -43,7 +44,9 @@ from kernelband.db.models import Track
 from kernelband.db.session import make_engine, make_session_factory, session_scope
 
 LABEL = "SIMULATED GPU workers (lognormal service times), real scheduler, Redis and Postgres"
-MEDIAN_S, SIGMA = 3.0, 0.3  # a pull's GPU time on an H100 was about 3.3 s (issue 20)
+# A pull's GPU time: about 3.3 s on an H100 before the measuring step got faster, about 1.5 s
+# after; the benchmark's default is the newer figure (`--median-s` sets another).
+MEDIAN_S, SIGMA = 1.5, 0.3
 TEAMS = 10
 REDIS_BASE = os.environ.get("KERNELBAND_BENCH_REDIS_URL", "redis://127.0.0.1:6379")
 CLAIM_KEY, CLAIM_DBS = "kernelband:test-claim", range(15, 1, -1)  # shared with the tests
@@ -115,7 +118,8 @@ def wait_until_ready(marker: Path, process: subprocess.Popen[bytes],
         time.sleep(0.1)
 
 
-def run_fleet(gpus: int, warmup_s: float, window_s: float) -> dict[str, Any]:
+def run_fleet(gpus: int, warmup_s: float, window_s: float,
+              median_s: float = MEDIAN_S) -> dict[str, Any]:
     """One fleet size on fresh databases; the busy fraction and pulls/s over the window."""
     with fresh_postgres("kb_bench_fleet") as url, private_redis() as broker, \
             tempfile.TemporaryDirectory() as tmp:
@@ -132,7 +136,7 @@ def run_fleet(gpus: int, warmup_s: float, window_s: float) -> dict[str, Any]:
                                           "bench-fleet"], cwd=ROOT, env=env, stdout=log,
                                          stderr=subprocess.STDOUT)
             workers = subprocess.Popen([sys.executable, "-m", "bench.fleet_worker", "--broker",
-                                        broker, "--gpus", str(gpus), "--median-s", str(MEDIAN_S),
+                                        broker, "--gpus", str(gpus), "--median-s", str(median_s),
                                         "--sigma", str(SIGMA), "--out", str(out)], cwd=ROOT,
                                        env=env, stdout=log, stderr=subprocess.STDOUT)
             try:
@@ -154,7 +158,8 @@ def run_fleet(gpus: int, warmup_s: float, window_s: float) -> dict[str, Any]:
             raise RuntimeError(f"the simulated fleet wrote no spans; its log:\n{tail}")
         spans = json.loads(out.read_text())
     busy = busy_seconds(spans, start, end)
-    row = {"gpus": gpus, "pulls_in_flight_allowed": in_flight, "window_s": end - start,
+    row = {"gpus": gpus, "median_s": median_s, "pulls_in_flight_allowed": in_flight,
+           "window_s": end - start,
            "busy_fraction": busy / (gpus * (end - start)),
            "pulls_per_s": (done1 - done0) / (end - start),
            "gpu_tasks_finished": sum(1 for s, e in spans["spans"] if start <= e <= end),
@@ -163,25 +168,29 @@ def run_fleet(gpus: int, warmup_s: float, window_s: float) -> dict[str, Any]:
     return row
 
 
-def run_scaling(fleets: tuple[int, ...], warmup_s: float, window_s: float) -> dict[str, Any]:
-    """Every fleet size in turn."""
-    return {"label": LABEL, "median_s": MEDIAN_S, "sigma": SIGMA, "warmup_s": warmup_s,
-            "window_s": window_s, "rows": [run_fleet(n, warmup_s, window_s) for n in fleets]}
+def run_scaling(fleets: tuple[int, ...], warmup_s: float, window_s: float,
+                median_s: float = MEDIAN_S) -> dict[str, Any]:
+    """Every fleet size in turn, with GPU tasks of median `median_s` seconds."""
+    return {"label": LABEL, "median_s": median_s, "sigma": SIGMA, "warmup_s": warmup_s,
+            "window_s": window_s,
+            "rows": [run_fleet(n, warmup_s, window_s, median_s) for n in fleets]}
 
 
 def targets(data: dict[str, Any]) -> list[tuple[str, bool | None, str]]:
-    """>= 90% GPU-busy at 1,000 simulated workers."""
+    """>= 90% GPU-busy at 1,000 simulated workers, at the run's GPU task time."""
+    median = f"{data['median_s']:g} s tasks"
     row = next((r for r in data["rows"] if r["gpus"] == 1000), None)
     if row is None:
-        return [("busy >= 90% at 1,000 workers", None, "1,000 not run (quick mode)")]
-    return [("busy >= 90% at 1,000 workers", row["busy_fraction"] >= TARGET_BUSY,
+        return [(f"busy >= 90% at 1,000 workers, {median}", None, "1,000 not run (quick mode)")]
+    return [(f"busy >= 90% at 1,000 workers, {median}", row["busy_fraction"] >= TARGET_BUSY,
              f"{100 * row['busy_fraction']:.1f}% busy, {fmt(row['pulls_per_s'])} pulls/s")]
 
 
 def section(data: dict[str, Any]) -> str:
     """The RESULTS.md section: method, table and plot."""
     rows = [(r["gpus"], r["pulls_in_flight_allowed"], f"{100 * r['busy_fraction']:.1f}%",
-             fmt(r["pulls_per_s"]), fmt(r["gpus"] / (MEDIAN_S * 1.05), 0),
+             fmt(r["pulls_per_s"]),
+             fmt(r["gpus"] / (r.get("median_s", data["median_s"]) * 1.05), 0),
              r["gpu_tasks_finished"], f"{100 * r['scheduler_cpu_share']:.0f}%")
             for r in data["rows"]]
     table = markdown_table(("simulated GPUs", "pulls in flight allowed", "GPU busy",
@@ -195,7 +204,8 @@ def section(data: dict[str, Any]) -> str:
             "fresh Postgres database with min(100, N) running h100 jobs over 10 teams, "
             "parallelism covering N with 20% to spare, the per-team cap lifted; a Redis "
             "database of its own; the real scheduler process; one process playing N GPU "
-            f"workers (`-c 1` each; lognormal service time, median {data['median_s']:g} s, "
+            f"workers (`-c 1` each; lognormal service time, median {data['median_s']:g} s "
+            "(`--median-s`), "
             f"sigma {data['sigma']:g}) and instant LLM and CPU workers (bench/fleet_worker.py). "
             f"{data['warmup_s']:g} s warm-up, then a {data['window_s']:g} s window: GPU busy = "
             "time in service / (N x window); pulls/s = pulls finished per second. Keeping N "
@@ -224,9 +234,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true", help="10 GPUs, 5 s warm-up, 10 s window")
     parser.add_argument("--window-s", type=float, default=None)
+    parser.add_argument("--median-s", type=float, default=MEDIAN_S,
+                        help=f"median simulated GPU task time in seconds (default {MEDIAN_S:g})")
     args = parser.parse_args(argv)
     fleets, warmup, window = ((10,), 5.0, 10.0) if args.quick else ((10, 100, 1000), 10.0, 30.0)
-    data = run_scaling(fleets, warmup, args.window_s or window)
+    data = run_scaling(fleets, warmup, args.window_s or window, args.median_s)
     RESULTS_DIR.mkdir(parents=True, exist_ok=True)
     (RESULTS_DIR / "fleet_scaling.json").write_text(json.dumps(data, indent=2))
     return data

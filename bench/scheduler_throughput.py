@@ -213,7 +213,9 @@ def measure(ctx: EngineContext, seconds: float, min_steps: int = 3) -> Timings:
     return t
 
 
-SUSTAINED_S = 20.0  # the largest configuration runs this long (the others `seconds`)
+SUSTAINED_S = 60.0  # the largest configuration runs this long (the others `seconds`)
+FLAT_WINDOW_S = 10.0  # a flat cost: the last window of this length keeps FLAT_SHARE of the first
+FLAT_SHARE = 0.9
 
 
 def summarize(jobs: int, frontier: int, t: Timings) -> dict[str, Any]:
@@ -233,6 +235,7 @@ def summarize(jobs: int, frontier: int, t: Timings) -> dict[str, Any]:
         "finish_p99_ms": percentile_ms(t.finish, 99),
         "pulls_per_s": t.pulls / t.wall_s if t.wall_s else float("nan"),
         "window_pulls_per_s": window_rates(t.marks),
+        "flat_window_pulls_per_s": window_rates(t.marks, FLAT_WINDOW_S),
     }
 
 
@@ -286,21 +289,29 @@ def run_grid(job_counts: tuple[int, ...], frontiers: tuple[int, ...], seconds: f
             "rows": rows, "profile": profile, "hotspots": shares}
 
 
-TARGET_PULLS_PER_S, TARGET_P99_MS = 300.0, 50.0
+TARGET_PULLS_PER_S, TARGET_P99_MS = 600.0, 50.0
 
 
 def targets(data: dict[str, Any]) -> list[tuple[str, bool | None, str]]:
-    """At 100 jobs x 1,000 candidates: >= 300 pulls/s, select+dispatch p99 <= 50 ms."""
+    """At 100 jobs x 1,000 candidates: >= 600 pulls/s, the last 10 s window >= 90% of the
+    first (a pass costs the same late in a run as early), select+dispatch p99 <= 50 ms."""
     row = next((r for r in data["rows"] if r["jobs"] == 100 and r["frontier"] == 1000), None)
     if row is None:
         return [("100 jobs x 1,000 candidates", None, "not run (quick mode)")]
     rate, p99 = row["pulls_per_s"], row["select_p99_ms"]
     windows = ", ".join(fmt(w) for w in row.get("window_pulls_per_s") or [])
-    return [(">= 300 pulls/s sustained", rate >= TARGET_PULLS_PER_S,
-             f"{fmt(rate)} pulls/s over {fmt(row['wall_s'])} s "
-             f"({100 * rate / TARGET_PULLS_PER_S:.0f}% of target; per {WINDOW_S:g} s window: "
-             f"{windows or '-'})"),
-            ("select+dispatch p99 <= 50 ms", p99 <= TARGET_P99_MS, f"p99 {fmt(p99)} ms")]
+    result = [(f">= {TARGET_PULLS_PER_S:g} pulls/s sustained", rate >= TARGET_PULLS_PER_S,
+               f"{fmt(rate)} pulls/s over {fmt(row['wall_s'])} s "
+               f"({100 * rate / TARGET_PULLS_PER_S:.0f}% of target; per {WINDOW_S:g} s window: "
+               f"{windows or '-'})")]
+    flat = row.get("flat_window_pulls_per_s") or []
+    if len(flat) >= 2:
+        share = flat[-1] / flat[0] if flat[0] else float("nan")
+        result.append((f"last {FLAT_WINDOW_S:g} s window >= {100 * FLAT_SHARE:.0f}% of the first",
+                       share >= FLAT_SHARE,
+                       f"{fmt(flat[-1])} / {fmt(flat[0])} pulls/s = {100 * share:.0f}%"))
+    result.append(("select+dispatch p99 <= 50 ms", p99 <= TARGET_P99_MS, f"p99 {fmt(p99)} ms"))
+    return result
 
 
 def section(data: dict[str, Any]) -> str:

@@ -42,6 +42,27 @@ def test_the_sustained_rate_is_reported_per_window() -> None:
     assert rate[1] is False and "per 5 s window: 300.0, 200.0" in rate[2] and "over 20.0 s" in rate[2]
 
 
+def test_a_flat_cost_keeps_the_last_ten_second_window_near_the_first() -> None:
+    row = {"jobs": 100, "frontier": 1000, "pulls_per_s": 650.0, "select_p99_ms": 40.0,
+           "wall_s": 60.0, "window_pulls_per_s": [700.0, 600.0],
+           "flat_window_pulls_per_s": [700.0, 650.0, 620.0]}
+    rate, flat, p99 = scheduler_throughput.targets({"rows": [row]})
+    assert rate[1] is True and p99[1] is True
+    assert flat[1] is False and "620.0 / 700.0 pulls/s = 89%" in flat[2]
+    row["flat_window_pulls_per_s"] = [700.0, 640.0]
+    assert scheduler_throughput.targets({"rows": [row]})[1][1] is True
+
+
+def test_the_fleet_records_its_simulated_task_time() -> None:
+    data = {"label": fleet_scaling.LABEL, "median_s": 1.5, "sigma": 0.3, "warmup_s": 1.0,
+            "window_s": 1.0, "rows": [{"gpus": 1000, "median_s": 1.5, "busy_fraction": 0.95,
+                                       "pulls_per_s": 600.0, "pulls_in_flight_allowed": 1200,
+                                       "gpu_tasks_finished": 1, "scheduler_cpu_share": 0.5}]}
+    ((name, met, _),) = fleet_scaling.targets(data)
+    assert met is True and "1.5 s tasks" in name
+    assert fleet_scaling.MEDIAN_S == 1.5 and "median 1.5 s" in fleet_scaling.section(data)
+
+
 def test_fleet_simulation_feeds_simulated_gpus_through_the_real_scheduler() -> None:
     data = fleet_scaling.run_scaling((4,), warmup_s=4.0, window_s=4.0)
     (row,) = data["rows"]
