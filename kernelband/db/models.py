@@ -21,6 +21,7 @@ from sqlalchemy import (
     String,
     Text,
     UniqueConstraint,
+    false,
     true,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
@@ -47,6 +48,11 @@ FINISHED_JOB_STATUSES = ("completed", "cancelled", "failed")
 def sa_true() -> Any:
     """A boolean server default that reads alike on SQLite and Postgres."""
     return true()
+
+
+def sa_false() -> Any:
+    """The false counterpart of `sa_true`."""
+    return false()
 
 
 def utcnow() -> datetime:
@@ -185,6 +191,14 @@ class Track(Base):
     best_time_ms: Mapped[float | None] = mapped_column(Float, default=None)
     best_speedup: Mapped[float | None] = mapped_column(Float, default=None)
     best_label: Mapped[str | None] = mapped_column(String(16), default=None)
+    # The best's paired speedup interval (95%) and how it was measured; None for estimates,
+    # the original itself and rows from before paired measurements. `best_speedup_final`: the
+    # job's final step re-measured the best against the original, and these are that result.
+    best_speedup_low: Mapped[float | None] = mapped_column(Float, default=None)
+    best_speedup_high: Mapped[float | None] = mapped_column(Float, default=None)
+    best_speedup_method: Mapped[str | None] = mapped_column(Text, default=None)
+    best_speedup_final: Mapped[bool] = mapped_column(Boolean, default=False,
+                                                     server_default=sa_false())
     held_out: Mapped[str | None] = mapped_column(String(16), default=None)  # passed | failed
     held_out_reason: Mapped[str | None] = mapped_column(Text, default=None)
     reason: Mapped[str | None] = mapped_column(Text, default=None)
@@ -267,6 +281,13 @@ class Measurement(Base):
     cv: Mapped[float | None] = mapped_column(Float, default=None)
     noisy: Mapped[bool] = mapped_column(Boolean, default=False)
     paired_ratio: Mapped[float | None] = mapped_column(Float, default=None)
+    # PairedSpeedup against the original (kernelband.profile.paired): measured rows only.
+    speedup: Mapped[float | None] = mapped_column(Float, default=None)
+    speedup_low: Mapped[float | None] = mapped_column(Float, default=None)
+    speedup_high: Mapped[float | None] = mapped_column(Float, default=None)
+    speedup_rounds: Mapped[int | None] = mapped_column(Integer, default=None)
+    speedup_method: Mapped[str | None] = mapped_column(Text, default=None)
+    speedup_baseline: Mapped[str | None] = mapped_column(Text, default=None)
     features: Mapped[dict[str, Any] | None] = mapped_column(default=None)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
 

@@ -39,6 +39,7 @@ from kernelband.scheduling.state import (
     save_state,
     write_final_view,
 )
+from kernelband.speedups import best_columns, of_measurement, of_track, paired_columns
 
 LockedAttempt = tuple[Attempt, Track, Job, Candidate | None]
 
@@ -231,6 +232,7 @@ def apply_verify(session: Session, job: Job, track: Track, attempt: Attempt,
     candidate = session.get_one(Candidate, attempt.candidate_id)
     if result.get("ok"):
         track.held_out, track.held_out_reason = "passed", None
+        record_final_speedup(session, job, track, candidate, result)
         complete_track(session, job, track)
         return
     reject(candidate, result, prefix="held_out:")
@@ -250,6 +252,17 @@ def apply_verify(session: Session, job: Job, track: Track, attempt: Attempt,
     new_attempt(session, track, "verify", candidate.id)
 
 
+def record_final_speedup(session: Session, job: Job, track: Track, candidate: Candidate,
+                         result: dict[str, Any]) -> None:
+    """The final step's paired re-measure of the best against the original becomes the speedup
+    the track reports (a verify result without one, e.g. an estimate, keeps the earlier one)."""
+    if not result.get("measurement"):
+        return
+    measurement = store_measurement(session, candidate, result)
+    set_best(session, job, track, candidate, measurement, announce=False)
+    track.best_speedup_final = track.best_speedup_low is not None
+
+
 def start_acceptance(session: Session, track: Track, why: str) -> None:
     """Stop searching; verify the best on held-out cases (the original needs no check)."""
     job = session.get_one(Job, track.job_id)
@@ -267,9 +280,11 @@ def start_acceptance(session: Session, track: Track, why: str) -> None:
 def complete_track(session: Session, job: Job, track: Track) -> None:
     """Mark the track done and announce its final best."""
     track.status, track.finished_at = "completed", utcnow()
+    shown = of_track(track)
     append_event(session, job.id, "track_completed", {
         "target": track.target, "best_candidate": track.best_candidate_id,
-        "best_speedup": track.best_speedup, "label": track.best_label,
+        "best_speedup": shown.point, "speedup_low": shown.low, "speedup_high": shown.high,
+        "significant": shown.significant, "label": track.best_label,
         "held_out": track.held_out})
 
 
@@ -322,6 +337,7 @@ def store_measurement(session: Session, candidate: Candidate,
               "time_ms": float(data["time_ms"]),
               "case_times": _case_times(data.get("case_times_ms")), "cv": data.get("cv"),
               "noisy": bool(data.get("noisy", False)), "paired_ratio": data.get("paired_ratio"),
+              **paired_columns(data.get("speedup")),
               "features": result.get("features"), "created_at": utcnow()}
     add_row(session, Measurement, values)
     return Measurement(**values)
@@ -329,15 +345,20 @@ def store_measurement(session: Session, candidate: Candidate,
 
 def set_best(session: Session, job: Job, track: Track, candidate: Candidate,
              measurement: Measurement, announce: bool = True) -> None:
-    """Make `candidate` the track's best; speedup is original time over best time."""
+    """Make `candidate` the track's best; its speedup is the measurement's paired one (with its
+    interval), the cost model's ratio for an estimate, and none for an unpaired measurement."""
     track.best_candidate_id, track.best_time_ms = candidate.id, measurement.time_ms
     track.best_label = measurement.label
-    if track.original_time_ms:
-        track.best_speedup = track.original_time_ms / measurement.time_ms
+    shown = of_measurement(measurement, track.original_time_ms,
+                           is_original=candidate.id == track.original_candidate_id)
+    for column, value in best_columns(shown).items():
+        setattr(track, column, value)
+    track.best_speedup_final = False
     if announce:
         append_event(session, job.id, "new_best", {
             "target": track.target, "candidate": candidate.id, "time_ms": measurement.time_ms,
-            "speedup": track.best_speedup, "label": measurement.label,
+            "speedup": shown.point, "speedup_low": shown.low, "speedup_high": shown.high,
+            "significant": shown.significant, "label": measurement.label,
             "device": measurement.device})
 
 

@@ -7,7 +7,8 @@ They hold no database handle; everything arrives in the payload built by
 - generate -> GenerationResult.to_dict() (`ok`, `editable`, `reason`, tokens, cost, ...)
 - compile  -> `ok`, `reason`, `message`, `verdict` (public-case pre-screen), `static_profile`
 - profile  -> `ok`, `reason`, `message`, `verdict`, `measurement`, `features`
-- verify   -> `ok`, `reason`, `message`, `verdict` (held-out cases)
+- verify   -> `ok`, `reason`, `message`, `verdict` (held-out cases); on a GPU also the final
+  `measurement` and `features` (the best paired against the original)
 
 Every body runs its sandboxed work under the job's own limits (`limits` in the payload: run_s,
 compile_s, config_compile_s; `kernelband.sandbox.job_limits`), the node's settings otherwise.
@@ -114,15 +115,41 @@ def profile(payload: dict[str, Any]) -> dict[str, Any]:
 
 @_under_job_limits
 def verify(payload: dict[str, Any]) -> dict[str, Any]:
-    """Held-out acceptance of a track's best kernel (cases no generator has seen)."""
+    """Held-out acceptance of a track's best kernel (cases no generator has seen); on a GPU the
+    best that passes is then measured again, paired against the original: the job's speedup."""
     from kernelband.evaluate import evaluate_candidate
 
     device = "cpu" if payload["target"] == "cpu" else None
     timings: dict[str, float] = {}
+    problem = _problem(payload)
     verdict = _timed(timings, "check", lambda: evaluate_candidate(
-        _problem(payload), payload["editable"], held_out=True, seeds=CHECK_SEEDS, device=device))
-    return {"ok": verdict.correct, "reason": "" if verdict.correct else verdict.reason,
-            "message": verdict.message, "verdict": verdict.to_dict(), "timings": timings}
+        problem, payload["editable"], held_out=True, seeds=CHECK_SEEDS, device=device))
+    result = {"ok": verdict.correct, "reason": "" if verdict.correct else verdict.reason,
+              "message": verdict.message, "verdict": verdict.to_dict(), "timings": timings}
+    if verdict.correct and _measures_on_gpu(payload["target"]):
+        result.update(_final_measurement(problem, payload, timings))
+    return result
+
+
+def _measures_on_gpu(target: str) -> bool:
+    """A cost-model estimate is deterministic: only a GPU measurement is worth taking again."""
+    from kernelband.sandbox.device import detect_device
+
+    return target != "cpu" and detect_device().startswith("cuda")
+
+
+def _final_measurement(problem: KernelProblem, payload: dict[str, Any],
+                       timings: dict[str, float]) -> dict[str, Any]:
+    """The best timed again in interleaved rounds against the original (its paired speedup);
+    a best that cannot be measured again is not accepted (`ok` False with the reason)."""
+    against_original = {**payload, "parent_editable": problem.editable,
+                        "hardware_signature": False}
+    measured = _timed(timings, "measure", lambda: _measure(
+        problem, payload["editable"], against_original, timings))
+    if isinstance(measured, dict):
+        return {**measured, "reason": f"final_measure:{measured['reason']}"}
+    measurement, features = measured
+    return {"measurement": measurement, "features": features}
 
 
 def _timed(timings: dict[str, float], part: str, work: Callable[[], T]) -> T:
