@@ -1,6 +1,6 @@
 """SQLAlchemy models of the generation loop: turn transcripts and the team skill library.
 
-They share `kernelband.db.models.Base` (one metadata); `kernelband.db.models` re-exports them.
+They build on `kernelband.db.base.Base` (one metadata); `kernelband.db.models` re-exports them.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typing import Any
 from sqlalchemy import Float, ForeignKey, Integer, String, Text
 from sqlalchemy.orm import Mapped, mapped_column
 
-from kernelband.db.models import Base, utcnow
+from kernelband.db.base import Base, utcnow
 
 
 class Transcript(Base):

@@ -6,36 +6,30 @@ migration never has to alter an enum type.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import (
-    JSON,
     Boolean,
-    DateTime,
     Float,
     ForeignKey,
     Index,
     Integer,
-    MetaData,
     String,
     Text,
     UniqueConstraint,
     false,
     true,
 )
-from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+from sqlalchemy.orm import Mapped, mapped_column
 
+from kernelband.db.base import Base, utcnow
+
+# The generation loop's tables live in their own module; re-exported so that one import
+# of this module registers every table in the metadata.
+from kernelband.db.loop_models import Skill as Skill
+from kernelband.db.loop_models import Transcript as Transcript
 from kernelband.default_policy import DEFAULT_POLICY
-
-# Stable constraint names keep Alembic autogenerate and `alembic check` free of drift.
-NAMING_CONVENTION = {
-    "ix": "ix_%(column_0_label)s",
-    "uq": "uq_%(table_name)s_%(column_0_name)s",
-    "ck": "ck_%(table_name)s_%(constraint_name)s",
-    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
-    "pk": "pk_%(table_name)s",
-}
 
 JOB_STATUSES = ("queued", "running", "completed", "cancelled", "failed")
 TRACK_STATUSES = ("pending", "running", "accepting", "completed", "cancelled", "failed")
@@ -53,18 +47,6 @@ def sa_true() -> Any:
 def sa_false() -> Any:
     """The false counterpart of `sa_true`."""
     return false()
-
-
-def utcnow() -> datetime:
-    """Timezone-aware now; SQLite drops the zone, so readers must tolerate naive values."""
-    return datetime.now(UTC)
-
-
-class Base(DeclarativeBase):
-    """Declarative base holding the single metadata of the service."""
-
-    metadata = MetaData(naming_convention=NAMING_CONVENTION)
-    type_annotation_map = {dict[str, Any]: JSON, list[Any]: JSON, datetime: DateTime(timezone=True)}
 
 
 class Team(Base):
@@ -389,10 +371,3 @@ class LeaderEpoch(Base):
     epoch: Mapped[int] = mapped_column(Integer, default=0)
     holder: Mapped[str] = mapped_column(String(200), default="")
     updated_at: Mapped[datetime] = mapped_column(default=utcnow)
-
-
-
-# The generation loop's tables (transcripts, the skill library) live in their own module and
-# join this metadata when it is imported; importing them here keeps one import for every table.
-from kernelband.db.loop_models import Skill as Skill  # noqa: E402
-from kernelband.db.loop_models import Transcript as Transcript  # noqa: E402
