@@ -45,6 +45,11 @@ class Settings(BaseSettings):
     sandbox_warm_pool: bool = True
     # a root service runs sandbox children as this user, e.g. "nobody" (empty: as itself)
     sandbox_user: str = ""
+    # how sandbox children are isolated (kernelband/sandbox/jail.py, docs/reliability.md):
+    # "jail": every runner in a bubblewrap jail; a node that cannot jail runs no submitted code.
+    # "weak": jailed where the node can, else rlimits, a network namespace, the audit hook and
+    # KERNELBAND_SANDBOX_USER only; for a single user's own code (the embedded demo)
+    sandbox_isolation: str = "jail"
 
     # scheduler
     lease_s: float = 300.0
@@ -78,6 +83,15 @@ class Settings(BaseSettings):
     max_concurrent_jobs_per_team: int = 20  # a suite counts as one job
     max_concurrent_suites_per_team: int = 2
     bootstrap_token: SecretStr = SecretStr("")
+    # set: GET /metrics answers only `Authorization: Bearer <this>` (job counts of every team)
+    metrics_token: SecretStr = SecretStr("")
+    # server-sent events: how often an open stream looks for new events, and the idle
+    # comment that keeps proxies from closing it (docs/deploy.md)
+    sse_poll_s: float = 0.5
+    sse_heartbeat_s: float = 15.0
+    # webhooks: tries per delivery (exponential backoff between them) and the request timeout
+    webhook_max_tries: int = 6
+    webhook_timeout_s: float = 10.0
 
     @property
     def effective_database_url(self) -> str:
