@@ -16,6 +16,7 @@ from typing import Any, Protocol
 PAIRED_KEYS = ("point", "low", "high", "rounds", "method", "baseline")
 NOT_MEASURED = "not measured"
 NO_SIGNIFICANT = "no significant speedup"
+ORIGINAL_METHOD = "the original kernel itself"  # the original as a track's best: 1.0 by definition
 
 
 @dataclass(frozen=True)
@@ -56,6 +57,7 @@ class ShownSpeedup:
 
 
 NONE = ShownSpeedup(None)
+ORIGINAL = ShownSpeedup(1.0, method=ORIGINAL_METHOD, source="original")
 
 
 class MeasurementRow(Protocol):
@@ -100,7 +102,7 @@ def of_measurement(m: MeasurementRow, original_time_ms: float | None,
                    is_original: bool = False) -> ShownSpeedup:
     """The speedup over the original that one stored measurement supports."""
     if is_original:
-        return ShownSpeedup(1.0, method="the original kernel itself", source="original")
+        return ORIGINAL
     if m.speedup is not None and m.speedup_low is not None and m.speedup_high is not None:
         return paired(m.speedup, m.speedup_low, m.speedup_high, m.speedup_method)
     if m.label == "estimated" and original_time_ms and m.time_ms > 0:
@@ -111,10 +113,8 @@ def of_measurement(m: MeasurementRow, original_time_ms: float | None,
 
 def of_track(track: TrackRow) -> ShownSpeedup:
     """The speedup of a track's best (the final re-measure once the job's last step ran)."""
-    if track.best_candidate_id is None:
-        return NONE
-    if track.best_candidate_id == track.original_candidate_id:
-        return ShownSpeedup(1.0, method="the original kernel itself", source="original")
+    if track.best_candidate_id is not None and track.best_candidate_id == track.original_candidate_id:
+        return ORIGINAL
     if (track.best_speedup is not None and track.best_speedup_low is not None
             and track.best_speedup_high is not None):
         return paired(track.best_speedup, track.best_speedup_low, track.best_speedup_high,

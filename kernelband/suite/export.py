@@ -8,12 +8,15 @@ import json
 
 from kernelband.suite.model import SuiteReport
 
+# speedup: the paired point (measured; its 95% interval beside it) or the labelled estimate;
+# empty where no paired measurement exists. fast counts the interval's low, fast_point the point.
 PROBLEM_COLUMNS = ("problem", "target", "policy", "job_id", "status", "correct", "fast",
-                   "speedup", "original_ms", "best_ms", "label", "method", "case_ms", "held_out",
-                   "reason")
+                   "speedup", "speedup_low", "speedup_high", "significant", "speedup_text",
+                   "speedup_method", "fast_point", "original_ms", "best_ms", "label", "method",
+                   "case_ms", "held_out", "reason")
 METRIC_COLUMNS = ("target", "policy", "problems", "finished", "correct_pct", "fast1_pct",
-                  "geomean_speedup_correct", "geomean_speedup_all", "label", "fast_0_pct",
-                  "fast_1_pct", "fast_1.5_pct", "fast_2_pct")
+                  "fast1_point_pct", "geomean_speedup_correct", "geomean_speedup_all", "label",
+                  "fast_0_pct", "fast_1_pct", "fast_1.5_pct", "fast_2_pct")
 
 
 def to_json(report: SuiteReport) -> str:

@@ -92,13 +92,14 @@ class SuiteReport:
 
 def report_from_dict(data: dict[str, Any]) -> SuiteReport:
     """Rebuild a report from `SuiteReport.to_dict()` (e.g. GET /v1/suites/{id})."""
-    problems = tuple(ProblemResult(**{k: v for k, v in row.items() if k != "fast"})
-                     for row in data["problems"])
+    problems = tuple(ProblemResult.from_dict(row) for row in data["problems"])
     created = data.get("created_at")
     return SuiteReport(
         suite_id=data["suite_id"], name=data["name"], format=data["format"],
         settings=SuiteSettings.from_dict(data["settings"]),
         created_at=datetime.fromisoformat(created) if created else None,
         job_ids=tuple(data["job_ids"]), jobs_finished=int(data["jobs_finished"]),
-        metrics=tuple(SuiteMetric(**m) for m in data["metrics"]), problems=problems,
+        metrics=tuple(SuiteMetric(**{k: v for k, v in m.items()
+                                     if k in SuiteMetric.__dataclass_fields__})
+                      for m in data["metrics"]), problems=problems,
         load_failures=tuple(LoadFailure.from_dict(f) for f in data["load_failures"]))

@@ -14,6 +14,7 @@ from sqlalchemy.orm import Session
 from kernelband.db import repository
 from kernelband.db.models import FINISHED_JOB_STATUSES, Job, Measurement, Problem, Suite, Track
 from kernelband.problem.model import KernelProblem, ProblemLoadError
+from kernelband.speedups import ShownSpeedup, of_track
 from kernelband.suite.metrics import CORRECT_HELD_OUT, ProblemResult, suite_metrics
 from kernelband.suite.model import LoadFailure, SuiteReport, SuiteSettings
 from kernelband.suite.sources import SuiteSource
@@ -131,12 +132,14 @@ def _results(session: Session, job: Job, problem: str) -> list[ProblemResult]:
         correct = track.status == "completed" and track.held_out in CORRECT_HELD_OUT
         original, best = (_times(session, track.original_candidate_id, target),
                           _times(session, track.best_candidate_id, target))
+        shown = of_track(track) if correct else ShownSpeedup(None)
         out.append(ProblemResult(
             problem, job.policy, target, job.id, track.status, correct,
-            track.best_speedup if correct else None, track.best_label, track.held_out,
+            shown.point, track.best_label, track.held_out,
             track.reason or track.held_out_reason, original_ms=track.original_time_ms,
             best_ms=track.best_time_ms, original_case_ms=original[0], best_case_ms=best[0],
-            method=best[1] or original[1]))
+            method=best[1] or original[1], speedup_low=shown.low, speedup_high=shown.high,
+            speedup_method=shown.method))
     return out
 
 

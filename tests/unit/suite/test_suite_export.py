@@ -14,7 +14,8 @@ from kernelband.suite.metrics import ProblemResult, suite_metrics
 
 def _report() -> SuiteReport:
     rows = (ProblemResult("19_ReLU", "kernelband", "h100", 1, "completed", True, 1.6, "measured",
-                          "passed", None),
+                          "passed", None, speedup_low=1.55, speedup_high=1.66,
+                          speedup_method="bootstrap 95%, 30 rounds"),
             ProblemResult("23_Softmax", "kernelband", "h100", 2, "completed", False, None,
                           "measured", "untranslated", None))
     return SuiteReport("suite-kb", "level1", "kernelbench", SuiteSettings(targets=("h100",)),
@@ -26,6 +27,16 @@ def test_metrics_csv_has_one_column_per_fast_p() -> None:
     assert (row["fast_0_pct"], row["fast_1_pct"], row["fast_1.5_pct"], row["fast_2_pct"]) == (
         "50.0", "50.0", "50.0", "0.0")
     assert "fast_p" not in row
+    assert row["fast1_point_pct"] == "50.0"
+
+
+def test_csv_rows_carry_the_interval_and_its_text() -> None:
+    from kernelband.suite import to_csv
+
+    relu, softmax = list(csv.DictReader(io.StringIO(to_csv(_report()))))
+    assert (relu["speedup"], relu["speedup_low"], relu["speedup_high"]) == ("1.6", "1.55", "1.66")
+    assert relu["significant"] == "True" and relu["speedup_text"] == "1.60x [1.55, 1.66]"
+    assert softmax["speedup"] == "" and softmax["speedup_text"] == "not measured"
 
 
 def test_json_report_carries_fast_p() -> None:

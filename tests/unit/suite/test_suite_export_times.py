@@ -16,7 +16,8 @@ def _report() -> SuiteReport:
                           "passed", None, original_ms=4.0, best_ms=2.0,
                           original_case_ms={"perf[0]": 1.0, "perf[1]": 3.0},
                           best_case_ms={"perf[0]": 0.5, "perf[1]": 1.5},
-                          method="measured: perf harness, call_op alone on NVIDIA H100")
+                          method="measured: perf harness, call_op alone on NVIDIA H100",
+                          speedup_low=1.9, speedup_high=2.1, speedup_method="bootstrap 95%")
     refused = ProblemResult("mul", "kernelband", "h100", 2, "failed", False, None, None, None,
                             "original rejected: wrong_result")
     rows = (timed, refused)

@@ -55,7 +55,8 @@ def test_any_estimate_makes_the_aggregate_estimated() -> None:
 
 def test_one_metric_row_per_target_and_policy() -> None:
     rows = [_row("a", True, 2.0, policy="kernelband"), _row("a", True, 1.5, policy="random"),
-            _row("a", True, 3.0, policy="kernelband", target="h100", label="measured")]
+            ProblemResult("a", "kernelband", "h100", 1, "completed", True, 3.0, "measured",
+                          "passed", None, speedup_low=2.8, speedup_high=3.2)]
     keys = [(m.target, m.policy) for m in suite_metrics(rows)]
     assert keys == [("cpu", "kernelband"), ("cpu", "random"), ("h100", "kernelband")]
     assert suite_metrics(rows)[2].label == "measured"
