@@ -1,0 +1,335 @@
+"""Judge side of paired timing: two live runners, interleaved batches, the judge's own clock.
+
+The original runs in one sandboxed runner and the candidate in another (never both in the
+candidate's process, which could slow the original). Each round draws fresh input seeds; for
+every public case the judge times one batch of k calls in each runner, in ABBA order over the
+rounds, with `time.perf_counter` around the command and its reply. While one runner is timed
+the other is paused (SIGSTOP to its process group), so nothing the idle one started can take
+the measured one's cores. k is calibrated once on the original so a batch lasts `batch_ms`
+(launch-bound kernels: many launches per synchronize; `graphs`: k replays of a CUDA graph).
+
+After a round's batches the judge decides, at random, whether to check it (the last round
+always): both runners save the last call's output to their workdir and the judge compares them
+itself (`torch.load(weights_only=True)`, `compare_results`). The original's output on the same
+inputs and the same call history is the reference. What a runner says about time is only
+cross-checked: a runner claiming more time than the judge saw is rejected `timing_forged`.
+"""
+
+from __future__ import annotations
+
+import atexit
+import hashlib
+import json
+import math
+import random
+import statistics
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from kernelband.evaluate.verified_timing import TimingRejected
+from kernelband.problem.model import KernelProblem
+from kernelband.profile.measure import MeasureError, Measurement
+from kernelband.profile.paired import paired_speedup
+from kernelband.sandbox.limits import SandboxLimits
+from kernelband.sandbox.session import RunnerSession, SessionError
+
+RUNNER_TARGET = "kernelband.runner.timing:serve_task"
+FORGED_SLACK_MS = 0.05  # the runner's clock starts after ours; more than this is not jitter
+# a TritonBench-G harness draws its inputs when it loads: every runner draws them from this seed
+HARNESS_SEED = 0
+
+
+@dataclass(frozen=True)
+class PairedConfig:
+    """How a paired measurement runs. `cores`: the measuring core set (empty: no pinning)."""
+
+    rounds: int = 20
+    batch_ms: float = 5.0
+    max_batch: int = 2000
+    calibration_batches: int = 3
+    verify_fraction: float = 0.25
+    pause_idle: bool = True
+    graphs: bool = False
+    cores: tuple[int, ...] = ()
+    command_timeout_s: float = 120.0
+    load_timeout_s: float = 600.0
+    seed: int | None = None  # the judge's draws (input seeds, checked rounds); None: fresh
+
+    @property
+    def how(self) -> str:
+        calls = "CUDA graph replays" if self.graphs else "launches"
+        return f"judge clock around batches of {calls}, ABBA rounds, two runners"
+
+
+@dataclass
+class PairedRun:
+    """The judge's per-round times (ms per call, summed over cases) and what the run cost."""
+
+    cases: list[str]
+    batch: dict[str, int]
+    original_ms: list[float] = field(default_factory=list)
+    candidate_ms: list[float] = field(default_factory=list)
+    case_original_ms: dict[str, list[float]] = field(default_factory=dict)
+    case_candidate_ms: dict[str, list[float]] = field(default_factory=dict)
+    verified_rounds: int = 0
+    verifiable: bool = True
+    parts_s: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass
+class Runner:
+    """A live runner session with a problem loaded: the cases it times, whether outputs are checked."""
+
+    session: RunnerSession
+    cases: list[str]
+    verifiable: bool
+
+    @property
+    def closed(self) -> bool:
+        return self.session.closed is not None
+
+    def close(self) -> None:
+        self.session.close()
+
+
+def start_runner(problem: KernelProblem, editable: str | None, device: str, config: PairedConfig,
+                 limits: SandboxLimits | None) -> Runner:
+    """A runner session with `editable` loaded; a candidate that cannot load is rejected."""
+    limits = limits or SandboxLimits.from_settings()
+    limits = replace(limits, interpret=not device.startswith("cuda"), compile_s=0.0,
+                     wall_s=max(limits.wall_s, config.load_timeout_s))
+    session = RunnerSession(RUNNER_TARGET, {"cores": list(config.cores) or None}, limits)
+    try:
+        reply = session.request({"cmd": "load", "problem": problem.to_dict(), "editable": editable,
+                                 "device": device, "graphs": config.graphs, "seed": HARNESS_SEED},
+                                config.load_timeout_s).value
+    except SessionError as exc:
+        session.close()
+        raise TimingRejected(f"runner_{exc.reason}", f"the runner failed to load: {exc}") from exc
+    if not reply.get("ok"):
+        session.close()
+        raise TimingRejected("runner_load_failed", f"the runner could not load the kernel: {reply.get('error')}")
+    return Runner(session, [str(c) for c in reply["cases"]], bool(reply.get("verifiable")))
+
+
+class _Pair:
+    """The two runners of one measurement and the judge's commands to them."""
+
+    def __init__(self, original: Runner, candidate: Runner, config: PairedConfig) -> None:
+        self.runners = {"original": original, "candidate": candidate}
+        self.config = config
+
+    def ask(self, role: str, command: dict[str, Any], timeout_s: float | None = None) -> tuple[dict[str, Any], float]:
+        """Send `command` to one runner (the other paused); (reply, judge wall ms)."""
+        other = self.runners["candidate" if role == "original" else "original"]
+        if self.config.pause_idle:
+            other.session.pause()
+        try:
+            reply = self.runners[role].session.request(command, timeout_s or self.config.command_timeout_s)
+        except SessionError as exc:
+            raise TimingRejected(f"runner_{exc.reason}", f"the {role}'s runner failed: {exc}") from exc
+        if not reply.value.get("ok"):
+            reason = "runner_error" if role == "candidate" else "original_runner_error"
+            raise TimingRejected(reason, f"the {role}'s runner refused {command['cmd']}: {reply.value.get('error')}")
+        return reply.value, reply.wall_s * 1e3
+
+    def batch(self, role: str, case: str, k: int) -> float:
+        """One timed batch; the judge's ms per call. Cross-checks the runner's own figure."""
+        reply, wall_ms = self.ask(role, {"cmd": "run_batch", "case": case, "k": k})
+        claimed = reply.get("runner_ms")
+        if role == "candidate" and (not isinstance(claimed, int | float) or not math.isfinite(claimed)
+                                    or claimed > wall_ms + FORGED_SLACK_MS):
+            raise TimingRejected("timing_forged", f"the candidate's runner reported {claimed!r} ms for a batch "
+                                 f"the judge timed at {wall_ms:.3f} ms; its figures are not believable")
+        return wall_ms / k
+
+    def prepare(self, cases: Sequence[str], seed: int) -> None:
+        for role in self.runners:
+            for case in cases:
+                self.ask(role, {"cmd": "prepare", "case": case, "seed": seed}, self.config.load_timeout_s)
+
+    def pause_both(self) -> None:
+        for runner in self.runners.values():
+            runner.session.pause()
+
+
+def _calibrate(pair: _Pair, cases: Sequence[str], config: PairedConfig) -> dict[str, int]:
+    """k per case so that one batch of the original lasts about `batch_ms`."""
+    batch = {}
+    for case in cases:
+        single = min(pair.batch("original", case, 1) for _ in range(max(1, config.calibration_batches)))
+        batch[case] = int(min(config.max_batch, max(1, math.ceil(config.batch_ms / max(single, 1e-6)))))
+    return batch
+
+
+def _verify(pair: _Pair, problem: KernelProblem, case: str, round_no: int) -> None:
+    """Both runners save their last output of `case`; the judge compares them itself."""
+    import torch
+
+    from kernelband.evaluate.compare import compare_results
+
+    loaded = {}
+    for role, runner in pair.runners.items():
+        name = f"out-{role}-{round_no}.pt"
+        pair.ask(role, {"cmd": "save_output", "case": case, "name": name})
+        try:
+            loaded[role] = torch.load(runner.session.path(name), weights_only=True, map_location="cpu")
+        except Exception as exc:
+            raise TimingRejected(f"timing_output_not_plain:round={round_no}", f"the {role}'s output of "
+                                 f"{case} could not be read as plain tensors ({type(exc).__name__}); "
+                                 "return tensors, lists, tuples or numbers") from exc
+    if found := compare_results(loaded["original"], loaded["candidate"], problem.tolerance):
+        raise TimingRejected(f"timing_output_mismatch:round={round_no},case={case}",
+                             f"a timed call of {case} (round {round_no}) returned a wrong result "
+                             f"({found.reason} at {found.where}: {found.detail}); every timed call must be right")
+
+
+def time_pair(problem: KernelProblem, pair: _Pair, config: PairedConfig, rng: random.Random) -> PairedRun:
+    """Calibrate, then run the interleaved rounds; raises TimingRejected on a broken rule."""
+    original, candidate = pair.runners["original"], pair.runners["candidate"]
+    cases = original.cases
+    if candidate.cases != cases:
+        raise TimingRejected("timing_cases_differ", f"the candidate's runner offers cases "
+                             f"{candidate.cases} where the original has {cases}")
+    started = time.perf_counter()
+    pair.prepare(cases, rng.randrange(1, 1 << 30))
+    run = PairedRun(cases, _calibrate(pair, cases, config), verifiable=candidate.verifiable)
+    run.case_original_ms = {c: [] for c in cases}
+    run.case_candidate_ms = {c: [] for c in cases}
+    run.parts_s["calibrate"] = time.perf_counter() - started
+    timed_s = verify_s = 0.0
+    for round_no in range(config.rounds):
+        pair.prepare(cases, rng.randrange(1, 1 << 30))
+        order = ("original", "candidate") if round_no % 2 == 0 else ("candidate", "original")
+        start = time.perf_counter()
+        for case in cases:
+            for role in order:
+                per_call = pair.batch(role, case, run.batch[case])
+                (run.case_original_ms if role == "original" else run.case_candidate_ms)[case].append(per_call)
+        timed_s += time.perf_counter() - start
+        run.original_ms.append(sum(run.case_original_ms[c][-1] for c in cases))
+        run.candidate_ms.append(sum(run.case_candidate_ms[c][-1] for c in cases))
+        if run.verifiable and (round_no == config.rounds - 1 or rng.random() < config.verify_fraction):
+            start = time.perf_counter()
+            _verify(pair, problem, rng.choice(cases), round_no)
+            run.verified_rounds += 1
+            verify_s += time.perf_counter() - start
+    pair.pause_both()
+    run.parts_s["timed_rounds"] = timed_s
+    run.parts_s["verify"] = verify_s
+    return run
+
+
+def measure_paired_runners(
+    problem: KernelProblem, editable: str | None, device: str, config: PairedConfig | None = None, *,
+    limits: SandboxLimits | None = None, keep_original: bool = True,
+) -> PairedRun:
+    """Time `editable` against the problem's original in two runners (see the module doc)."""
+    config = config or PairedConfig()
+    rng = random.Random(config.seed if config.seed is not None else random.SystemRandom().randrange(1 << 30))
+    parts: dict[str, float] = {}
+    start = time.perf_counter()
+    original = ORIGINALS.get(problem, device, config, limits) if keep_original else \
+        start_runner(problem, None, device, config, limits)
+    parts["load_original"] = time.perf_counter() - start
+    start = time.perf_counter()
+    candidate = start_runner(problem, editable, device, config, limits)
+    parts["load_candidate"] = time.perf_counter() - start
+    try:
+        run = time_pair(problem, _Pair(original, candidate, config), config, rng)
+    except TimingRejected as rej:
+        if keep_original and rej.reason.startswith("original_runner"):
+            ORIGINALS.drop(problem, device, config)
+        raise
+    finally:
+        candidate.close()
+        if not keep_original:
+            original.close()
+        elif original.closed:
+            ORIGINALS.drop(problem, device, config)
+    run.parts_s = parts | run.parts_s
+    return run
+
+
+class OriginalRunners:
+    """Warm runners of originals, one per (problem, device, timing mode), reused by candidates.
+
+    Each keeps the original's compiled module loaded; its inputs are rebuilt per round (fresh
+    seeds), and its baseline is re-timed beside every candidate, since a speedup is paired."""
+
+    def __init__(self, size: int = 2) -> None:
+        self.size = size
+        self.sessions: dict[str, Runner] = {}
+
+    @staticmethod
+    def key(problem: KernelProblem, device: str, config: PairedConfig) -> str:
+        text = json.dumps([problem.to_dict(), device, config.graphs, list(config.cores)], sort_keys=True, default=str)
+        return hashlib.sha256(text.encode()).hexdigest()
+
+    def get(self, problem: KernelProblem, device: str, config: PairedConfig,
+            limits: SandboxLimits | None) -> Runner:
+        key = self.key(problem, device, config)
+        session = self.sessions.get(key)
+        if session is not None and not session.closed:
+            return session
+        while len(self.sessions) >= self.size:
+            self.sessions.pop(next(iter(self.sessions))).close()
+        session = start_runner(problem, None, device, config, limits)
+        self.sessions[key] = session
+        return session
+
+    def drop(self, problem: KernelProblem, device: str, config: PairedConfig) -> None:
+        session = self.sessions.pop(self.key(problem, device, config), None)
+        if session is not None:
+            session.close()
+
+    def close_all(self) -> None:
+        while self.sessions:
+            self.sessions.popitem()[1].close()
+
+
+ORIGINALS = OriginalRunners()
+atexit.register(ORIGINALS.close_all)
+
+
+def paired_measurement(problem: KernelProblem, run: PairedRun, *, device_name: str, target: str,
+                       config: PairedConfig) -> Measurement:
+    """The stored Measurement of a paired run: speedup against the original, and time_ms the
+    original's baseline (median round) divided by the speedup's point estimate."""
+    label = "" if device_name.lower().startswith(("nvidia", "cuda")) or target != "cpu" else \
+        " (interpreted calls on the host: not kernel timings)"
+    checked = (f"timed calls verified by the judge ({run.verified_rounds} of {len(run.original_ms)} rounds)"
+               if run.verifiable else "timed calls not verified (harness calls)")
+    method = f"{config.how}, k={'/'.join(str(run.batch[c]) for c in run.cases)}{label}; {checked}"
+    speedup = paired_speedup(run.original_ms, run.candidate_ms, method=method)
+    baseline = statistics.median(run.original_ms)
+    case_times = {}
+    for case in run.cases:
+        ratios = [o / c for o, c in zip(run.case_original_ms[case], run.case_candidate_ms[case], strict=True)]
+        geo = math.exp(statistics.fmean(math.log(r) for r in ratios))
+        case_times[case] = statistics.median(run.case_original_ms[case]) / geo
+    cand = run.candidate_ms
+    cv = statistics.pstdev(cand) / statistics.fmean(cand) if len(cand) > 1 else 0.0
+    return Measurement(
+        "measured", speedup.method, device_name, target, baseline / speedup.point, case_times,
+        cv=cv, noisy=speedup.high / speedup.low > 1.2, paired_ratio=1.0 / speedup.point,
+        checks={"verified_rounds": run.verified_rounds, "rounds": len(run.original_ms),
+                "batch": dict(run.batch), "parts_s": {k: round(v, 4) for k, v in run.parts_s.items()}},
+        speedup=speedup,
+    )
+
+
+def measure_speedup(
+    problem: KernelProblem, editable: str | None, device: str, *, target: str, device_name: str,
+    config: PairedConfig | None = None, limits: SandboxLimits | None = None, keep_original: bool = True,
+) -> Measurement:
+    """Paired, judge-timed measurement of `editable` against the original (raises TimingRejected)."""
+    config = config or PairedConfig()
+    run = measure_paired_runners(problem, editable, device, config, limits=limits, keep_original=keep_original)
+    try:
+        return paired_measurement(problem, run, device_name=device_name, target=target, config=config)
+    except ValueError as exc:
+        raise MeasureError(f"the paired timing gave no usable rounds ({exc}); raise PairedConfig.rounds") from exc
+

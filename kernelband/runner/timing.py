@@ -1,0 +1,181 @@
+"""The runner side of paired timing: serves a judge's commands in a sandboxed child.
+
+Started by `kernelband.sandbox.session.RunnerSession` (target `serve_task`). Commands arrive as
+JSON lines on one FIFO, replies leave on another (see that module):
+
+- `load {problem, editable, device, seed, graphs}`: import the problem with `editable` as its
+  region (None: the original). Replies the names of the timed cases.
+- `prepare {case, seed}`: build the case's inputs for `seed`, run it once (compiles, autotunes)
+  and synchronize; with `graphs`, capture one call as a CUDA graph.
+- `run_batch {case, k}`: k calls (or k graph replays), then synchronize, then reply. The judge
+  times this command with its own clock; `runner_ms` is this process's own figure, which the
+  judge only cross-checks and never stores.
+- `save_output {case, name}`: write the last call's output (and in-place arguments) to
+  `name` in the workdir with `torch.save`; the judge loads it with `weights_only=True`.
+
+Everything here runs in the same process as untrusted code, so nothing it reports is trusted.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+MAX_BATCH = 100_000
+
+
+@dataclass
+class _Case:
+    run: Callable[[], Any]
+    args: list[Any] = field(default_factory=list)
+    last: Any = None
+    graph: Any = None
+
+
+class TimingServer:
+    """The state of one runner: the loaded problem and the prepared cases."""
+
+    def __init__(self) -> None:
+        self.problem: Any = None
+        self.runtime: Any = None
+        self.device = "cpu"
+        self.graphs = False
+        self.cases: dict[str, _Case] = {}
+        self.harness: dict[str, Callable[[], Callable[[], Any]]] = {}
+        self.batches = 0
+
+    def handle(self, msg: dict[str, Any]) -> dict[str, Any]:
+        handler = getattr(self, f"cmd_{msg.get('cmd')}", None)
+        if handler is None:
+            return {"ok": False, "error": f"unknown command {msg.get('cmd')!r}"}
+        result: dict[str, Any] = handler(msg)
+        return {"ok": True, **result}
+
+    def cmd_load(self, msg: dict[str, Any]) -> dict[str, Any]:
+        import torch
+
+        from kernelband.problem.model import KernelProblem
+        from kernelband.problem.runtime import load_runtime
+
+        self.problem = KernelProblem.from_dict(msg["problem"])
+        self.device = str(msg.get("device") or "cpu")
+        self.graphs = bool(msg.get("graphs"))
+        if self.graphs and not self.device.startswith("cuda"):
+            raise ValueError("CUDA graphs need a GPU; time with many launches (graphs=False) on the CPU")
+        self.runtime = load_runtime(self.problem, msg.get("editable"), self.device, workdir=os.getcwd())
+        if self.problem.format == "tritonbench":
+            from pathlib import Path
+
+            from kernelband.profile.gpu import harness_cases
+
+            torch.manual_seed(int(msg.get("seed", 0)))  # both runners draw the same harness inputs
+            self.harness = dict(harness_cases(self.problem, self.runtime, Path.cwd(), "candidate")[0])
+            return {"cases": list(self.harness), "verifiable": False}
+        return {"cases": [c.name for c in self.problem.cases], "verifiable": True}
+
+    def cmd_prepare(self, msg: dict[str, Any]) -> dict[str, Any]:
+        name = str(msg["case"])
+        if self.harness:
+            prepared = _Case(self.harness[name]())
+        else:
+            case = next(c for c in self.problem.cases if c.name == name)
+            args = self.runtime.inputs(case, int(msg["seed"]))
+            prepared = _Case(lambda: self.runtime.candidate(args), args)
+        prepared.last = prepared.run()  # compiles and autotunes, outside any timed batch
+        self._synchronize()
+        if self.graphs:
+            prepared.graph, prepared.last = _capture(prepared.run)
+        self.cases[name] = prepared
+        return {}
+
+    def cmd_run_batch(self, msg: dict[str, Any]) -> dict[str, Any]:
+        prepared = self.cases[str(msg["case"])]
+        k = max(1, min(int(msg["k"]), MAX_BATCH))
+        self._synchronize()
+        start = time.perf_counter()
+        if prepared.graph is not None:
+            for _ in range(k):
+                prepared.graph.replay()
+        else:
+            for _ in range(k):
+                prepared.last = prepared.run()
+        self._synchronize()
+        self.batches += 1
+        return {"runner_ms": (time.perf_counter() - start) * 1e3}
+
+    def cmd_save_output(self, msg: dict[str, Any]) -> dict[str, Any]:
+        import torch
+
+        name = str(msg["name"])
+        if os.path.basename(name) != name:
+            raise ValueError(f"{name!r} is not a plain file name")
+        prepared = self.cases[str(msg["case"])]
+        inplace = [prepared.args[i] for i in self.problem.inplace_outputs if i < len(prepared.args)]
+        value = (prepared.last, inplace) if inplace else prepared.last
+        torch.save(_to_cpu(value), name)
+        return {"name": name}
+
+    def _synchronize(self) -> None:
+        if self.device.startswith("cuda"):
+            import torch
+
+            torch.cuda.synchronize()
+
+
+def _capture(run: Callable[[], Any]) -> tuple[Any, Any]:
+    """One call captured as a CUDA graph (after a warm-up on a side stream, as torch asks)."""
+    import torch
+
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        run()
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = run()
+    graph.replay()
+    torch.cuda.synchronize()
+    return graph, out
+
+
+def _to_cpu(value: Any) -> Any:
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return value.detach().to("cpu").clone()
+    if isinstance(value, list):
+        return [_to_cpu(v) for v in value]
+    if isinstance(value, tuple):
+        return tuple(_to_cpu(v) for v in value)
+    if isinstance(value, dict):
+        return {k: _to_cpu(v) for k, v in value.items()}
+    return value
+
+
+def pin_cores(cores: list[int] | None) -> list[int]:
+    """Run this process on `cores` only (the measuring core set); returns the set in force."""
+    if cores:
+        os.sched_setaffinity(0, cores)
+    return sorted(os.sched_getaffinity(0))
+
+
+def serve_task(payload: dict[str, Any]) -> dict[str, Any]:
+    """Sandbox target: serve commands until `close`; returns how many batches ran."""
+    cores = pin_cores(payload.get("cores"))
+    server = TimingServer()
+    with open(payload["commands"], "rb") as commands, open(payload["replies"], "wb", buffering=0) as replies:
+        for line in commands:
+            msg = json.loads(line)
+            if msg.get("cmd") == "close":
+                break
+            try:
+                reply = server.handle(msg)
+            except Exception as exc:  # a failing command is an answer, the session goes on
+                reply = {"ok": False, "error": f"{type(exc).__name__}: {str(exc)[:1500]}"}
+            replies.write(json.dumps(reply, default=repr).encode() + b"\n")
+    return {"batches": server.batches, "cores": cores}
