@@ -1,49 +1,21 @@
-"""Prompt rendering: system + user messages from the data templates under prompts/."""
+"""The messages of a generation request: a fresh prompt, a translation, or a repair turn."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-import jinja2
-
 from kernelband.generate.example_bank import Example, retrieve_example
 from kernelband.generate.messages import GenerationRequest
+from kernelband.generate.repair import repair_messages
 from kernelband.generate.strategies import get_strategy, read_prompt_file
-
-_ENV = jinja2.Environment(
-    undefined=jinja2.StrictUndefined, keep_trailing_newline=True, autoescape=False
-)
-
-GENERIC_TARGET = "NVIDIA data-centre and consumer GPUs (Ampere, Ada, Hopper)"
-
-
-@dataclass(frozen=True)
-class Prompt:
-    """The chat messages of one generation request."""
-
-    system: str
-    user: str
-    example_id: str | None
-
-    def messages(self) -> list[dict[str, str]]:
-        return [{"role": "system", "content": self.system}, {"role": "user", "content": self.user}]
-
-
-def render_template(name: str, **values: object) -> str:
-    """Render one template file of prompts/ with `values`."""
-    return _ENV.from_string(read_prompt_file(name)).render(**values)
+from kernelband.generate.templates import GENERIC_TARGET, Prompt, render_template
+from kernelband.generate.translate import render_translate_prompt
 
 
 def request_messages(request: GenerationRequest) -> list[dict[str, str]]:
     """The chat messages to send: a fresh prompt, or a repair turn continuing a conversation."""
     if request.repair is None and request.step == "translate":
-        from kernelband.generate.translate import render_translate_prompt
-
         return render_translate_prompt(request).messages()
     if request.repair is None:
         return render_prompt(request).messages()
-    from kernelband.generate.repair import repair_messages
-
     turn = request.repair
     return repair_messages(list(turn.conversation), turn.reply, turn.feedback, turn.turn,
                            request.problem.entry)
@@ -64,7 +36,8 @@ def render_prompt(request: GenerationRequest, target_description: str = GENERIC_
         instructions = strategy.instructions()
     example = _example(request)
     public_cases = [c for c in problem.cases if not c.held_out]
-    user = _ENV.from_string(read_prompt_file("user.md.j2")).render(
+    user = render_template(
+        "user.md.j2",
         problem_name=problem.name,
         strategy_name=name,
         strategy_target=target,
@@ -84,9 +57,7 @@ def render_prompt(request: GenerationRequest, target_description: str = GENERIC_
         },
         parent_editable=_with_newline(request.parent_editable),
     )
-    system = _ENV.from_string(read_prompt_file("system.md.j2")).render(
-        target_description=target_description
-    )
+    system = render_template("system.md.j2", target_description=target_description)
     return Prompt(system=system, user=user, example_id=None if example is None else example.id)
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from kernelband.generate.prompts import render_template
+from kernelband.generate.templates import render_template
 from kernelband.problem.model import KernelProblem
 
 MESSAGE_CHARS = 1200

@@ -9,8 +9,8 @@ for the translation, so the pull's reward still says something about its arm.
 from __future__ import annotations
 
 from kernelband.generate.messages import GenerationRequest
-from kernelband.generate.prompts import GENERIC_TARGET, Prompt, render_template
 from kernelband.generate.strategies import get_strategy
+from kernelband.generate.templates import GENERIC_TARGET, Prompt, render_template
 from kernelband.problem.translate import published_source
 
 
