@@ -48,7 +48,9 @@ class Settings(BaseSettings):
     # how sandbox children are isolated (kernelband/sandbox/jail.py, docs/reliability.md):
     # "jail": every runner in a bubblewrap jail; a node that cannot jail runs no submitted code.
     # "weak": jailed where the node can, else rlimits, a network namespace, the audit hook and
-    # KERNELBAND_SANDBOX_USER only; for a single user's own code (the embedded demo)
+    # KERNELBAND_SANDBOX_USER only; for a single user's own code (the embedded demo).
+    # "unjailed": never jail (the weak confinement above; a node whose runs need what the jail
+    # hides, accepted explicitly)
     sandbox_isolation: str = "jail"
 
     # scheduler
@@ -77,6 +79,10 @@ class Settings(BaseSettings):
     max_pulls_per_pass: int = 256
     max_dispatch_per_pass: int = 256
     select_budget_ms: float = 6.0
+    # the leader keeps its tracks' policy states in memory and writes one back at most this
+    # often (and when the track stops or the leader hands over); a new leader rebuilds the
+    # rest from the event log (kernelband/scheduling/replay.py). 0: with every change
+    state_writeback_s: float = 5.0
 
     # api
     max_source_bytes: int = 256 * 1024

@@ -29,6 +29,8 @@ from kernelband.db.base import Base, utcnow
 # of this module registers every table in the metadata.
 from kernelband.db.loop_models import Skill as Skill
 from kernelband.db.loop_models import Transcript as Transcript
+from kernelband.db.webhook_models import Webhook as Webhook
+from kernelband.db.webhook_models import WebhookDelivery as WebhookDelivery
 from kernelband.default_policy import DEFAULT_POLICY
 
 JOB_STATUSES = ("queued", "running", "completed", "cancelled", "failed")
@@ -58,6 +60,10 @@ class Team(Base):
     # Off: the team's verified improvements are neither stored nor retrieved as examples.
     skill_library: Mapped[bool] = mapped_column(Boolean, default=True, server_default=sa_true())
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    # Operator-set quotas (None: no limit beyond the service-wide settings); kernelband/usage.py.
+    quota_concurrent_jobs: Mapped[int | None] = mapped_column(Integer, default=None)
+    quota_gpu_s_per_day: Mapped[float | None] = mapped_column(Float, default=None)
+    quota_usd_per_day: Mapped[float | None] = mapped_column(Float, default=None)
 
 
 class ApiToken(Base):
@@ -70,6 +76,10 @@ class ApiToken(Base):
     prefix: Mapped[str] = mapped_column(String(16))
     token_hash: Mapped[str] = mapped_column(String(64), unique=True)
     is_admin: Mapped[bool] = mapped_column(Boolean, default=False)
+    # read | submit | admin (kernelband/auth_tokens.py SCOPES); the operator's CLI tokens and those
+    # made before scopes existed are admin (the full power they had).
+    scope: Mapped[str] = mapped_column(String(16), default="admin", server_default="admin")
+    expires_at: Mapped[datetime | None] = mapped_column(default=None)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     last_used_at: Mapped[datetime | None] = mapped_column(default=None)
     revoked_at: Mapped[datetime | None] = mapped_column(default=None)
@@ -134,6 +144,9 @@ class Job(Base):
     limits: Mapped[dict[str, Any]] = mapped_column(default=dict, server_default="{}")
     cancel_requested: Mapped[bool] = mapped_column(Boolean, default=False)
     suite_id: Mapped[str | None] = mapped_column(String(64), default=None, index=True)
+    # The name this job's problem was submitted with (problems are stored once per content, so
+    # the problem row keeps the first name); None for jobs made before it was recorded.
+    problem_name: Mapped[str | None] = mapped_column(String(200), default=None)
     tokens_used: Mapped[int] = mapped_column(Integer, default=0)
     cost_usd: Mapped[float] = mapped_column(Float, default=0.0)
     cost_known: Mapped[bool] = mapped_column(Boolean, default=True)

@@ -10,7 +10,8 @@ from fastapi import FastAPI
 from fastapi.responses import JSONResponse
 from sqlalchemy.orm import Session, sessionmaker
 from starlette.datastructures import Headers
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from kernelband.config import Settings, get_settings
 from kernelband.db import open_database
@@ -20,9 +21,12 @@ from services.api.errors import ErrorBody, install_error_handlers
 from services.api.fastpoll import FastPoll, FastPollMiddleware
 from services.api.logs import install_log_redaction
 from services.api.metrics import ApiMetrics, MetricsMiddleware
+from services.api.openapi import install_openapi
 from services.api.problems import ProblemLoader, sandboxed_loader
 from services.api.routers import fleet, health, jobs, loop, results, suites
 from services.api.schemas import WorkerOut
+from services.api.suite_schemas import SuiteCreate
+from services.api.teams import register_bootstrap_token
 
 DESCRIPTION = (
     "Submit Triton kernel problems and get faster kernels per GPU type, found by a "
@@ -56,6 +60,10 @@ def create_app(
         if app.state.session_factory is None:
             url = settings.effective_database_url
             _, app.state.session_factory = open_database(url, migrate=url.startswith("sqlite"))
+        if bootstrap := settings.bootstrap_token.get_secret_value():
+            # However the API is started (kernelband serve, uvicorn --factory, a container):
+            # KERNELBAND_BOOTSTRAP_TOKEN becomes the "default" team's admin token.
+            register_bootstrap_token(app.state.session_factory, bootstrap, "default")
         install_log_redaction()  # again: uvicorn configures its loggers after create_app
         # No more threads than pooled connections (each holds at most one): a request then
         # never waits for a connection inside a thread; excess requests queue on the loop.
@@ -81,6 +89,7 @@ def create_app(
     for module in (health, jobs, results, loop, fleet, suites):
         app.include_router(module.router)
     app.include_router(dashboard_router)  # HTML dashboard under /ui (engineer H)
+    install_openapi(app, [SuiteCreate])  # POST /v1/suites reads JSON or multipart by hand
     return app
 
 
@@ -93,23 +102,46 @@ def _install_middleware(app: FastAPI, max_body: int) -> None:
     app.add_middleware(MetricsMiddleware, metrics=app.state.metrics)
 
 
+class BodyTooLarge(StarletteHTTPException):
+    """Raised from `receive` once a body passes the limit; rendered as the 413 error body."""
+
+
 class BodyLimitMiddleware:
-    """413 with an explanation for a declared body larger than `max_body`, before any read."""
+    """413 with an explanation for a body larger than `max_body`: at once for a declared
+    length, and for a chunked body as soon as the bytes received pass the limit (nothing more
+    is read; the rest of the body is never buffered)."""
 
     def __init__(self, app: ASGIApp, max_body: int) -> None:
         self.app = app
         self.max_body = max_body
 
+    def _message(self, size: str) -> str:
+        return (f"The request body is {size} bytes; this server accepts at most "
+                f"{self.max_body} bytes. Submit a smaller problem file.")
+
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http":
-            length = Headers(scope=scope).get("content-length", "")
-            if length.isdigit() and int(length) > self.max_body:
-                body = ErrorBody(
-                    error="payload_too_large",
-                    message=f"The request body is {length} bytes; this server accepts at most "
-                    f"{self.max_body} bytes. Submit a smaller problem file.",
-                )
-                response = JSONResponse(body.model_dump(exclude_none=True), 413)
-                await response(scope, receive, send)
-                return
-        await self.app(scope, receive, send)
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        length = Headers(scope=scope).get("content-length", "")
+        if length.isdigit() and int(length) > self.max_body:
+            body = ErrorBody(error="payload_too_large", message=self._message(length))
+            await JSONResponse(body.model_dump(exclude_none=True), 413)(scope, receive, send)
+            return
+        await self.app(scope, self._counting(receive), send)
+
+    def _counting(self, receive: Receive) -> Receive:
+        received = 0
+
+        async def counted() -> Message:
+            nonlocal received
+            message = await receive()
+            if message["type"] == "http.request":
+                received += len(message.get("body", b""))
+                if received > self.max_body:
+                    # FastAPI re-raises HTTPExceptions met while reading a body, so the
+                    # error handlers answer 413 and the server reads no further.
+                    raise BodyTooLarge(413, self._message(f"more than {self.max_body}"))
+            return message
+
+        return counted

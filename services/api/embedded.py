@@ -9,13 +9,11 @@ from datetime import UTC, datetime
 
 from sqlalchemy.orm import Session, sessionmaker
 
-from kernelband.auth_tokens import hash_token, token_prefix
 from kernelband.config import Settings
-from kernelband.db import repository, session_scope
-from kernelband.db.models import ApiToken
 from kernelband.scheduling.dispatch import EmbeddedDispatcher
 from kernelband.scheduling.pipeline import EngineContext, step
 from services.api.schemas import WorkerOut
+from services.api.teams import register_bootstrap_token as register_bootstrap_token
 
 log = logging.getLogger(__name__)
 
@@ -63,20 +61,3 @@ class EmbeddedScheduler:
         return [WorkerOut(name=f"embedded ({self._workers} threads)", queue="embedded",
                           heartbeat_age_s=age,
                           last_heartbeat=self._last_step_at)]
-
-
-def register_bootstrap_token(factory: sessionmaker[Session], token: str, team: str) -> bool:
-    """Store KERNELBAND_BOOTSTRAP_TOKEN for `team` once; True if it was added now."""
-    prefix = token_prefix(token)
-    if prefix is None:
-        raise ValueError(
-            "KERNELBAND_BOOTSTRAP_TOKEN is not a KernelBand token (kb_<8 hex>_<secret>); "
-            "mint one with `kernelband tokens create --team NAME` or unset it"
-        )
-    digest = hash_token(token)
-    with session_scope(factory) as session:
-        if session.query(ApiToken).filter_by(token_hash=digest).first() is not None:
-            return False
-        owner = repository.get_or_create_team(session, team)
-        session.add(ApiToken(team_id=owner.id, name="bootstrap", prefix=prefix, token_hash=digest))
-    return True

@@ -71,6 +71,14 @@ def _field_path(loc: Sequence[Any]) -> str:
     return ".".join(parts) or str(loc[0] if loc else "request")
 
 
+def _error_field(err: dict[str, Any]) -> str:
+    """The field an error is about; a body that is not JSON at all is about the body (its
+    location otherwise ends in the character offset of the syntax error, e.g. "11")."""
+    if err.get("type") in ("json_invalid", "json_type"):
+        return "body"
+    return _field_path(err.get("loc", ()))
+
+
 def _reword(err: dict[str, Any]) -> str:
     """One readable sentence for one pydantic error."""
     where = _field_path(err.get("loc", ()))
@@ -81,7 +89,9 @@ def _reword(err: dict[str, Any]) -> str:
     if kind == "extra_forbidden":
         return f"'{where}' is not a known field; remove it (see /docs for the schema)."
     if kind in ("json_invalid", "json_type"):
-        return "The request body is not valid JSON; send a JSON object."
+        where = str((err.get("ctx") or {}).get("error", "")).strip()
+        return (f"The request body is not valid JSON ({where}); send a JSON object."
+                if where else "The request body is not valid JSON; send a JSON object.")
     if kind == "enum" or kind == "literal_error":
         return f"'{where}': {msg[0].lower() + msg[1:]}."
     if msg.startswith("Value error, "):
@@ -108,7 +118,7 @@ def _validation_error(_: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, RequestValidationError)
     errors = list(exc.errors())
     sentences = [_reword(e) for e in errors]
-    details = [{"field": _field_path(e.get("loc", ())), "problem": s} for e, s in zip(errors, sentences, strict=True)]
+    details = [{"field": _error_field(e), "problem": s} for e, s in zip(errors, sentences, strict=True)]
     body = ErrorBody(error="invalid_request", message=" ".join(sentences), details=details)
     return JSONResponse(body.model_dump(exclude_none=True), 422)
 

@@ -161,7 +161,10 @@ def job_candidate(session: Session, job_id: int, candidate_id: int) -> tuple[Can
     )
     row = session.execute(stmt).first()
     if row is None:
-        raise not_found("candidate", candidate_id)
+        # The job is the team's (checked before): say that this job has no such candidate,
+        # which is true whether the id is another job's or nobody's.
+        raise ApiError(404, "not_found", f"Job {job_id} has no candidate {candidate_id}; list "
+                       f"its candidates with GET /v1/jobs/{job_id}/candidates.")
     return row[0], row[1]
 
 

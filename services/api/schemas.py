@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from datetime import datetime
 from enum import StrEnum
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from kernelband.default_policy import DEFAULT_POLICY
+from services.api.timefmt import UtcTime
 
 SUITE_ID_PREFIX = "suite-"  # the prefix of kernelband.suite.store.new_suite_id
 
@@ -143,15 +143,34 @@ class Spend(BaseModel):
     wall_s: float = 0.0
 
 
-class BestOut(BaseModel):
+class SpeedupOut(BaseModel):
+    """A speedup over the original as users see it: measured ones are paired (the candidate and
+    the original interleaved in one runner session) and carry their 95% interval; estimates
+    carry none; a measurement never paired against the original has no speedup (null)."""
+
+    speedup: float | None = Field(default=None, description=(
+        "Original time / this kernel's time on the same target: the paired point estimate when "
+        "measured, the cost model's ratio when estimated, null when not measured."))
+    speedup_low: float | None = Field(default=None, description="95% interval, lower bound (measured only).")
+    speedup_high: float | None = Field(default=None, description="95% interval, upper bound (measured only).")
+    speedup_method: str | None = Field(default=None, description="How the speedup was paired and its interval computed.")
+    significant: bool = Field(default=False, description=(
+        "Faster with 95% confidence: measured and speedup_low > 1.0."))
+    speedup_text: str = Field(default="not measured", description=(
+        "As shown to people: '1.18x [1.12, 1.24]', '1.01x [0.97, 1.05], no significant "
+        "speedup', '1.30x estimated', '1.00x original' or 'not measured'."))
+
+
+class BestOut(SpeedupOut):
     """The best kernel of one track so far, with the label (measured | estimated) of its time."""
 
     candidate_id: int | None
-    speedup: float | None
     time_ms: float | None
     label: str | None
     method: str | None = None
     device: str | None = None
+    speedup_final: bool = Field(default=False, description=(
+        "The job's final step re-measured this best against the original: the reported speedup."))
 
 
 class TrackOut(BaseModel):
@@ -196,9 +215,9 @@ class JobOut(BaseModel):
     limits: dict[str, float] = Field(default_factory=dict,
                                      description="The job's own sandbox limits (empty: the node's).")
     suite: str | None
-    created_at: datetime | None
-    started_at: datetime | None = None
-    finished_at: datetime | None = None
+    created_at: UtcTime | None
+    started_at: UtcTime | None = None
+    finished_at: UtcTime | None = None
     reason: str | None = None
     tracks: list[TrackOut] = []
     spend: Spend = Field(default_factory=lambda: Spend())
@@ -213,7 +232,7 @@ class JobSummary(BaseModel):
     targets: list[str]
     policy: str
     suite: str | None
-    created_at: datetime | None
+    created_at: UtcTime | None
 
 
 class JobList(BaseModel):
@@ -233,7 +252,7 @@ class SignatureOut(BaseModel):
     note: str = Field(default="", description="Why h is an estimate where ncu was wanted.")
 
 
-class MeasurementOut(BaseModel):
+class MeasurementOut(SpeedupOut):
     """One timing of a candidate; `label` says measured or estimated."""
 
     target: str
@@ -241,7 +260,6 @@ class MeasurementOut(BaseModel):
     method: str
     device: str
     time_ms: float
-    speedup: float | None = Field(default=None, description="Original time / this time, same target.")
     cv: float | None = None
     noisy: bool = False
     signature: SignatureOut | None = None
@@ -257,7 +275,7 @@ class CandidateOut(BaseModel):
     strategy: str | None
     status: str
     reason: str | None = Field(default=None, description="Why it was rejected, e.g. wrong_result:case=3.")
-    created_at: datetime | None = None
+    created_at: UtcTime | None = None
     measurements: list[MeasurementOut] = []
     turn: int = Field(default=0, description="0: the first reply of its pull; n: repair turn n.")
     repair_of: int | None = Field(default=None, description="The failed child this one repairs.")
@@ -305,7 +323,7 @@ class EventOut(BaseModel):
     seq: int
     kind: str
     payload: dict[str, Any] = {}
-    created_at: datetime | None = None
+    created_at: UtcTime | None = None
 
 
 class EventPage(BaseModel):
@@ -339,7 +357,7 @@ class WorkerOut(BaseModel):
     target: str | None = None
     gpu_name: str | None = None
     heartbeat_age_s: float = Field(description="Seconds since `last_heartbeat`, at answer time.")
-    last_heartbeat: datetime | None = None
+    last_heartbeat: UtcTime | None = None
     current_attempt_id: int | None = None
 
 

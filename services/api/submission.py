@@ -113,6 +113,6 @@ def new_job(team_id: int, problem: Problem, body: JobCreate) -> Job:
         seed=body.seed, budget_iterations=body.budget.iterations,
         budget_tokens=body.budget.tokens, budget_usd=body.budget.usd,
         budget_wall_s=float(body.budget.wall_s), parallelism=body.parallelism,
-        suite_id=body.suite, repair_turns=body.generator.repair_turns,
+        suite_id=body.suite, problem_name=body.problem.name, repair_turns=body.generator.repair_turns,
         dedupe=body.generator.dedupe, limits=body.limits.fields(),
     )

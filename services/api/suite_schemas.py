@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from kernelband.default_policy import DEFAULT_POLICY
 from services.api.schemas import GeneratorIn, LimitsIn, ProblemFormatName, Target
+from services.api.timefmt import UtcTime
 
 NAME_PATTERN = r"^[A-Za-z0-9_.\-]+$"
 
@@ -25,6 +25,12 @@ class SuiteProblemIn(_Strict):
     perf_source: str = Field(default="", description="TritonBench-G: its NAME_perf.py harness.")
 
 
+class SuiteBudgetIn(_Strict):
+    """A suite's budget, shaped like a job's (`BudgetIn`): iterations per problem and target."""
+
+    iterations: int = Field(default=20, ge=1, le=1000, description="Generations per track.")
+
+
 class SuiteSettingsIn(_Strict):
     """Job settings shared by every (problem, policy) job of the suite."""
 
@@ -34,11 +40,23 @@ class SuiteSettingsIn(_Strict):
     policies: list[str] = Field(default_factory=lambda: [DEFAULT_POLICY], min_length=1,
                                 max_length=8, description="One job per problem and policy.")
     generator: GeneratorIn = Field(default_factory=lambda: GeneratorIn())
-    budget: int = Field(default=20, ge=1, le=1000, description="Iterations per problem and target.")
+    budget: SuiteBudgetIn = Field(
+        default_factory=lambda: SuiteBudgetIn(),
+        description='The same shape as a job\'s budget: {"iterations": N} per problem and '
+                    "target. A bare integer N is still read as {\"iterations\": N} but is "
+                    "deprecated and will be refused in a later version.")
     parallelism: int = Field(default=2, ge=1, le=64, description="Pulls in flight per track.")
     seed: int = Field(default=0, ge=0, le=2**31 - 1)
     limits: LimitsIn = Field(default_factory=lambda: LimitsIn(),
                              description="Sandbox limits of every job's runs and of the loads.")
+
+    @field_validator("budget", mode="before")
+    @classmethod
+    def _budget_shape(cls, value: Any) -> Any:
+        # Deprecated: suites once took a bare integer where jobs take {"iterations": N}.
+        if isinstance(value, int) and not isinstance(value, bool):
+            return {"iterations": value}
+        return value
 
     @field_validator("targets", "policies")
     @classmethod
@@ -67,8 +85,12 @@ class SuiteMetricOut(BaseModel):
     geomean_speedup_all: float | None
     label: str = Field(description="measured | estimated | none (no correct problem yet)")
     fast_p: dict[str, float] = Field(default_factory=dict, description=(
-        "KernelBench's fast_p in %, for p = 0, 1, 1.5, 2: problems correct with speedup > p "
-        "over all problems (fast_0 is the correct rate)."))
+        "KernelBench's fast_p in %, for p = 0, 1, 1.5, 2: problems correct and faster than p "
+        "with 95% confidence (a measured speedup's interval low > p), over all problems "
+        "(fast_0 is the correct rate)."))
+    fast1_point_pct: float = Field(default=0.0, description=(
+        "Fast@1 counted on point estimates (correct and speedup > 1.0), as published tables "
+        "count it; fast1_pct counts only an interval above 1.0."))
 
 
 class ProblemResultOut(BaseModel):
@@ -80,8 +102,15 @@ class ProblemResultOut(BaseModel):
     job_id: int
     status: str
     correct: bool
-    fast: bool
-    speedup: float | None
+    fast: bool = Field(description="Correct and faster with 95% confidence (interval low > 1.0).")
+    fast_point: bool = Field(default=False, description="Correct and point estimate > 1.0.")
+    speedup: float | None = Field(description=(
+        "The best's speedup: paired point (measured), cost-model ratio (estimated), or null."))
+    speedup_low: float | None = None
+    speedup_high: float | None = None
+    speedup_method: str | None = None
+    significant: bool = False
+    speedup_text: str = "not measured"
     label: str | None
     held_out: str | None
     reason: str | None
@@ -107,7 +136,7 @@ class SuiteOut(BaseModel):
     name: str
     format: str
     settings: dict[str, Any]
-    created_at: datetime | None
+    created_at: UtcTime | None
     jobs: int
     jobs_finished: int
     finished: bool

@@ -6,9 +6,10 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from sqlalchemy import select
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, sessionmaker
 
-from kernelband.db import repository
+from kernelband.auth_tokens import hash_token, token_prefix
+from kernelband.db import repository, session_scope
 from kernelband.db.models import ApiToken, Team, utcnow
 
 
@@ -52,3 +53,21 @@ def list_tokens(session: Session, team_name: str | None = None) -> list[TokenInf
                   last_used_at=t.last_used_at, revoked_at=t.revoked_at)
         for t, team in session.execute(stmt).all()
     ]
+
+
+def register_bootstrap_token(factory: sessionmaker[Session], token: str, team: str) -> bool:
+    """Store KERNELBAND_BOOTSTRAP_TOKEN for `team` once; True if it was added now."""
+    prefix = token_prefix(token)
+    if prefix is None:
+        raise ValueError(
+            "KERNELBAND_BOOTSTRAP_TOKEN is not a KernelBand token (kb_<8 hex>_<secret>); "
+            "mint one with `kernelband tokens create --team NAME` or unset it"
+        )
+    digest = hash_token(token)
+    with session_scope(factory) as session:
+        if session.query(ApiToken).filter_by(token_hash=digest).first() is not None:
+            return False
+        owner = repository.get_or_create_team(session, team)
+        session.add(ApiToken(team_id=owner.id, name="bootstrap", prefix=prefix, token_hash=digest,
+                             scope="admin"))
+    return True

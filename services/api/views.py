@@ -7,6 +7,7 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from kernelband.db.models import Candidate, Job, Measurement, Problem, Track
+from kernelband.speedups import of_measurement, of_track
 from services.api import queries
 from services.api.schemas import (
     BestOut,
@@ -24,10 +25,11 @@ from services.api.schemas import (
 )
 
 
-def problem_out(problem: Problem) -> ProblemOut:
-    """The public part of a stored problem."""
+def problem_out(problem: Problem, name: str | None = None) -> ProblemOut:
+    """The public part of a stored problem, under the name a job submitted it with."""
     return ProblemOut(
-        id=problem.id, name=problem.name, format=problem.format, content_hash=problem.content_hash
+        id=problem.id, name=name or problem.name, format=problem.format,
+        content_hash=problem.content_hash,
     )
 
 
@@ -46,8 +48,10 @@ def track_out(target: str, track: Track | None, m: Measurement | None = None) ->
         return TrackOut(target=target, status="pending")
     best = None
     if track.best_candidate_id is not None:
+        shown = of_track(track)
         best = BestOut(
-            candidate_id=track.best_candidate_id, speedup=track.best_speedup,
+            candidate_id=track.best_candidate_id, **shown.fields(), speedup_text=shown.text(),
+            speedup_final=bool(track.best_speedup_final),
             time_ms=track.best_time_ms, label=track.best_label or (m.label if m else None),
             method=m.method if m else None, device=m.device if m else None,
         )
@@ -71,7 +75,7 @@ def job_out(session: Session, job: Job, problem: Problem) -> JobOut:
     )
     return JobOut(
         id=job.id, status=job.status, cancel_requested=job.cancel_requested,
-        problem=problem_out(problem), targets=list(job.targets), policy=job.policy,
+        problem=problem_out(problem, job.problem_name), targets=list(job.targets), policy=job.policy,
         policy_params=job.policy_params, generator=job.generator, model=job.model, seed=job.seed,
         repair_turns=job.repair_turns if job.repair_turns is not None else 1,
         dedupe=job.dedupe if job.dedupe is not None else True,
@@ -84,17 +88,20 @@ def job_out(session: Session, job: Job, problem: Problem) -> JobOut:
 def job_summary(job: Job, problem: Problem) -> JobSummary:
     """A job in a listing."""
     return JobSummary(
-        id=job.id, status=job.status, problem_name=problem.name, targets=list(job.targets),
+        id=job.id, status=job.status, problem_name=job.problem_name or problem.name, targets=list(job.targets),
         policy=job.policy, suite=job.suite_id, created_at=job.created_at,
     )
 
 
-def measurement_out(m: Measurement, original_time_ms: float | None) -> MeasurementOut:
-    """A measurement with its label and the speedup over the original on the same target."""
-    speedup = original_time_ms / m.time_ms if original_time_ms and m.time_ms > 0 else None
+def measurement_out(m: Measurement, original_time_ms: float | None,
+                    is_original: bool = False) -> MeasurementOut:
+    """A measurement with its label and its speedup over the original on the same target:
+    paired with its interval, an estimate's ratio, or none (never two unpaired times divided)."""
+    shown = of_measurement(m, original_time_ms, is_original)
     return MeasurementOut(
         target=m.target, label=m.label, method=m.method, device=m.device, time_ms=m.time_ms,
-        speedup=speedup, cv=m.cv, noisy=m.noisy, signature=signature_out(m.features),
+        **shown.fields(), speedup_text=shown.text(), cv=m.cv, noisy=m.noisy,
+        signature=signature_out(m.features),
     )
 
 
@@ -113,7 +120,9 @@ def candidate_out(c: Candidate, track: Track, measurements: list[Measurement]) -
     return CandidateOut(
         id=c.id, target=track.target, parent_id=c.parent_id, lineage_depth=c.lineage_depth,
         strategy=c.strategy, status=c.status, reason=c.reason, created_at=c.created_at,
-        measurements=[measurement_out(m, track.original_time_ms) for m in measurements],
+        measurements=[measurement_out(m, track.original_time_ms,
+                                      is_original=c.id == track.original_candidate_id)
+                      for m in measurements],
         turn=c.turn or 0, repair_of=c.repair_of, duplicate_of=c.duplicate_of,
     )
 

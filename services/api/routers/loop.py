@@ -6,7 +6,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Query
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy import delete, func, select
 
 from kernelband.db import session_scope
@@ -15,6 +15,7 @@ from kernelband.loop.transcripts import job_transcripts, pull_transcripts, trans
 from services.api import queries
 from services.api.deps import MAX_ID, CurrentTeam, DbDep, JobId
 from services.api.errors import ERROR_RESPONSES, ApiError
+from services.api.timefmt import UtcTime
 
 router = APIRouter(tags=["generation loop"], responses=ERROR_RESPONSES)
 CandidateId = Annotated[int, Path(ge=1, le=MAX_ID)]
@@ -37,7 +38,7 @@ class TranscriptOut(BaseModel):
     prompt_tokens: int
     completion_tokens: int
     cost_usd: float
-    created_at: str | None
+    created_at: UtcTime | None
 
 
 class TranscriptExport(BaseModel):
@@ -82,6 +83,8 @@ class SkillLibrary(BaseModel):
 
 class SkillSettings(BaseModel):
     """PUT /v1/skills/settings body."""
+
+    model_config = ConfigDict(extra="forbid")  # as every request body: a typo is an error
 
     enabled: bool = Field(description="Off: improvements are neither stored nor retrieved.")
 

@@ -92,25 +92,39 @@ def get_candidate(
 )
 def download_best(
     job_id: JobId, team: CurrentTeam, db: DbDep,
-    target: Annotated[Target, Query(description="Which GPU type's best kernel.")],
+    target: Annotated[Target | None, Query(
+        description="Which GPU type's best kernel; may be left out when the job has one target.",
+    )] = None,
 ) -> PlainTextResponse:
     with session_scope(db) as session:
         job = queries.team_job(session, team.id, job_id)
-        track = queries.job_track(session, job, target.value)
+        name = _best_target(job_id, list(job.targets), target)
+        track = queries.job_track(session, job, name)
         if track is None or track.best_candidate_id is None:
             raise ApiError(
                 404, "no_best_kernel",
-                f"Job {job_id} has no measured kernel for '{target.value}' yet; poll "
+                f"Job {job_id} has no measured kernel for '{name}' yet; poll "
                 f"GET /v1/jobs/{job_id} until its track shows a best result.",
             )
         problem = session.get(Problem, job.problem_id)
         assert problem is not None
         text = best_kernel_file(session, job, problem, track)
-        filename = f"{problem.name}.{target.value}.job{job.id}.py"
+        filename = f"{job.problem_name or problem.name}.{name}.job{job.id}.py"
         return PlainTextResponse(
             text, media_type="text/x-python",
             headers={"Content-Disposition": f'attachment; filename="{filename}"'},
         )
+
+
+def _best_target(job_id: int, targets: list[str], target: Target | None) -> str:
+    """The asked target, or the job's only one; 422 naming the choices when it is ambiguous."""
+    if target is not None:
+        return target.value
+    if len(targets) == 1:
+        return str(targets[0])
+    raise ApiError(422, "target_required", f"Job {job_id} has several targets "
+                   f"({', '.join(targets)}); say which best kernel you want with "
+                   f"?target=, e.g. ?target={targets[0]}.")
 
 
 @router.get(

@@ -74,7 +74,7 @@ async def submit_suite(request: Request, team: CurrentTeam, db: DbDep,
         raise ApiError(422, "llm_model_required", f"The suite is refused: {refusal}.")
     suite_settings = SuiteSettings(
         targets=tuple(t.value for t in body.targets), policies=tuple(body.policies),
-        model=body.generator.model, budget=body.budget, parallelism=body.parallelism,
+        model=body.generator.model, budget=body.budget.iterations, parallelism=body.parallelism,
         seed=body.seed, limits=body.limits.fields())
     # Database work runs in worker threads, each in a short session of its own: none blocks the
     # event loop, and no connection is held during the sandboxed loads (seconds).
