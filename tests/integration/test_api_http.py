@@ -1,0 +1,97 @@
+"""The API started with the documented hand command, on Postgres, spoken to over real HTTP."""
+
+from __future__ import annotations
+
+import select
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from kernelband.auth_tokens import mint_token
+from tests.utils.api_process import api_process, rss_bytes
+from tests.utils.processes import ManagedProcess
+
+pytestmark = pytest.mark.integration
+
+BOOTSTRAP = mint_token().secret
+CHUNK = b"x" * (64 * 1024)
+HUNDRED_MB = 100 * 1024 * 1024
+
+
+@pytest.fixture(scope="module")
+def server(postgres_url: str, tmp_path_factory: pytest.TempPathFactory
+           ) -> Iterator[tuple[str, ManagedProcess]]:
+    logs = tmp_path_factory.mktemp("api-http")
+    with api_process(postgres_url, logs, KERNELBAND_BOOTSTRAP_TOKEN=BOOTSTRAP) as started:
+        yield started
+
+
+def test_the_bootstrap_token_works_with_the_hand_started_api(
+    server: tuple[str, ManagedProcess]
+) -> None:
+    url, _ = server
+    resp = httpx.get(f"{url}/v1/jobs", headers={"Authorization": f"Bearer {BOOTSTRAP}"})
+    assert resp.status_code == 200, resp.text
+    assert httpx.get(f"{url}/v1/jobs").status_code == 401
+
+
+def _send_chunked(url: str, total: int) -> tuple[int, bytes]:
+    """POST `total` bytes as a chunked body until the server answers; (bytes sent, answer)."""
+    host, port = url.removeprefix("http://").split(":")
+    sock = socket.create_connection((host, int(port)))
+    sock.sendall(b"POST /v1/jobs HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                 b"Transfer-Encoding: chunked\r\n\r\n")
+    sent, frame = 0, f"{len(CHUNK):x}\r\n".encode() + CHUNK + b"\r\n"
+    try:
+        while sent < total:
+            if select.select([sock], [], [], 0)[0]:
+                break  # the server answered: stop, as a client reading its answer would
+            sock.sendall(frame)
+            sent += len(CHUNK)
+    except (BrokenPipeError, ConnectionResetError):
+        pass
+    answer = b""
+    sock.settimeout(10)
+    try:
+        while chunk := sock.recv(65536):
+            answer += chunk
+            if b"\r\n\r\n" in answer and answer.rstrip().endswith(b"}"):
+                break
+    except (ConnectionResetError, TimeoutError):
+        pass
+    sock.close()
+    return sent, answer
+
+
+def test_a_chunked_100_mb_body_gets_413_at_the_limit_without_growing_the_server(
+    server: tuple[str, ManagedProcess], tmp_path: Path
+) -> None:
+    url, proc = server
+    _send_chunked(url, 4 * 1024 * 1024)  # warm the code paths once before measuring
+    baseline, peak, done = rss_bytes(proc.popen.pid), 0, threading.Event()
+
+    def sample() -> None:
+        nonlocal peak
+        while not done.is_set():
+            peak = max(peak, rss_bytes(proc.popen.pid))
+            time.sleep(0.005)
+
+    sampler = threading.Thread(target=sample)
+    sampler.start()
+    try:
+        sent, answer = _send_chunked(url, HUNDRED_MB)
+    finally:
+        done.set()
+        sampler.join()
+    growth = peak - baseline
+    print(f"chunked 100 MB: sent {sent / 2**20:.1f} MB before the answer; server RSS "
+          f"{baseline / 2**20:.1f} MB -> peak {peak / 2**20:.1f} MB (+{growth / 2**20:.2f} MB)")
+    assert answer.startswith(b"HTTP/1.1 413"), answer[:200]
+    assert b"payload_too_large" in answer and b"at most" in answer
+    assert sent < 32 * 1024 * 1024, "the server kept reading long past its limit"
+    assert growth < 10 * 1024 * 1024
