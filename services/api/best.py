@@ -6,6 +6,7 @@ from sqlalchemy.orm import Session
 
 from kernelband.db.models import Candidate, Job, Problem, Track
 from kernelband.problem.model import KernelProblem
+from kernelband.speedups import of_track
 from services.api import queries
 
 _MAX_LINEAGE = 200  # a guard against a corrupted parent cycle
@@ -37,9 +38,9 @@ def _time_line(session: Session, track: Track) -> str:
     m = queries.best_measurement(session, track)
     if m is None:
         return "time: none recorded"
-    speed = f"{track.best_speedup:.3f}x" if track.best_speedup else "n/a"
-    return (f"time: {m.time_ms:.6g} ms, speedup {speed} over the original, "
-            f"{m.label} ({m.method} on {m.device})")
+    final = ", re-measured against the original at the end" if track.best_speedup_final else ""
+    return (f"time: {m.time_ms:.6g} ms, speedup {of_track(track).text()} over the original"
+            f"{final}, {m.label} ({m.method} on {m.device})")
 
 
 def best_kernel_file(session: Session, job: Job, problem: Problem, track: Track) -> str:

@@ -137,6 +137,9 @@ def job_body() -> Callable[..., dict[str, Any]]:
     return _job_body
 
 
+PAIRED_METHOD = "interleaved ABBA rounds, bootstrap 95%"
+
+
 @pytest.fixture
 def seed_results(factory: sessionmaker[Session]) -> Callable[[int], dict[str, int]]:
     """Writes what the scheduler would for a job's h100 track; returns the row ids."""
@@ -164,10 +167,14 @@ def seed_results(factory: sessionmaker[Session]) -> Callable[[int], dict[str, in
                                 "h_note": "ncu permission: ERR_NVGPUCTRPERM"}),
                 Measurement(candidate_id=child.id, label="measured", method="cuda_events",
                             device="NVIDIA H100", target="h100", time_ms=0.5, cv=0.01,
-                            features={"h": [30.25, 88.0, 51.5], "h_sources": ["ncu"] * 3}),
+                            features={"h": [30.25, 88.0, 51.5], "h_sources": ["ncu"] * 3},
+                            speedup=4.0, speedup_low=3.8, speedup_high=4.2, speedup_rounds=30,
+                            speedup_method=PAIRED_METHOD, speedup_baseline="original"),
             ])
             track.original_candidate_id, track.best_candidate_id = original.id, child.id
             track.best_time_ms, track.best_speedup, track.best_label = 0.5, 4.0, "measured"
+            track.best_speedup_low, track.best_speedup_high = 3.8, 4.2
+            track.best_speedup_method = PAIRED_METHOD
             track.held_out = "passed"
             s.add_all([
                 ArmStat(track_id=track.id, cluster=0, strategy="tiling", pulls=2.0,

@@ -30,7 +30,10 @@ def test_job_shows_best_speedup_with_label(
     h100, cpu = job["tracks"]
     assert h100["status"] == "running" and h100["iterations_done"] == 2
     assert h100["best"] == {"candidate_id": ids["child"], "speedup": 4.0, "time_ms": 0.5,
-                            "label": "measured", "method": "cuda_events", "device": "NVIDIA H100"}
+                            "label": "measured", "method": "cuda_events", "device": "NVIDIA H100",
+                            "speedup_low": 3.8, "speedup_high": 4.2, "significant": True,
+                            "speedup_method": "interleaved ABBA rounds, bootstrap 95%",
+                            "speedup_text": "4.00x [3.80, 4.20]", "speedup_final": False}
     assert h100["held_out"] == "passed"
     assert cpu == {**cpu, "target": "cpu", "status": "pending", "best": None}
     assert job["spend"]["iterations"] == 2
@@ -70,7 +73,7 @@ def test_best_download_splices_region_under_a_provenance_header(
     text = resp.text
     assert text.startswith("# KernelBand best kernel for target h100")
     assert f"candidate {ids['child']}" in text and "lineage: original -> tiling" in text
-    assert "speedup 4.000x" in text and "measured (cuda_events on NVIDIA H100)" in text
+    assert "speedup 4.00x [3.80, 4.20]" in text and "measured (cuda_events on NVIDIA H100)" in text
     assert "pass  # the faster child" in text and "def reference(" in text  # spliced module
     compile(text, "best.py", "exec")
 
