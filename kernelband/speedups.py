@@ -12,10 +12,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from kernelband.profile.paired import PairedSpeedup
+
 # The keys of PairedSpeedup.to_dict(); a stored row keeps them as `speedup`, `speedup_low`, ...
 PAIRED_KEYS = ("point", "low", "high", "rounds", "method", "baseline")
 NOT_MEASURED = "not measured"
-NO_SIGNIFICANT = "no significant speedup"
 ORIGINAL_METHOD = "the original kernel itself"  # the original as a track's best: 1.0 by definition
 
 
@@ -39,13 +40,14 @@ class ShownSpeedup:
         return self.source == "measured" and self.low is not None and self.low > 1.0
 
     def text(self) -> str:
-        """`1.18x [1.12, 1.24]`, `1.01x [0.97, 1.05], no significant speedup`,
-        `1.30x estimated`, `1.00x original` or `not measured`."""
+        """`1.18x [1.12, 1.24]`, `1.01x [0.97, 1.05], no significant speedup` (the interval
+        contains 1.0), `1.30x estimated`, `1.00x original` or `not measured`."""
         if self.point is None:
             return NOT_MEASURED
         if self.source == "measured" and self.low is not None and self.high is not None:
-            shown = f"{self.point:.2f}x [{self.low:.2f}, {self.high:.2f}]"
-            return shown if self.significant else f"{shown}, {NO_SIGNIFICANT}"
+            # One wording everywhere: the measurement's own (PairedSpeedup.describe).
+            return PairedSpeedup(self.point, self.low, self.high, 0, self.method or "",
+                                 "original").describe()
         if self.source == "original":
             return f"{self.point:.2f}x original"
         return f"{self.point:.2f}x {self.source}"

@@ -55,7 +55,7 @@ def test_each_row_says_its_interval_or_that_it_was_not_measured() -> None:
     texts = {r.problem: r.to_dict()["speedup_text"] for r in ROWS}
     assert texts == {"sure": "1.18x [1.12, 1.24]",
                      "unsure": "1.01x [0.97, 1.05], no significant speedup",
-                     "slower": "0.95x [0.90, 0.99], no significant speedup",
+                     "slower": "0.95x [0.90, 0.99]",  # slower, with confidence
                      "unpaired": "not measured", "broken": "not measured"}
     assert [r.to_dict()["significant"] for r in ROWS] == [True, False, False, False, False]
 
