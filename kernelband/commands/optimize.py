@@ -175,8 +175,7 @@ def outcome_table(outcome: JobOutcome) -> Table:
     for column in ("target", "status", "speedup", "label", "ms: original -> best", "held-out"):
         table.add_column(column, no_wrap=True)  # labels must never be cut off
     for t in outcome.tracks:
-        table.add_row(t.target, t.status,
-                      f"{t.best_speedup:.3f}x" if t.best_speedup else "-", t.label or "-",
+        table.add_row(t.target, t.status, t.speedup_text, t.label or "-",
                       f"{_ms(t.original_time_ms)} -> {_ms(t.best_time_ms)}", t.held_out or "-")
     lineages = "; ".join(f"{t.target}: {' -> '.join(t.lineage) or 'original'}"
                          for t in outcome.tracks)

@@ -13,30 +13,39 @@ COLORS = ("#2f6fde", "#d9480f", "#2b8a3e", "#862e9c", "#c92a2a", "#0b7285")
 
 @dataclass(frozen=True)
 class Series:
-    """One target: every measured child as a point, and the best so far as a line."""
+    """One target: every child with a speedup as a point (a measured one with its 95% interval
+    as a vertical bar), and the best so far as a line."""
 
     target: str
     label: str
     points: tuple[tuple[int, float], ...]
     best: tuple[tuple[int, float], ...]
+    intervals: tuple[tuple[int, float, float], ...] = ()  # (x, low, high) of paired points
+    texts: tuple[str, ...] = ()  # each point as shown in tables ("1.18x [1.12, 1.24]")
 
 
 def speedup_series(data: ReportData) -> list[Series]:
-    """Per target: x = child index in the track, y = speedup on that target."""
+    """Per target: x = child index in the track, y = speedup on that target (paired point or
+    labelled estimate; a child measured without pairing has no point)."""
     out = []
     for track in data.job["tracks"]:
         target = track["target"]
         label = (track.get("best") or {}).get("label")
         children = [c for c in data.candidates if c["target"] == target and c["lineage_depth"] > 0]
-        points, best = [], [(0, 1.0)]
+        points, best, intervals, texts = [], [(0, 1.0)], [], []
         for index, c in enumerate(children, start=1):
-            own = [m for m in c["measurements"] if m["target"] == target and m["speedup"]]
+            own = [m for m in c["measurements"] if m["target"] == target and m.get("speedup")]
             if c["status"] != "measured" or not own:
                 continue
-            label = label or own[-1]["label"]
-            points.append((index, float(own[-1]["speedup"])))
+            m = own[-1]
+            label = label or m["label"]
+            points.append((index, float(m["speedup"])))
+            texts.append(str(m.get("speedup_text") or f"{m['speedup']:.2f}x"))
+            if m.get("speedup_low") is not None and m.get("speedup_high") is not None:
+                intervals.append((index, float(m["speedup_low"]), float(m["speedup_high"])))
             best.append((index, max(best[-1][1], points[-1][1])))
-        out.append(Series(target, label or "no time yet", tuple(points), tuple(best)))
+        out.append(Series(target, label or "no time yet", tuple(points), tuple(best),
+                          tuple(intervals), tuple(texts)))
     return out
 
 
@@ -45,6 +54,7 @@ def svg_chart(series: list[Series], width: int = 760, height: int = 300) -> str:
     left, right, top, bottom = 56, 160, 16, 40
     xs = [x for s in series for x, _ in s.points] + [1]
     ys = [y for s in series for _, y in (*s.points, *s.best)] + [1.0]
+    ys += [v for s in series for _, low, high in s.intervals for v in (low, high)]
     x_max, y_max, y_min = max(xs), max(ys) * 1.1, min(0.0, *ys)
 
     def sx(x: float) -> float:
@@ -66,9 +76,13 @@ def svg_chart(series: list[Series], width: int = 760, height: int = 300) -> str:
         color = COLORS[i % len(COLORS)]
         path = " ".join(f"{'L' if j else 'M'}{sx(x):.1f},{sy(y):.1f}" for j, (x, y) in enumerate(s.best))
         parts.append(f'<path d="{path}" fill="none" stroke="{color}" stroke-width="2"/>')
+        parts += [f'<line class="ci" x1="{sx(x):.1f}" y1="{sy(low):.1f}" x2="{sx(x):.1f}" '
+                  f'y2="{sy(high):.1f}" stroke="{color}" stroke-width="1.5"/>'
+                  for x, low, high in s.intervals]
+        texts = s.texts or tuple(f"{y:.3f}x" for _, y in s.points)
         parts += [f'<circle class="pt" cx="{sx(x):.1f}" cy="{sy(y):.1f}" r="3.5" fill="{color}" '
-                  f'fill-opacity="0.55"><title>{y:.3f}x ({escape(s.label)})</title></circle>'
-                  for x, y in s.points]
+                  f'fill-opacity="0.55"><title>{escape(text)} ({escape(s.label)})</title></circle>'
+                  for (x, y), text in zip(s.points, texts, strict=False)]
         parts.append(f'<text x="{width - right + 10}" y="{top + 14 + 18 * i}" fill="{color}" '
                      f'font-size="12">{escape(s.target)} ({escape(s.label)})</text>')
     return "\n".join([*parts, "</svg>"])
@@ -87,6 +101,9 @@ def png_chart(series: list[Series], path: Path, title: str) -> Path:
         if s.points:
             xs, ys = zip(*s.points, strict=True)
             ax.scatter(xs, ys, color=color, alpha=0.55, s=18)
+        if s.intervals:  # 95% intervals of the paired speedups
+            ix, lows, highs = zip(*s.intervals, strict=True)
+            ax.vlines(ix, lows, highs, color=color, linewidth=1.2)
         bx, by = zip(*s.best, strict=True)
         ax.step(bx, by, where="post", color=color,
                 label=f"{s.target} ({s.label})")

@@ -10,6 +10,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from kernelband.db.models import ArmStat, Candidate, Job, Measurement, Problem, Track
+from kernelband.speedups import of_measurement, of_track
 
 
 class ReportError(RuntimeError):
@@ -88,8 +89,10 @@ def _job(job: Job, problem: Problem, tracks: dict[str, Track],
             continue
         best_ms = ms.get(t.best_candidate_id or -1) or []
         m = best_ms[-1] if best_ms else None
+        shown = of_track(t)
         best = None if t.best_candidate_id is None else {
-            "candidate_id": t.best_candidate_id, "speedup": t.best_speedup,
+            "candidate_id": t.best_candidate_id, **shown.fields(), "speedup_text": shown.text(),
+            "speedup_final": bool(t.best_speedup_final),
             "time_ms": t.best_time_ms, "label": t.best_label or (m.label if m else None),
             "device": m.device if m else None, "method": m.method if m else None}
         out.append({"target": target, "status": t.status, "iterations_done": t.iterations_done,
@@ -104,15 +107,16 @@ def _job(job: Job, problem: Problem, tracks: dict[str, Track],
 
 
 def _candidate(c: Candidate, t: Track, ms: list[Measurement]) -> dict[str, Any]:
-    def speedup(m: Measurement) -> float | None:
-        return t.original_time_ms / m.time_ms if t.original_time_ms and m.time_ms > 0 else None
+    """Shaped like the API's CandidateOut: each measurement's speedup is the paired one with
+    its interval, an estimate's ratio, or none (never two unpaired times divided)."""
+    def measurement(m: Measurement) -> dict[str, Any]:
+        shown = of_measurement(m, t.original_time_ms, is_original=c.id == t.original_candidate_id)
+        return {"target": m.target, "label": m.label, "method": m.method, "device": m.device,
+                "time_ms": m.time_ms, **shown.fields(), "speedup_text": shown.text()}
 
     return {"id": c.id, "target": t.target, "parent_id": c.parent_id,
             "lineage_depth": c.lineage_depth, "strategy": c.strategy, "status": c.status,
-            "reason": c.reason,
-            "measurements": [{"target": m.target, "label": m.label, "method": m.method,
-                              "device": m.device, "time_ms": m.time_ms, "speedup": speedup(m)}
-                             for m in ms]}
+            "reason": c.reason, "measurements": [measurement(m) for m in ms]}
 
 
 def _arm(a: ArmStat) -> dict[str, Any]:

@@ -8,6 +8,7 @@ from typing import Any
 
 from kernelband.report.charts import speedup_series, svg_chart
 from kernelband.report.data import ReportData
+from kernelband.speedups import NOT_MEASURED
 
 CSS = """body{font-family:system-ui,sans-serif;margin:1.5rem;color:#1d2330}
 table{border-collapse:collapse;margin:.5rem 0 1rem;font-size:.88rem}
@@ -29,6 +30,11 @@ def _num(value: float | None, fmt: str = ".4g") -> str:
     return "-" if value is None else format(value, fmt)
 
 
+def _speedup_text(row: dict[str, Any]) -> str:
+    """`1.18x [1.12, 1.24]`, `..., no significant speedup`, `1.30x estimated`, `not measured`."""
+    return str(row.get("speedup_text") or NOT_MEASURED)
+
+
 def _table(headers: list[str], rows: list[str]) -> str:
     head = "".join(f"<th>{escape(h)}</th>" for h in headers)
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
@@ -39,7 +45,9 @@ def _tracks(job: dict[str, Any]) -> str:
     for t in job["tracks"]:
         b = t.get("best") or {}
         lab = _label(b.get("label"))
-        speed = f"{b['speedup']:.3f}x" if b.get("speedup") else "-"
+        speed = escape(_speedup_text(b)) if b else "-"
+        if b.get("speedup_final"):
+            speed += " <small>(final re-measure)</small>"
         progress = f"{t.get('iterations_done', 0)} / {job['budget']['iterations']}"
         rows.append(f"<tr>{_cell(t['target'])}{_cell(t['status'])}{_cell(progress)}"
                     f"<td>{_num(t.get('original_time_ms'))}{lab}</td><td>{_num(b.get('time_ms'))}{lab}</td>"
@@ -67,7 +75,7 @@ def _candidates(candidates: list[dict[str, Any]]) -> str:
         own = [m for m in c["measurements"] if m["target"] == c["target"]]
         m = own[-1] if own else None
         time = f"<td>{_num(m['time_ms'])}{_label(m['label'])}</td>" if m else "<td>-</td>"
-        speed = f"<td>{m['speedup']:.3f}x{_label(m['label'])}</td>" if m and m["speedup"] else "<td>-</td>"
+        speed = f"<td>{escape(_speedup_text(m))}{_label(m['label'])}</td>" if m else "<td>-</td>"
         strategy = c["strategy"] or ("free" if c["lineage_depth"] else "original")
         rows.append(f"<tr>{_cell(c['id'])}{_cell(c['target'])}{_cell(c['parent_id'])}"
                     f"{_cell(c['lineage_depth'])}{_cell(strategy)}{_cell(c['status'])}"
@@ -105,7 +113,10 @@ def render_html(data: ReportData) -> str:
 {escape(job.get('model') or job.get('generator') or 'rules')} · spend {spend.get('iterations', 0)} iterations,
 {spend['tokens']} tokens, {escape(usd)}{' · ' + escape(job['reason']) if job.get('reason') else ''}</p>
 <p>Every time and speedup is labelled <span class="label measured">measured</span> (timed on the named GPU)
-or <span class="label estimated">estimated</span> (CPU cost model for the target).</p>
+or <span class="label estimated">estimated</span> (CPU cost model for the target). A measured speedup is paired
+(the candidate and the original interleaved in one session) and shown with its 95% interval, e.g.
+1.18x [1.12, 1.24]; "no significant speedup" means the interval contains 1.0; "not measured" means no paired
+measurement exists. Estimates have no interval.</p>
 <h2>Tracks</h2>{_tracks(job)}
 <h2>Speedup over iterations</h2>{svg_chart(speedup_series(data))}
 <h2>Bandit arms (cluster × strategy)</h2>{_arms(data.arms)}

@@ -22,6 +22,7 @@ from kernelband.scheduling.leases import requeue_orphans
 from kernelband.scheduling.lifecycle import job_is_finished
 from kernelband.scheduling.pipeline import EngineContext, StepReport, step
 from kernelband.scheduling.stages import StageTime, stage_times
+from kernelband.speedups import of_track
 
 LOCAL_TEAM = "local"
 
@@ -61,6 +62,8 @@ class TrackOutcome:
     best_candidate_id: int | None
     lineage: tuple[str, ...]
     iterations_done: int
+    # The best's speedup as shown to people: its paired interval, an estimate or "not measured".
+    speedup_text: str = "not measured"
 
 
 @dataclass(frozen=True)
@@ -173,7 +176,8 @@ def _track_outcome(session: Session, track: Track) -> TrackOutcome:
     return TrackOutcome(
         track.target, track.status, track.reason, track.original_time_ms, track.best_time_ms,
         track.best_speedup, track.best_label, track.held_out, best.editable if best else None,
-        best.id if best else None, lineage(session, best), track.iterations_done)
+        best.id if best else None, lineage(session, best), track.iterations_done,
+        of_track(track).text())
 
 
 def lineage(session: Session, candidate: Candidate | None) -> tuple[str, ...]:
@@ -187,11 +191,10 @@ def lineage(session: Session, candidate: Candidate | None) -> tuple[str, ...]:
 
 def provenance_header(outcome: JobOutcome, track: TrackOutcome, problem_name: str) -> str:
     """Comment lines saying where a written kernel came from and how it was judged."""
-    speed = f"{track.best_speedup:.3f}x" if track.best_speedup else "n/a"
     return "\n".join([
         f"# Optimized by KernelBand (job {outcome.job_id}, problem {problem_name!r}, "
         f"target {track.target}).",
-        f"# Speedup vs original: {speed} ({track.label or 'unlabelled'}; "
+        f"# Speedup vs original: {track.speedup_text} ({track.label or 'unlabelled'}; "
         f"{_ms(track.original_time_ms)} ms -> {_ms(track.best_time_ms)} ms).",
         f"# Held-out cases: {track.held_out or 'not checked'}. "
         f"Strategy lineage: {' -> '.join(track.lineage) or 'original'}.",

@@ -28,6 +28,11 @@ ORIGINAL = "def kernel():\n    BLOCK = 64\n    return BLOCK\n"
 FASTER = "def kernel():\n    BLOCK = 256\n    return BLOCK\n"
 
 
+def _paired(point: float, low: float, high: float) -> dict[str, object]:
+    return {"speedup": point, "speedup_low": low, "speedup_high": high, "speedup_rounds": 20,
+            "speedup_method": "ABBA rounds; 95% BCa", "speedup_baseline": "original"}
+
+
 def _seed(factory: sessionmaker[Session]) -> int:
     """A job with one h100 track: original 2 ms (measured), a 0.5 ms child, a rejected child."""
     with session_scope(factory) as s:
@@ -47,13 +52,18 @@ def _seed(factory: sessionmaker[Session]) -> int:
         bad = Candidate(track_id=track.id, parent_id=original.id, lineage_depth=1,
                         strategy="fusion", editable="x", status="rejected",
                         reason="wrong_result:case=2,max_abs_err=0.5")
-        s.add_all([child, bad])
+        unsure = Candidate(track_id=track.id, parent_id=original.id, lineage_depth=1,
+                           strategy="pipeline", editable="y", status="measured")
+        s.add_all([child, bad, unsure])
         s.flush()
         s.add_all([Measurement(candidate_id=c.id, label="measured", method="cuda_events",
-                               device="NVIDIA H100", target="h100", time_ms=t)
-                   for c, t in ((original, 2.0), (child, 0.5))])
+                               device="NVIDIA H100", target="h100", time_ms=t, **paired)
+                   for c, t, paired in ((original, 2.0, {}), (child, 0.5, _paired(4.0, 3.8, 4.2)),
+                                        (unsure, 1.98, _paired(1.01, 0.97, 1.05)))])
         track.original_candidate_id, track.best_candidate_id = original.id, child.id
         track.best_time_ms, track.best_speedup, track.best_label = 0.5, 4.0, "measured"
+        track.best_speedup_low, track.best_speedup_high = 3.8, 4.2
+        track.best_speedup_method, track.best_speedup_final = "ABBA rounds; 95% BCa", True
         s.add(ArmStat(track_id=track.id, cluster=0, strategy="tiling", pulls=2, mean_reward=0.75,
                       masked=True, ucb_score=1.9))
         return job.id
@@ -65,12 +75,17 @@ def test_report_from_database_has_charts_tables_labels_and_diff(
     with session_scope(sqlite_factory) as session:
         data = from_database(session, job_id)
     series = speedup_series(data)
-    assert series[0].points == ((1, 4.0),) and series[0].best == ((0, 1.0), (1, 4.0))
+    assert series[0].points == ((1, 4.0), (3, 1.01))
+    assert series[0].best == ((0, 1.0), (1, 4.0), (3, 4.0))
+    assert series[0].intervals == ((1, 3.8, 4.2), (3, 0.97, 1.05))
     files = write_report(data, tmp_path)
     html = files.html.read_text()
     assert "<script" not in html and "http://" not in html.replace('xmlns="http://www.w3.org/2000/svg"', "")
-    assert len(re.findall(r'<circle class="pt"', html)) == 1
-    assert "4.000x" in html and "measured" in html and "NVIDIA H100" in html
+    assert len(re.findall(r'<circle class="pt"', html)) == 2
+    assert len(re.findall(r'<line class="ci"', html)) == 2  # each point's 95% interval
+    assert "4.00x [3.80, 4.20] <small>(final re-measure)</small>" in html
+    assert "1.01x [0.97, 1.05], no significant speedup" in html
+    assert "1.00x original" in html and "measured" in html and "NVIDIA H100" in html
     assert "wrong_result:case=2,max_abs_err=0.5" in html
     assert "-    BLOCK = 64" in html and "+    BLOCK = 256" in html
     assert "masked" in html and "1200 tokens" in html and "$0.0123" in html
@@ -92,9 +107,13 @@ def test_report_from_server_matches_database_view(
         data = from_server(base_url, token, job_id)
         with pytest.raises(ReportError, match="404"):
             from_server(base_url, other, job_id)
-    assert speedup_series(data)[0].points == ((1, 4.0),)
-    assert data.job["tracks"][0]["best"]["label"] == "measured"
-    assert len(data.candidates) == 3 and data.arms["h100"][0]["masked"] is True
+    assert speedup_series(data)[0].points == ((1, 4.0), (3, 1.01))
+    best = data.job["tracks"][0]["best"]
+    assert best["label"] == "measured" and best["speedup_text"] == "4.00x [3.80, 4.20]"
+    with session_scope(sqlite_factory) as session:  # the same shapes from either source
+        assert from_database(session, job_id).job["tracks"][0]["best"]["speedup_text"] == \
+            best["speedup_text"]
+    assert len(data.candidates) == 4 and data.arms["h100"][0]["masked"] is True
 
 
 def test_report_command_writes_files_and_explains_a_missing_job(
