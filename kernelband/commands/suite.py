@@ -142,21 +142,26 @@ def show_report(report: SuiteReport) -> None:
     """Metrics table, per-problem table and load failures."""
     metrics = Table(title=f"suite {report.suite_id} ({report.name}): "
                           f"{report.jobs_finished}/{len(report.job_ids)} jobs finished")
-    for column in ("target", "policy", "problems", "Correct %", "Fast@1 %",
-                   "geomean (correct)", "geomean (all)", "label", "fast_p % (p=0/1/1.5/2)"):
+    for column in ("target", "policy", "problems", "Correct %", "Fast@1 % (95% low > 1)",
+                   "Fast@1 % (point, as published)", "geomean (correct)", "geomean (all)",
+                   "label", "fast_p % (p=0/1/1.5/2)"):
         metrics.add_column(column)
     for m in report.metrics:
         fast = "/".join(f"{pct:.1f}" for pct in m.fast_p.values()) or "-"
         metrics.add_row(m.target, m.policy, str(m.problems), f"{m.correct_pct:.1f}",
-                        f"{m.fast1_pct:.1f}", _x(m.geomean_speedup_correct),
-                        _x(m.geomean_speedup_all), m.label, fast)
+                        f"{m.fast1_pct:.1f}", f"{m.fast1_point_pct:.1f}",
+                        _x(m.geomean_speedup_correct), _x(m.geomean_speedup_all), m.label, fast)
+    metrics.caption = ("Fast@1 and fast_p count a measured problem only when its paired "
+                       "speedup's 95% interval lies above the threshold; geomeans are of the "
+                       "paired points.")
     console.print(metrics)
     problems = Table(title="per problem")
-    for column in ("problem", "target", "policy", "status", "correct", "speedup", "label"):
-        problems.add_column(column)
+    for column in ("problem", "target", "policy", "status", "correct", "speedup [95% interval]",
+                   "label"):
+        problems.add_column(column, no_wrap=column == "speedup [95% interval]")
     for p in report.problems:
         problems.add_row(p.problem, p.target, p.policy, p.status, "yes" if p.correct else "no",
-                         _x(p.speedup), p.label or "-")
+                         p.shown().text(), p.label or "-")
     console.print(problems)
     for failure in report.load_failures:
         console.print(f"[yellow]failed to load[/] {failure.name}: {failure.reason}")

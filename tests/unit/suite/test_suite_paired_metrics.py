@@ -80,3 +80,18 @@ def test_report_round_trips_the_intervals() -> None:
                          None, (1,), 1, (metric_for("h200", "kernelband", ROWS),), tuple(ROWS))
     again = report_from_dict(report.to_dict())
     assert again.problems == report.problems and again.metrics == report.metrics
+
+
+def test_suite_command_table_shows_intervals_and_both_fast1_rules() -> None:
+    from kernelband.commands.suite import console, show_report
+
+    report = SuiteReport("suite-p", "paired", "tritonbench", SuiteSettings(targets=("h200",)),
+                         None, (1,), 1, (metric_for("h200", "kernelband", ROWS),), tuple(ROWS))
+    with console.capture() as captured:
+        console.width = 250
+        show_report(report)
+    text = captured.get()
+    assert "Fast@1 % (95% low > 1)" in text and "Fast@1 % (point, as published)" in text
+    assert "20.0" in text and "40.0" in text
+    assert "1.18x [1.12, 1.24]" in text and "1.01x [0.97, 1.05], no significant speedup" in text
+    assert "not measured" in text
