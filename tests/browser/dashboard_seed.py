@@ -75,3 +75,43 @@ def append_measured_child(factory: sessionmaker[Session], job_id: int, target: s
         s.add(Event(job_id=job_id, seq=last + 1, kind="pull_finished",
                     payload={"target": target, "candidate": child.id}))
         return child.id
+
+
+def seed_paired_job(factory: sessionmaker[Session], team: str) -> int:
+    """A finished h200 job whose children carry paired speedups (one significant, one whose
+    interval contains 1.0) and one measured before pairing existed (no speedup)."""
+    paired = {"speedup_rounds": 24, "speedup_method": "ABBA rounds; 95% BCa bootstrap",
+              "speedup_baseline": "original"}
+    with session_scope(factory) as s:
+        owner = repository.get_or_create_team(s, team)
+        problem = repository.get_or_create_problem(
+            s, owner.id, "seeded_paired", "native", "# seeded", {"editable": REGION}, "paired1")
+        job = repository.create_job(s, owner.id, problem.id, ("h200",), status="completed",
+                                    budget_iterations=3)
+        track = Track(job_id=job.id, target="h200", status="completed", iterations_done=3,
+                      iterations_dispatched=3, original_time_ms=1.0, held_out="passed")
+        s.add(track)
+        s.flush()
+        original = Candidate(track_id=track.id, editable=REGION.format(i=0), status="measured")
+        s.add(original)
+        s.flush()
+        children = [Candidate(track_id=track.id, parent_id=original.id, lineage_depth=1,
+                              strategy=st, editable=REGION.format(i=i + 1), status="measured")
+                    for i, st in enumerate(("tiling", "pipeline", "fusion"))]
+        s.add_all(children)
+        s.flush()
+        rows = ((original, 1.0, {}), (children[0], 0.85, {"speedup": 1.18, "speedup_low": 1.12,
+                                                          "speedup_high": 1.24, **paired}),
+                (children[1], 0.99, {"speedup": 1.01, "speedup_low": 0.97, "speedup_high": 1.05,
+                                     **paired}),
+                (children[2], 0.2, {}))  # unpaired: its 5x ratio is never shown
+        s.add_all([Measurement(candidate_id=c.id, label="measured", method="paired A/B",
+                               device="NVIDIA H200", target="h200", time_ms=t, **extra)
+                   for c, t, extra in rows])
+        track.original_candidate_id, track.best_candidate_id = original.id, children[0].id
+        track.best_time_ms, track.best_speedup, track.best_label = 0.85, 1.18, "measured"
+        track.best_speedup_low, track.best_speedup_high = 1.12, 1.24
+        track.best_speedup_method = paired["speedup_method"]
+        track.best_speedup_final = True
+        s.add(Event(job_id=job.id, seq=1, kind="job_finished", payload={}))
+        return job.id

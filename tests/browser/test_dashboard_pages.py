@@ -6,7 +6,7 @@ from typing import Any
 
 import httpx
 import pytest
-from dashboard_seed import append_measured_child, seed_large_job
+from dashboard_seed import append_measured_child, seed_large_job, seed_paired_job
 
 from tests.browser.conftest import (  # this directory is on sys.path under pytest
     REPO,
@@ -108,3 +108,17 @@ def test_large_job_poll_to_paint(page: Any, live_server: LiveServer) -> None:
     print(f"\npoll-to-paint (205 candidates, 5 tracks, headless Chromium, this shared CPU machine): "
           f"first load {first:.0f} ms, incremental update {update:.0f} ms")
     assert update < 30_000  # a sanity bound only, not a performance target
+
+
+def test_job_page_shows_paired_speedups_with_their_intervals(page: Any,
+                                                             live_server: LiveServer) -> None:
+    job_id = seed_paired_job(live_server.factory, "alpha")
+    page.goto(f"{live_server.url}/ui/jobs/{job_id}")
+    page.wait_for_selector("#candidates-table tbody tr[data-candidate]")
+    tracks = page.inner_text("#tracks-table")
+    assert "1.18x [1.12, 1.24] (final re-measure)" in tracks
+    rows = page.inner_text("#candidates-table")
+    assert "1.01x [0.97, 1.05], no significant speedup" in rows
+    assert "not measured" in rows and "5.00x" not in rows  # the unpaired child shows no ratio
+    assert _count(page, "#chart svg line.ci") == 2  # each paired point's interval in the chart
+    shot(page, "job-paired")

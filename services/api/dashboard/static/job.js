@@ -37,9 +37,11 @@ function chartSeries() {
     let label = (view.job.tracks.find((t) => t.target === target)?.best || {}).label || null;
     children.forEach((c, index) => {
       const m = ownMeasurement(c);
-      if (!m || m.speedup === null || c.status !== "measured") return;
+      // a child measured without pairing against the original has no speedup, hence no point
+      if (!m || m.speedup === null || m.speedup === undefined || c.status !== "measured") return;
       label = label || m.label;
-      points.push({ x: index + 1, y: m.speedup, id: c.id });
+      points.push({ x: index + 1, y: m.speedup, id: c.id, low: m.speedup_low, high: m.speedup_high,
+        text: m.speedup_text });
       best.push({ x: index + 1, y: Math.max(best[best.length - 1].y, m.speedup) });
     });
     return { target, label: label || "no time yet", points, best };
@@ -59,7 +61,7 @@ function renderTracks() {
       el("td", {}, [`${t.iterations_done} / ${job.budget.iterations}`]),
       el("td", {}, [num(t.original_time_ms, 4), b.label ? label(b.label) : ""]),
       el("td", {}, [num(b.time_ms, 4), b.label ? label(b.label) : ""]),
-      el("td", {}, [b.speedup ? b.speedup.toFixed(3) + "x" : "-", b.label ? label(b.label) : ""]),
+      speedupCell(b, b.speedup_final ? " (final re-measure)" : ""),
       el("td", {}, [b.label ? `${b.label}${b.device ? " · " + b.device : ""}${b.method ? " · " + b.method : ""}` : "-"]),
       el("td", {}, [t.held_out || "pending", t.reason ? el("div", { class: "muted" }, [t.reason]) : ""]),
       el("td", {}, [diffButton]),
@@ -109,12 +111,23 @@ function renderCandidates() {
       el("td", {}, [String(c.lineage_depth)]), el("td", {}, [c.strategy || (c.lineage_depth ? "free" : "original")]),
       el("td", {}, [c.status]), el("td", {}, [c.reason || "", loopNote(c)]),
       el("td", {}, m ? [num(m.time_ms, 4), label(m.label)] : ["-"]),
-      el("td", {}, m && m.speedup ? [m.speedup.toFixed(3) + "x", label(m.label)] : ["-"]),
+      m ? speedupCell(m, "") : el("td", {}, ["-"]),
       signatureCell(m && m.signature),
       el("td", {}, [el("button", { type: "button", class: "diff-candidate", onclick: () => showDiff(c.id) }, ["diff"]),
         c.lineage_depth ? el("button", { type: "button", class: "transcript-candidate", onclick: () => kbTranscript.show(jobId, c.id) }, ["transcript"]) : ""]),
     ]);
   }));
+}
+
+// A speedup as the API words it: "1.18x [1.12, 1.24]" (paired, 95% interval), "..., no
+// significant speedup" (the interval contains 1.0), "1.30x estimated" (no interval) or
+// "not measured" (never paired against the original; never an unpaired ratio).
+function speedupCell(row, note) {
+  const { el, label } = kb;
+  if (!row || !row.label) return el("td", { class: "speedup" }, ["-"]);
+  const cls = row.significant ? "speedup significant" : "speedup";
+  return el("td", { class: cls, title: row.speedup_method || "" }, [
+    (row.speedup_text || "not measured") + note, label(row.label)]);
 }
 
 // Repair turn and duplicate links of the generation loop, under the reason.

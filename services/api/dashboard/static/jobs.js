@@ -6,7 +6,7 @@ function bestCell(job) {
   const cell = kb.el("td");
   for (const t of job.tracks) {
     const b = t.best;
-    const text = b && b.speedup ? b.speedup.toFixed(2) + "x" : "-";
+    const text = b ? b.speedup_text || "not measured" : "-";  // with its interval, or labelled
     cell.append(kb.el("div", {}, [t.target + ": " + text, b && b.label ? kb.label(b.label) : ""]));
   }
   return cell;

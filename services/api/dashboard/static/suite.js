@@ -10,6 +10,7 @@ function metricsRows(suite) {
     el("td", {}, [m.target]), el("td", {}, [m.policy]), el("td", {}, [String(m.problems)]),
     el("td", {}, [String(m.finished)]), el("td", { class: "correct-pct" }, [pct(m.correct_pct)]),
     el("td", { class: "fast1-pct" }, [pct(m.fast1_pct)]),
+    el("td", { class: "fast1-point-pct" }, [pct(m.fast1_point_pct)]),
     el("td", { class: "geomean-correct" }, [times(m.geomean_speedup_correct)]),
     el("td", { class: "geomean-all" }, [times(m.geomean_speedup_all)]), el("td", {}, [kb.label(m.label)]),
   ]));
@@ -21,7 +22,9 @@ function problemRows(suite) {
     el("td", {}, [p.problem]), el("td", {}, [p.target]), el("td", {}, [p.policy]),
     el("td", {}, [el("a", { href: "/ui/jobs/" + p.job_id }, ["#" + p.job_id])]),
     el("td", {}, [el("span", { class: "status" }, [p.status])]), el("td", {}, [p.correct ? "yes" : "no"]),
-    el("td", {}, [times(p.speedup)]), el("td", {}, [p.label ? kb.label(p.label) : "-"]),
+    el("td", { class: p.significant ? "speedup significant" : "speedup", title: p.speedup_method || "" },
+      [p.speedup_text || times(p.speedup)]),
+    el("td", {}, [p.label ? kb.label(p.label) : "-"]),
     el("td", {}, [p.held_out || "-"]), el("td", {}, [p.reason || ""]),
   ]));
 }
