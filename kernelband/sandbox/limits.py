@@ -79,6 +79,8 @@ class SandboxLimits:
     # namespace so an `ncu --mode=attach` session there can profile it (kernelband/profile/ncu_pass.py)
     profiled: bool = False
     user: str = ""  # run as this user when the service runs as root (kernelband/sandbox/privileges.py)
+    # "jail", "weak" or "unjailed" (kernelband/sandbox/jail.py); "": KERNELBAND_SANDBOX_ISOLATION
+    isolation: str = ""
     extra_env: dict[str, str] = field(default_factory=dict)
 
     @classmethod
@@ -99,6 +101,7 @@ class SandboxLimits:
             "max_file_bytes": s.sandbox_max_file_bytes,
             "warm": s.sandbox_warm_pool,
             "user": s.sandbox_user,
+            "isolation": s.sandbox_isolation,
         }
         values.update(_JOB_LIMITS.get() or {})
         values.update(overrides)

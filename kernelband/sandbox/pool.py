@@ -9,6 +9,7 @@ import os
 import shutil
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import tempfile
@@ -16,7 +17,8 @@ import threading
 import time
 from dataclasses import dataclass
 
-from kernelband.sandbox.limits import SandboxLimits, scrubbed_env
+from kernelband.sandbox import jail
+from kernelband.sandbox.limits import SandboxLimits, default_triton_cache_dir, scrubbed_env
 
 log = logging.getLogger(__name__)
 # modules every evaluation needs; importing them once in the zygote is what makes it warm
@@ -34,34 +36,44 @@ class ChildHandle:
     status_r: int | None = None  # warm: the zygote writes the wait status here
     popen: subprocess.Popen[bytes] | None = None  # cold
     warm: bool = False
+    jailed: bool = False  # cold: bwrap reports a signal as an exit code
 
 
 def _pipes() -> tuple[tuple[int, int], tuple[int, int]]:
     return os.pipe(), os.pipe()
 
 
-def spawn_cold(request_path: str, limits: SandboxLimits, workdir: str) -> ChildHandle:
-    """A fresh interpreter in its own session."""
+def spawn_cold(request_path: str, limits: SandboxLimits, workdir: str,
+               jailed: bool = False) -> ChildHandle:
+    """A fresh interpreter in its own session (jailed: `bwrap ... python -m ...child`)."""
     (result_r, result_w), (err_r, err_w) = _pipes()
+    command = [sys.executable, "-m", "kernelband.sandbox.child", request_path, str(result_w)]
+    env = scrubbed_env(limits, workdir)
+    if jailed:
+        command = jail.jail_argv(command, workdir, env, writable=(default_triton_cache_dir(),),
+                                 user=limits.user)
+        env = {}
     try:
         popen = subprocess.Popen(
-            [sys.executable, "-m", "kernelband.sandbox.child", request_path, str(result_w)],
-            stdin=subprocess.DEVNULL, stdout=err_w, stderr=err_w, pass_fds=(result_w,),
-            env=scrubbed_env(limits, workdir), cwd=workdir, start_new_session=True,
+            command, stdin=subprocess.DEVNULL, stdout=err_w, stderr=err_w, pass_fds=(result_w,),
+            env=env, cwd=workdir, start_new_session=True,
         )
     finally:
         os.close(result_w)
         os.close(err_w)
-    return ChildHandle(popen.pid, result_r, err_r, popen=popen)
+    return ChildHandle(popen.pid, result_r, err_r, popen=popen, jailed=jailed)
 
 
 class Zygote:
     """One warm zygote process, restarted when it dies. One per TRITON_INTERPRET setting, and a
     `profiled` one that `ncu --mode=launch` starts for Nsight Compute passes."""
 
-    def __init__(self, interpret: bool, profiled: bool = False) -> None:
+    def __init__(self, interpret: bool, profiled: bool = False, jailed: bool = False,
+                 user: str = "") -> None:
         self.interpret = interpret
         self.profiled = profiled
+        self.jailed = jailed
+        self.user = user
         self.lock = threading.Lock()
         self.sock: socket.socket | None = None
         self.proc: subprocess.Popen[bytes] | None = None
@@ -73,6 +85,8 @@ class Zygote:
         command = [sys.executable, "-m", "kernelband.sandbox.zygote"]
         if self.profiled:
             self.sock = self._start_launched(command, env, base)
+        elif self.jailed:
+            self.sock = self._start_jailed(command, env)
         else:
             parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
             self.proc = subprocess.Popen(
@@ -86,6 +100,38 @@ class Zygote:
         if json.loads(self.sock.recv(4096) or b"{}").get("ready") is not True:
             raise OSError("the sandbox zygote did not start")
         self.sock.settimeout(30)
+
+    def _start_jailed(self, command: list[str], env: dict[str, str]) -> socket.socket:
+        """The zygote in a bubblewrap jail that binds the folder of every run's work dir; it keeps
+        CAP_SYS_ADMIN inside its own user namespace to give each run its own view
+        (kernelband/sandbox/forkjail.py). No --die-with-parent: that follows the starting
+        thread, and the zygote ends when this process's end of the socket closes."""
+        from kernelband.sandbox.zygote import JAILED_ENV
+
+        parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        parent.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)
+        uid, gid = jail.jail_ids(self.user)
+        env = {**env, "HOME": "/tmp", "TMPDIR": "/tmp", JAILED_ENV: f"{uid}:{gid}"}
+        # uid 0 of its own user namespace (host root is not mapped into the runs' namespaces)
+        argv = jail.jail_argv([*command, str(child.fileno()), *WARM_MODULES], jail.runs_parent(),
+                              env, writable=(default_triton_cache_dir(),), caps=("CAP_SYS_ADMIN",),
+                              die_with_parent=False, ids=(0, 0))
+        self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                     pass_fds=(child.fileno(),), env={}, start_new_session=True)
+        child.close()
+        return parent
+
+    def _recv_pid(self) -> int:
+        """The forked child's pid as this process sees it (jailed: from its credentials)."""
+        assert self.sock is not None
+        msg, ancdata, _, _ = self.sock.recvmsg(4096, socket.CMSG_SPACE(12))
+        pid = int(json.loads(msg)["pid"])
+        if not self.jailed:
+            return pid
+        for level, kind, data in ancdata:
+            if level == socket.SOL_SOCKET and kind == socket.SCM_CREDENTIALS:
+                return int(struct.unpack("3i", data[:12])[0])
+        raise OSError("the jailed zygote's answer carried no credentials")
 
     def _start_launched(self, command: list[str], env: dict[str, str], base: str) -> socket.socket:
         """The zygote under `ncu --mode=launch`: it connects back over a socket path, since the
@@ -143,7 +189,7 @@ class Zygote:
                 assert self.sock is not None
                 msg = json.dumps({"request": request_path}).encode()
                 socket.send_fds(self.sock, [msg], [result_w, err_w, status_w])
-                pid = int(json.loads(self.sock.recv(4096))["pid"])
+                pid = self._recv_pid()
         except BaseException:
             for fd in (result_r, err_r, status_r):
                 os.close(fd)
@@ -166,7 +212,7 @@ class Zygote:
             self.proc = None
 
 
-_zygotes: dict[tuple[bool, bool], Zygote] = {}
+_zygotes: dict[tuple[bool, bool, bool, str], Zygote] = {}
 _zygotes_lock = threading.Lock()
 
 
@@ -182,17 +228,19 @@ def forks_warm(limits: SandboxLimits) -> bool:
     return limits.warm and not (limits.profiled and changes_user)
 
 
-def spawn(request_path: str, limits: SandboxLimits, workdir: str) -> ChildHandle:
-    """Warm when asked and possible, else cold (with a logged reason)."""
+def spawn(request_path: str, limits: SandboxLimits, workdir: str,
+          jailed: bool = False) -> ChildHandle:
+    """Warm when asked and possible, else cold (with a logged reason); `jailed`: in the jail
+    (kernelband/sandbox/jail.py), the zygote's runs each in their own namespaces."""
     if forks_warm(limits):
         with _zygotes_lock:
-            key = (limits.interpret, limits.profiled)
+            key = (limits.interpret, limits.profiled, jailed, limits.user if jailed else "")
             zygote = _zygotes.setdefault(key, Zygote(*key))
         try:
             return zygote.spawn(request_path)
         except (OSError, ValueError, KeyError) as exc:
             log.warning("sandbox warm pool unavailable (%s); starting a fresh interpreter", exc)
-    return spawn_cold(request_path, limits, workdir)
+    return spawn_cold(request_path, limits, workdir, jailed)
 
 
 def shutdown_pool() -> None:

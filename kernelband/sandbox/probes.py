@@ -17,6 +17,7 @@ def echo(payload: dict[str, Any]) -> dict[str, Any]:
         "cwd": os.getcwd(),
         "env": dict(os.environ),
         "sid_is_pid": os.getsid(0) == os.getpid(),
+        "sid": os.getsid(0),  # 0 in a jail: the run's session is led from outside its pid namespace
         "torch_loaded": "torch" in sys.modules,
     }
 

@@ -15,8 +15,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from kernelband.sandbox import pool, privileges
+from kernelband.sandbox import jail, pool, privileges
 from kernelband.sandbox.limits import SandboxLimits, SandboxResult, default_triton_cache_dir
+from kernelband.sandbox.secrets import scrub_secrets
 from kernelband.sandbox.watch import kill_session, session_usage, signal_reason
 
 log = logging.getLogger(__name__)
@@ -55,7 +56,10 @@ def _read_into(fd: int, handle: pool.ChildHandle, out: _Outputs, limits: Sandbox
 def _exit_code(handle: pool.ChildHandle, out: _Outputs) -> int | None:
     """Popen-style return code (negative: signal), None while running."""
     if handle.popen is not None:
-        return handle.popen.poll()
+        code = handle.popen.poll()
+        if handle.jailed and code is not None and code > 128:
+            return 128 - code  # bwrap reports a command killed by signal N as 128 + N
+        return code
     if out.status:
         return os.waitstatus_to_exitcode(int(json.loads(bytes(out.status))["status"]))
     return None
@@ -131,6 +135,13 @@ def _wait_killed(
 
 
 def _interpret(code: int | None, reason: str, out: _Outputs, wall: float, warm: bool) -> SandboxResult:
+    """The result; its message and stderr go back to teams, so they are scrubbed of secrets."""
+    result = _interpret_raw(code, reason, out, wall, warm)
+    return replace(result, message=scrub_secrets(result.message),
+                   stderr_tail=scrub_secrets(result.stderr_tail))
+
+
+def _interpret_raw(code: int | None, reason: str, out: _Outputs, wall: float, warm: bool) -> SandboxResult:
     tail = out.stderr.decode(errors="replace")
     common = {"wall_s": wall, "stderr_tail": tail, "warm": warm}
     if reason:
@@ -204,14 +215,21 @@ def run_sandboxed(
     returns is the result's `collected`. It is not called when the child was killed.
     """
     limits = limits or SandboxLimits.from_settings()
-    require_usable_user(limits)
+    # Nsight Compute passes stay outside the jail: ncu's launch and attach sessions need the
+    # host's view (docs/reliability.md); a node that must jail and cannot refuses them too
+    jailed = jail.jailed(limits.isolation) and not limits.profiled
+    if jailed and limits.user:
+        privileges.known_user(limits.user)  # the jail binds the runtime: any user can run it
+    elif not jailed:
+        require_usable_user(limits)
     os.makedirs(default_triton_cache_dir(), exist_ok=True)
-    workdir = tempfile.mkdtemp(prefix="kb-sandbox-")
+    workdir = tempfile.mkdtemp(prefix="kb-sandbox-", dir=jail.runs_parent() if jailed else None)
     request_path = os.path.join(workdir, ".request.json")
     with open(request_path, "w", encoding="utf-8") as f:
-        json.dump({"target": target, "payload": payload, "limits": limits.to_dict(), "workdir": workdir}, f)
+        json.dump({"target": target, "payload": payload, "limits": limits.to_dict(),
+                   "workdir": workdir, "jailed": jailed}, f)
     start = time.monotonic()
-    handle = pool.spawn(request_path, limits, workdir)
+    handle = pool.spawn(request_path, limits, workdir, jailed)
     collected: Any = None
     try:
         code, reason, out = _supervise(handle, limits)

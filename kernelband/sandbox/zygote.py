@@ -4,6 +4,11 @@ Protocol over a SOCK_SEQPACKET socket pair: the parent sends `{"request": PATH}`
 descriptors (result, stderr, status pipes' write ends); the zygote forks, answers
 `{"pid": N}`, and when the child ends writes `{"status": waitstatus}` on the status pipe.
 The zygote never runs untrusted code itself and never initialises CUDA.
+
+Jailed (`KERNELBAND_ZYGOTE_JAILED=UID:GID`, started inside bubblewrap by the pool): each forked run
+takes its own mount, pid and user namespaces first (kernelband/sandbox/forkjail.py), and the
+child sends the `{"pid": N}` answer itself: the parent reads the sender's credentials, which the
+kernel gives in the parent's pid namespace (the number it watches and kills).
 """
 
 from __future__ import annotations
@@ -19,6 +24,8 @@ import sys
 
 PRELOAD = ("torch", "triton", "numpy")
 NCU_LAUNCHED_ENV = "KERNELBAND_NCU_LAUNCHED"  # "1": this zygote was started by `ncu --mode=launch`
+# "UID:GID": in a bubblewrap jail; each run gets its own namespaces and runs as UID:GID
+JAILED_ENV = "KERNELBAND_ZYGOTE_JAILED"
 RESULT_FD: int | None = None  # in a forked child: the pipe its result goes to
 
 
@@ -29,6 +36,8 @@ def _child(sock: socket.socket, wake: tuple[int, int], path: str, fds: list[int]
     os.setsid()  # its own session and process group: the parent kills them as one
     signal.set_wakeup_fd(-1)
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    if os.environ.get(JAILED_ENV):
+        sock.send(json.dumps({"pid": os.getpid()}).encode())  # carries this child's credentials
     sock.close()
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)
@@ -46,12 +55,29 @@ def _child(sock: socket.socket, wake: tuple[int, int], path: str, fds: list[int]
         for low, high in zip(keep, keep[1:] + [65536], strict=False):
             os.closerange(low + 1, high)
     RESULT_FD = result_fd
+    if os.environ.get(JAILED_ENV):
+        _enter_run_jail(path, os.environ[JAILED_ENV])
     from kernelband.sandbox.child import read_request, run_request
 
     run_request(read_request(path), result_fd)
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(0)
+
+
+def _enter_run_jail(request_path: str, ids: str) -> None:
+    """This run's own namespaces, as UID:GID; a run that cannot have them ends before any code
+    runs."""
+    from kernelband.sandbox import forkjail
+
+    try:
+        uid, gid = (int(part) for part in ids.split(":"))
+        cache = os.environ.get("TRITON_CACHE_DIR", "")
+        forkjail.enter(os.path.dirname(request_path), (uid, gid),
+                       (cache,) if os.path.isdir(cache) else ())
+    except BaseException as exc:  # noqa: BLE001 - never run the request unjailed
+        os.write(2, f"run jail could not be set up: {exc}\n".encode(errors="replace"))
+        os._exit(70)
 
 
 def _reap(status_fds: dict[int, int]) -> None:
@@ -101,7 +127,8 @@ def serve(sock: socket.socket) -> None:
             os.close(fds[0])
             os.close(fds[1])
             status_fds[pid] = fds[2]
-            sock.send(json.dumps({"pid": pid}).encode())
+            if not os.environ.get(JAILED_ENV):  # jailed, the child answers itself
+                sock.send(json.dumps({"pid": pid}).encode())
             _reap(status_fds)
 
 

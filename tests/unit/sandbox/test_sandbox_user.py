@@ -1,4 +1,5 @@
-"""KERNELBAND_SANDBOX_USER: a root service runs its sandbox children as an unprivileged user."""
+"""KERNELBAND_SANDBOX_USER: a root service runs its sandbox children as an unprivileged user
+(outside the jail: setuid after fork; in the jail: the jail's uid, kernelband/sandbox/jail.py)."""
 
 from __future__ import annotations
 
@@ -9,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from kernelband.sandbox import SandboxLimits, run_sandboxed, runner, shutdown_pool
+from kernelband.sandbox import SandboxLimits, jail, run_sandboxed, runner, shutdown_pool
 from kernelband.sandbox.limits import default_triton_cache_dir
-from kernelband.sandbox.privileges import SandboxUserError, _own_dir, user_problem
+from kernelband.sandbox.privileges import SandboxUserError, _own_dir, probe_paths, user_problem
 
 PROBE = "kernelband.sandbox.privileges:unreadable_paths"  # imported before the drop, on both paths
 NOBODY = pwd.getpwnam("nobody")
@@ -28,7 +29,8 @@ def _checked(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 
 @pytest.mark.parametrize("warm", [True, False])
 def test_children_run_as_the_user_with_no_groups_and_a_cache_of_their_own(warm: bool) -> None:
-    result = run_sandboxed(PROBE, {"paths": []}, SandboxLimits(user="nobody", warm=warm))
+    limits = SandboxLimits(user="nobody", warm=warm, isolation="unjailed")
+    result = run_sandboxed(PROBE, {"paths": []}, limits)
     assert result.ok, result.message + result.stderr_tail
     assert (result.value["uid"], result.value["gid"]) == (NOBODY.pw_uid, NOBODY.pw_gid)
     assert result.value["groups"] == []
@@ -40,8 +42,8 @@ def test_a_child_as_the_user_cannot_read_roots_private_files(tmp_path: Path) -> 
     secret = tmp_path / "private" / "key.txt"
     secret.parent.mkdir(mode=0o700)
     secret.write_text("root only")
-    limits = SandboxLimits(user="nobody")
-    as_root = run_sandboxed(PROBE, {"paths": [str(secret)]}, SandboxLimits())
+    limits = SandboxLimits(user="nobody", isolation="unjailed")
+    as_root = run_sandboxed(PROBE, {"paths": [str(secret)]}, SandboxLimits(isolation="unjailed"))
     as_nobody = run_sandboxed(PROBE, {"paths": [str(secret)]}, limits)
     assert as_root.ok and as_root.value["unreadable"] == []
     assert as_nobody.ok and as_nobody.value["unreadable"] == [f"{secret} (Permission denied)"]
@@ -60,3 +62,14 @@ def test_a_link_planted_at_the_cache_path_is_refused(tmp_path: Path) -> None:
     with pytest.raises(PermissionError, match="not a directory owned by root"):
         _own_dir(str(tmp_path / "cache-65534"), NOBODY.pw_uid, NOBODY.pw_gid)
     assert os.stat(tmp_path / "elsewhere").st_uid == 0  # nothing was given away
+
+
+@pytest.mark.parametrize("warm", [True, False])
+def test_in_the_jail_the_user_reads_the_runtime_even_under_root(warm: bool) -> None:
+    if jail.jail_problem():
+        pytest.skip(f"bwrap cannot run here: {jail.jail_problem()}")
+    limits = SandboxLimits(user="nobody", warm=warm, isolation="jail")
+    result = run_sandboxed(PROBE, {"paths": probe_paths()}, limits)
+    assert result.ok, result.message + result.stderr_tail
+    assert (result.value["uid"], result.value["gid"]) == (NOBODY.pw_uid, NOBODY.pw_gid)
+    assert result.value["unreadable"] == []  # the interpreter lives under /root on this machine
