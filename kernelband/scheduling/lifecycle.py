@@ -15,6 +15,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from kernelband.db.models import Attempt, Candidate, Job, Problem, Track, utcnow
 from kernelband.db.session import session_scope
+from kernelband.generate.model_check import is_fatal_generator_reason
 from kernelband.generate.normalize import source_hash
 from kernelband.scheduling.attempts import (
     ACTIVE_ATTEMPT_STATES,
@@ -133,10 +134,14 @@ def cancel_job(session: Session, job: Job, tracks: list[Track]) -> None:
 
 
 def close_job(session: Session, job: Job, tracks: list[Track]) -> None:
-    """A job completes when every track finished; it fails when none completed."""
+    """A job completes when every track finished; it fails when none completed, or when its
+    generator never worked (a wrong model, provider or key: "no faster candidate" would hide it)."""
     completed = [t for t in tracks if t.status == "completed"]
-    job.status = "completed" if completed else "failed"
-    if not completed:
+    unusable = generator_failure(session, job)
+    job.status = "completed" if completed and unusable is None else "failed"
+    if unusable is not None:
+        job.reason = unusable
+    elif not completed:
         job.reason = "; ".join(f"{t.target}: {t.reason}" for t in tracks)
     job.finished_at = utcnow()
     append_event(session, job.id, "job_finished", {
@@ -144,6 +149,26 @@ def close_job(session: Session, job: Job, tracks: list[Track]) -> None:
         "tracks": {t.target: {"status": t.status, "best_speedup": t.best_speedup,
                               "label": t.best_label, "held_out": t.held_out} for t in tracks},
     })
+
+
+def generator_failure(session: Session, job: Job) -> str | None:
+    """The generator's own error when no generation of an LLM job succeeded and at least one
+    failed on the generator's configuration (`model_check.is_fatal_generator_reason`)."""
+    if job.generator != "llm":
+        return None
+    rows = session.execute(select(Attempt.reason, Attempt.result)
+                           .where(Attempt.job_id == job.id, Attempt.kind == "generate")
+                           .order_by(Attempt.id)).all()
+    if any(reason is None for reason, _ in rows):
+        return None  # at least one generation worked: the model is usable
+    fatal = [(reason, result) for reason, result in rows if is_fatal_generator_reason(reason)]
+    if not fatal:
+        return None
+    reason, result = fatal[-1]
+    message = str((result or {}).get("message") or "").strip()
+    return (f"the generator could not be used with model '{job.model}': {reason}"
+            + (f" ({message})" if message else "")
+            + "; fix generator.model or the server's KERNELBAND_LLM_* settings and submit again")
 
 
 def job_is_finished(factory: sessionmaker[Session], job_id: int) -> bool:

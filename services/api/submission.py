@@ -67,6 +67,14 @@ def check_suite_concurrency(session: Session, team_id: int, settings: Settings) 
     check_concurrency(session, team_id, settings)  # a suite counts as one job of that quota
 
 
+def check_model(model: str, settings: Settings) -> None:
+    """422 at once for a generator model that cannot work here (see `model_refusal`)."""
+    from kernelband.generate.model_check import model_refusal
+
+    if reason := model_refusal(model, settings.llm_api_base):
+        raise ApiError(422, "unknown_model", f"generator.model '{model}' is refused: {reason}.")
+
+
 def check_translation(body: JobCreate) -> None:
     """422 at once for a KernelBench file as published without an LLM model to translate it."""
     from kernelband.problem.translate import translation_refusal

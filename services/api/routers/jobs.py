@@ -50,6 +50,7 @@ def create_job(
 ) -> JobOut:
     team_id = team.id
     check_size(body.problem.source, settings.max_source_bytes)
+    submission.check_model(body.generator.model, settings)
     submission.check_translation(body)
     submission.validate_policy(body.policy, body.policy_params)
     with session_scope(db) as session:

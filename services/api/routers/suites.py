@@ -33,7 +33,7 @@ from services.api.auth import TeamRef
 from services.api.deps import CurrentTeam, DbDep, ProblemLoaderDep, SettingsDep
 from services.api.errors import ERROR_RESPONSES, ApiError, not_found
 from services.api.problems import check_size
-from services.api.submission import check_suite_concurrency, validate_policy
+from services.api.submission import check_model, check_suite_concurrency, validate_policy
 from services.api.suite_schemas import SuiteCreate, SuiteOut, SuiteSettingsIn
 
 router = APIRouter(prefix="/v1/suites", tags=["suites"], responses=ERROR_RESPONSES)
@@ -69,6 +69,7 @@ async def submit_suite(request: Request, team: CurrentTeam, db: DbDep,
         check_size(item.source, settings.max_source_bytes)
     for policy in body.policies:
         validate_policy(policy, {})
+    check_model(body.generator.model, settings)
     named = [(item.name, item.source) for item in sources]
     if refusal := suite_translation_refusal(named, body.format, body.generator.model):
         raise ApiError(422, "llm_model_required", f"The suite is refused: {refusal}.")
