@@ -115,3 +115,23 @@ def stop_compiler(payload: dict[str, Any]) -> dict[str, Any]:
     proc = subprocess.Popen(["cc", "-x", "c", "-", "-o", os.devnull], stdin=subprocess.PIPE)
     proc.kill()
     return {"killed": True, "returncode": proc.wait(timeout=10)}
+
+
+def load_module(payload: dict[str, Any]) -> Any:
+    """Import `source` as a candidate module is imported, and return its `REPORT` (what the
+    jail tests' attacks found)."""
+    from pathlib import Path
+
+    from kernelband.problem.usercode import import_module_file
+
+    module = import_module_file(str(payload["source"]), "candidate", Path(os.getcwd()), "cpu")
+    return getattr(module, "REPORT", None)
+
+
+def cuda_visible(payload: dict[str, Any]) -> dict[str, Any]:
+    """Whether torch sees a GPU from here (the jail binds the device nodes and driver)."""
+    import torch
+
+    available = torch.cuda.is_available()
+    return {"available": available, "count": torch.cuda.device_count() if available else 0,
+            "name": torch.cuda.get_device_name(0) if available else ""}

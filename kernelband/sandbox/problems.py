@@ -8,6 +8,7 @@ from kernelband.problem.model import KernelProblem, ProblemLoadError
 from kernelband.sandbox.device import interpreter_refusal
 from kernelband.sandbox.limits import SandboxLimits
 from kernelband.sandbox.runner import run_sandboxed
+from kernelband.sandbox.secrets import scrub_secrets
 
 
 def load_problem_target(payload: dict[str, Any]) -> dict[str, Any]:
@@ -42,7 +43,7 @@ def load_problem_sandboxed(
         )
     value = result.value or {}
     if "error" in value:
-        reason = value["error"]["reason"]
+        reason = scrub_secrets(str(value["error"]["reason"]))  # goes back to the submitting team
         found = interpreter_refusal("load_error", reason) if limits.interpret else None
         raise ProblemLoadError(found[1] if found else reason, value["error"].get("line"))
     return KernelProblem.from_dict(value["problem"])
