@@ -30,6 +30,15 @@ def append_event(session: Session, job_id: int, kind: str, payload: dict[str, An
     return counters[job_id]
 
 
+def last_seq(session: Session, job_id: int) -> int:
+    """The job's last event number as of this transaction (its own events included)."""
+    counters = _event_counters(session)
+    if job_id not in counters:
+        last = session.execute(select(func.max(Event.seq)).where(Event.job_id == job_id)).scalar()
+        counters[job_id] = int(last or 0)
+    return counters[job_id]
+
+
 _EVENT_COUNTERS = "kb_event_counters"
 
 
@@ -50,4 +59,4 @@ def _event_counters(session: Session) -> dict[int, int]:
     return counters
 
 
-__all__ = ["append_event", "prime_event_counters"]
+__all__ = ["append_event", "last_seq", "prime_event_counters"]

@@ -3,7 +3,9 @@
 Read `step` top to bottom to follow one pull. Every sub-step is its own transaction that first
 checks the leader epoch (fencing); work is handed to the dispatcher only after the transaction
 that created it has committed. All state (policy state with its RNG, counters, attempts) lives
-in the database, so a scheduler killed at any instant continues where it stopped. In the
+in the database (the leader writes a track's policy state back at intervals, and a new one
+replays the events after it: `scheduling.replay`), so a scheduler killed at any instant
+continues where it stopped. In the
 distributed deployment this same `step` runs in the leader's loop (services/scheduler) with the
 Celery dispatcher; embedded mode runs it in-process with a thread pool.
 """
@@ -17,10 +19,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from kernelband.config import Settings
-from kernelband.db.models import utcnow
+from kernelband.db.models import Track, utcnow
 from kernelband.db.session import DatabaseError, session_scope
 from kernelband.scheduling.attempts import claim_pending
 from kernelband.scheduling.dispatch import Dispatcher, TaskMessage, TaskResult
@@ -32,6 +35,13 @@ from kernelband.scheduling.lifecycle import finish_tracks_and_jobs, start_queued
 from kernelband.scheduling.payloads import task_payloads
 from kernelband.scheduling.row_updates import batch_row_updates
 from kernelband.scheduling.selection import TimeBudget, select_pulls
+from kernelband.scheduling.state import (
+    WITHOUT_STORED_STATE,
+    keep_states_hot,
+    load_state,
+    write_back,
+)
+from kernelband.scheduling.state_cache import dirty_tracks
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +69,10 @@ class EngineContext:
     # none, so a seeded run's passes select the same pulls however fast the machine is.
     select_budget_s: float = 0.0
     out_of_time: bool = False  # the last selection stopped at `select_budget_s`
+    # A track's policy state is written back at most this often (seconds) and otherwise kept
+    # in this process (`state.keep_states_hot`); 0: with every change (embedded mode, tests).
+    # The leader process sets Settings.state_writeback_s.
+    state_writeback_s: float = 0.0
 
     def housekeeping_due(self) -> bool:
         """Whether this pass starts jobs, expires leases and finishes tracks: at most every
@@ -106,6 +120,7 @@ def fenced(ctx: EngineContext) -> Iterator[Session]:
     with session_scope(ctx.factory) as session:
         verify_epoch(session, ctx.leader_epoch)
         batch_row_updates(session)
+        keep_states_hot(session, ctx.state_writeback_s)
         yield session
 
 
@@ -125,9 +140,24 @@ def step(ctx: EngineContext, drain_timeout_s: float = 0.0) -> StepReport:
     if housekeeping:
         with fenced(ctx) as session:
             report.finished = finish_tracks_and_jobs(session, ctx.clock())
+        if ctx.state_writeback_s > 0:  # tracks gone quiet: their replay stays short
+            write_back_states(ctx, ctx.state_writeback_s)
     report.selected, report.dispatched = select_and_dispatch(ctx)
     report.more_waiting = ctx.stopped_at_bound(report.selected, report.dispatched)
     return report
+
+
+def write_back_states(ctx: EngineContext, older_than_s: float = 0.0) -> int:
+    """Write back the policy states this process holds newer than their rows (written
+    `older_than_s` or longer ago; 0: all, as a leader handing over does); returns how many."""
+    with fenced(ctx) as session:
+        ids = dirty_tracks(session, older_than_s)
+        if not ids:
+            return 0
+        tracks = session.scalars(select(Track).where(Track.id.in_(ids))
+                                 .options(WITHOUT_STORED_STATE)).all()
+        write_back(session, [(track, load_state(track, shared=True)) for track in tracks])
+    return len(tracks)
 
 
 def ingest_result(session: Session, attempt_id: int, result: dict, max_tries: int) -> bool:
@@ -207,4 +237,4 @@ def dispatch_pending(ctx: EngineContext, limit: int = 256) -> int:
 
 
 __all__ = ["EngineContext", "StepReport", "dispatch_pending", "fenced", "ingest_batch",
-           "ingest_result", "ingest_safely", "select_and_dispatch", "step"]
+           "ingest_result", "ingest_safely", "select_and_dispatch", "step", "write_back_states"]

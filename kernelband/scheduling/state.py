@@ -3,22 +3,36 @@
 The bandit policies are pure functions of a `PolicyState`; the scheduler keeps the state in
 the track row (small fields, JSON) and the frontier as rows appended in order. The parsed
 committed state of each track is cached per process (`state_cache`).
+
+Write-back: a transaction's latest state of each track is written when it commits, unless
+the session keeps states hot (`keep_states_hot`, the leader: `Settings.state_writeback_s`)
+and the track's state was written less than that long ago; the state then lives in the
+process's cache only. Every state written carries the job's last event number
+(`EVENT_SEQ`); a state read from the rows is brought up to date by replaying the track's
+`pull_selected` and `pull_finished` events after it (`replay`), so Postgres stays the truth.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from functools import lru_cache
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import event, select
 from sqlalchemy.orm import Session, defer, object_session
 
 from kernelband.bandit import FrontierEntry, PolicyState, make_policy
 from kernelband.bandit.policy import Policy
+from kernelband.db.json_rows import insert_rows
 from kernelband.db.models import Candidate, FrontierRow, Job, Measurement, Track
-from kernelband.db.row_buffer import add_row
-from kernelband.scheduling.state_cache import cached_state, remember_state
+from kernelband.scheduling.events import last_seq
+from kernelband.scheduling.state_cache import (
+    cached_state,
+    note_write_back,
+    remember_state,
+    write_back_due,
+)
 from kernelband.scheduling.views import deferred_writes, refresh_view
 
 _TO_DIGITS = bytes.maketrans(bytes(range(10)), b"0123456789")
@@ -26,6 +40,17 @@ _TO_DIGITS = bytes.maketrans(bytes(range(10)), b"0123456789")
 # is left unread, loaded on first access. `load_state` finds the parsed copy in the state cache
 # by the row's version, so a running track's stored state is read again only after a takeover.
 WITHOUT_STORED_STATE = defer(Track.policy_state)
+# The job's last event number when the stored state was written: the events after it that
+# belong to the track are what the stored state does not hold yet (`replay`).
+EVENT_SEQ = "event_seq"
+_WRITEBACK_S = "kb_state_writeback_s"
+_SAVED = "kb_saved_states"
+
+
+def keep_states_hot(session: Session, writeback_s: float) -> None:
+    """This session's transactions write a track's state back at most every `writeback_s`
+    (when it stops: at once); 0: with every commit that changed it."""
+    session.info[_WRITEBACK_S] = writeback_s
 
 
 def policy_for(job: Job) -> Policy:
@@ -55,30 +80,81 @@ def load_state(track: Track, shared: bool = False) -> PolicyState:
         raise RuntimeError(f"track {track.id} is detached: its frontier rows cannot be read")
     query = (select(FrontierRow.entry).where(FrontierRow.track_id == track.id)
              .order_by(FrontierRow.position).limit(track.frontier_size))  # rows 0..size-1
-    return PolicyState.from_dict({**track.policy_state, "frontier": list(session.scalars(query))})
+    stored = dict(track.policy_state)
+    state = PolicyState.from_dict({**stored, "frontier": list(session.scalars(query))})
+    if stored.get(EVENT_SEQ) is None:
+        return state  # written with every change: nothing to replay
+    from kernelband.scheduling.replay import replay_events  # replay reads with this module
+
+    state, replayed = replay_events(session, track, state, int(stored[EVENT_SEQ]))
+    if replayed:
+        remember_state(session, track, state)  # cached as of this commit: no second replay
+    return state
 
 
 def save_state(session: Session, track: Track, state: PolicyState,
                previous: PolicyState | None = None) -> None:
-    """Store the state and refresh the derived arm/cluster view unless `previous` shows it same.
-
-    The frontier only ever grows at its end, so only entries past the stored size are written;
-    the rest of the state is one small JSON value (its labels packed, `stored_labels`).
-    """
-    stored = state.to_dict(frontier=False)
-    stored["labels"] = stored_labels(state.labels)
-    size = track.frontier_size or 0
-    if len(state.frontier) < size:
+    """Keep the state as the track's latest and refresh the derived arm/cluster view unless
+    `previous` shows it same; the transaction writes it back when it commits if due
+    (`write_back`, module docstring)."""
+    if len(state.frontier) < (track.frontier_size or 0):
         raise RuntimeError(f"track {track.id}: a policy state may only append to its frontier")
-    for i, entry in enumerate(state.frontier[size:], start=size):  # one INSERT per transaction
-        add_row(session, FrontierRow,
-                {"track_id": track.id, "position": i, "entry": entry.to_dict()})
-    track.policy_state = stored
-    track.frontier_size = len(state.frontier)
-    remember_state(session, track, state, stored)
+    _saved(session)[track.id] = (track, state)
+    remember_state(session, track, state)
     if previous is None or view_key(previous) != view_key(state):  # written at commit
         job = session.get_one(Job, track.job_id)
         deferred_writes(session).views[track.id] = (track, job, state)
+
+
+def write_back(session: Session, tracks: Sequence[tuple[Track, PolicyState]]) -> None:
+    """Write these states to their track rows now: the frontier entries past each stored size
+    as new rows (one INSERT), the rest one small JSON value per track (labels packed,
+    `stored_labels`) with its job's last event number (`EVENT_SEQ`)."""
+    rows: list[dict[str, Any]] = []
+    for track, state in tracks:
+        stored = state.to_dict(frontier=False)
+        stored["labels"] = stored_labels(state.labels)
+        stored[EVENT_SEQ] = last_seq(session, track.job_id)
+        size = track.frontier_size or 0
+        rows += [{"track_id": track.id, "position": i, "entry": entry.to_dict()}
+                 for i, entry in enumerate(state.frontier[size:], start=size)]
+        track.policy_state = stored
+        track.frontier_size = len(state.frontier)
+        remember_state(session, track, state, stored)
+        note_write_back(session, track.id, True)
+    insert_rows(session.connection(), FrontierRow.__table__, rows)  # type: ignore[arg-type]
+
+
+def _saved(session: Session) -> dict[int, tuple[Track, PolicyState]]:
+    """The latest state of each track saved in the current transaction."""
+    transaction = session.get_transaction() or session.begin()
+    held = session.info.get(_SAVED)
+    if held is None or held[0] is not transaction:
+        held = session.info[_SAVED] = (transaction, {})
+        if not event.contains(session, "before_commit", _write_back_saved):
+            # first: the views' hook runs statements that flush; the state goes with that flush
+            event.listen(session, "before_commit", _write_back_saved, insert=True)
+    saved: dict[int, tuple[Track, PolicyState]] = held[1]
+    return saved
+
+
+def _write_back_saved(session: Session) -> None:
+    """before_commit: each saved track's latest state is written back when due (always when
+    states are not kept hot, when the track stops or was never written), else kept hot."""
+    held = session.info.pop(_SAVED, None)
+    if held is None or held[0] is not session.get_transaction():
+        return
+    saved: dict[int, tuple[Track, PolicyState]] = held[1]
+    interval = float(session.info.get(_WRITEBACK_S) or 0.0)
+    due = []
+    for track, state in saved.values():
+        if (interval <= 0 or not track.frontier_size or track.status != "running"
+                or write_back_due(session, track.id, interval)):
+            due.append((track, state))
+        else:
+            note_write_back(session, track.id, False)
+    if due:
+        write_back(session, due)
 
 
 def stored_labels(labels: list[int]) -> str | list[int]:
@@ -94,10 +170,14 @@ def stored_labels(labels: list[int]) -> str | list[int]:
 
 
 def write_final_view(session: Session, track: Track) -> None:
-    """A stopping track's arm/cluster view goes out with this transaction (views.VIEW_INTERVAL_S
-    may have held back its latest rewards)."""
-    if track.policy_state is not None:  # a track without a baseline has no view
-        refresh_view(session, track, session.get_one(Job, track.job_id), load_state(track))
+    """A stopping track's arm/cluster view and its policy state go out with this transaction
+    (views.VIEW_INTERVAL_S may have held back its latest rewards, and a state kept hot is
+    written back once the track no longer runs)."""
+    if not (track.frontier_size or track.id in _saved(session)):  # no baseline yet
+        return
+    state = load_state(track)
+    _saved(session)[track.id] = (track, state)
+    refresh_view(session, track, session.get_one(Job, track.job_id), state)
 
 
 def view_key(state: PolicyState) -> tuple[Any, ...]:
@@ -116,5 +196,6 @@ def frontier_entry(candidate: Candidate, measurement: Measurement) -> FrontierEn
                          h=None if not h else (float(h[0]), float(h[1]), float(h[2])))
 
 
-__all__ = ["WITHOUT_STORED_STATE", "frontier_entry", "load_state", "policy_for", "save_state", "stored_labels",
-           "view_key", "write_final_view"]
+__all__ = ["EVENT_SEQ", "WITHOUT_STORED_STATE", "frontier_entry", "keep_states_hot", "load_state",
+           "policy_for", "save_state", "stored_labels", "view_key", "write_back",
+           "write_final_view"]

@@ -8,10 +8,16 @@ version, never a stale entry. Writes that bypass the ORM version counter are not
 Only the newest committed version of each track is kept: an older one can never be read again,
 and thousands of superseded states (each with its frontier list) made every full garbage
 collection of the scheduler walk them.
+
+The leader keeps its tracks' states hot: a cached state may be newer than the track row's
+stored one (`state.save_state` writes it back at most every `Settings.state_writeback_s`).
+Per engine this module also remembers when each track's state was last written back and
+which tracks hold a state newer than their row (`dirty_tracks`), both as of commit.
 """
 
 from __future__ import annotations
 
+import time
 import weakref
 from typing import Any
 
@@ -28,6 +34,19 @@ _CACHES: weakref.WeakKeyDictionary[Engine, Cache] = weakref.WeakKeyDictionary()
 MAX_ENTRIES = 4096  # tracks; a scheduler's running tracks fit many times over
 _PENDING = "kb_policy_states"
 _LISTENING = "kb_policy_listening"
+_WRITES = "kb_policy_writes"  # track id -> written back (True) or kept hot (False), this transaction
+
+
+class WriteBacks:
+    """Per engine: when each track's state was last written back (time.monotonic), and the
+    tracks whose cached state is newer than their stored row."""
+
+    def __init__(self) -> None:
+        self.written_at: dict[int, float] = {}
+        self.dirty: set[int] = set()
+
+
+_WRITE_BACKS: weakref.WeakKeyDictionary[Engine, WriteBacks] = weakref.WeakKeyDictionary()
 
 
 def cached_state(session: Session, track: Track, copy: bool = True) -> PolicyState | None:
@@ -48,18 +67,48 @@ def cached_state(session: Session, track: Track, copy: bool = True) -> PolicySta
 
 
 def remember_state(session: Session, track: Track, state: PolicyState,
-                   stored: dict[str, Any]) -> None:
-    """Cache `state` (stored as `stored`) under the track's version once this commits."""
-    # What a parse of `stored` would give, so cached and parsed runs decide identically:
-    # the small fields are parsed; frontier entries already hold plain floats (__post_init__).
-    canonical = PolicyState.from_dict({**stored, "frontier": []})
-    canonical.frontier = list(state.frontier)
-    canonical.derived = state.derived  # arrays the policy derived; checked before each use
+                   stored: dict[str, Any] | None = None) -> None:
+    """Cache `state` under the track's version once this commits; `stored`: what was written
+    for it (the cache then holds what a parse of that gives); None: kept hot, not written."""
+    if stored is not None:
+        # What a parse of `stored` would give, so cached and parsed runs decide identically:
+        # the small fields are parsed; frontier entries already hold plain floats.
+        canonical = PolicyState.from_dict({**stored, "frontier": []})
+        canonical.frontier = list(state.frontier)
+        canonical.derived = state.derived  # arrays the policy derived; checked before each use
+        state = canonical
+    _listen(session)
+    session.info.setdefault(_PENDING, {})[id(track)] = (track, state)
+
+
+def note_write_back(session: Session, track_id: int, written: bool) -> None:
+    """Record, as of this commit, that the track's state was written back or kept hot."""
+    _listen(session)
+    session.info.setdefault(_WRITES, {})[track_id] = written
+
+
+def write_back_due(session: Session, track_id: int, interval_s: float) -> bool:
+    """Whether the track's state was last written back `interval_s` or more ago (never: due)."""
+    books = _write_backs(session)
+    last = books.written_at.get(track_id) if books is not None else None
+    return last is None or time.monotonic() - last >= interval_s
+
+
+def dirty_tracks(session: Session, older_than_s: float = 0.0) -> list[int]:
+    """Tracks whose cached state is newer than their row, last written `older_than_s` ago."""
+    books = _write_backs(session)
+    if books is None:
+        return []
+    now = time.monotonic()
+    return sorted(t for t in books.dirty
+                  if now - books.written_at.get(t, float("-inf")) >= older_than_s)
+
+
+def _listen(session: Session) -> None:
     if not session.info.get(_LISTENING):  # once per session; listeners cannot be removed mid-event
         session.info[_LISTENING] = True
         event.listen(session, "after_commit", _publish)
         event.listen(session, "after_soft_rollback", _discard)
-    session.info.setdefault(_PENDING, {})[id(track)] = (track, canonical)
 
 
 def copy_state(state: PolicyState) -> PolicyState:
@@ -70,6 +119,7 @@ def copy_state(state: PolicyState) -> PolicyState:
 def _publish(session: Session) -> None:
     """after_commit: the states written in this transaction are now the committed ones."""
     pending = session.info.pop(_PENDING, {})
+    _publish_write_backs(session, session.info.pop(_WRITES, {}))
     cache = _cache(session)
     if cache is None:
         return
@@ -82,9 +132,23 @@ def _publish(session: Session) -> None:
         cache.pop(next(iter(cache)))
 
 
+def _publish_write_backs(session: Session, writes: dict[int, bool]) -> None:
+    books = _write_backs(session)
+    if books is None or not writes:
+        return
+    now = time.monotonic()
+    for track_id, written in writes.items():
+        if written:
+            books.written_at[track_id] = now
+            books.dirty.discard(track_id)
+        else:
+            books.dirty.add(track_id)
+
+
 def _discard(session: Session, _previous: Any) -> None:
     """after_soft_rollback: nothing written in this transaction was committed."""
     session.info.pop(_PENDING, None)
+    session.info.pop(_WRITES, None)
 
 
 def _key(track: Track) -> tuple[int, int, Any, int] | None:
@@ -95,17 +159,28 @@ def _key(track: Track) -> tuple[int, int, Any, int] | None:
     return (loaded["id"], loaded["job_id"], loaded.get("started_at"), loaded["version"])
 
 
-def _cache(session: Session) -> Cache | None:
+def _engine(session: Session) -> Engine | None:
     bind = session.get_bind()
     engine = bind.engine if isinstance(bind, Connection) else bind
-    if not isinstance(engine, Engine):
-        return None
-    return _CACHES.setdefault(engine, {})
+    return engine if isinstance(engine, Engine) else None
+
+
+def _cache(session: Session) -> Cache | None:
+    engine = _engine(session)
+    return None if engine is None else _CACHES.setdefault(engine, {})
+
+
+def _write_backs(session: Session) -> WriteBacks | None:
+    engine = _engine(session)
+    return None if engine is None else _WRITE_BACKS.setdefault(engine, WriteBacks())
 
 
 def clear_cache() -> None:
-    """Forget every cached state (tests; a process that rewrote rows outside the ORM)."""
+    """Forget every cached state and write-back (tests; a process that rewrote rows outside
+    the ORM; a scheduler that takes the lead again after another leader ran)."""
     _CACHES.clear()
+    _WRITE_BACKS.clear()
 
 
-__all__ = ["cached_state", "clear_cache", "copy_state", "remember_state"]
+__all__ = ["cached_state", "clear_cache", "copy_state", "dirty_tracks", "note_write_back",
+           "remember_state", "write_back_due"]
