@@ -110,10 +110,12 @@ TEAM_CAP = 100_000
 
 def make_context(factory: sessionmaker[Session]) -> EngineContext:
     """An engine context whose dispatcher answers with simulated results; its passes are
-    bounded as the leader's are (services/scheduler/loop.py: `select_budget_s`)."""
+    bounded and its policy states kept hot as the leader's are (services/scheduler/loop.py:
+    `leader_context`)."""
     settings = Settings(max_in_flight_per_team=TEAM_CAP)
     return EngineContext(factory, InlineDispatcher(SIM_TASKS), settings,
-                         select_budget_s=settings.select_budget_ms / 1000)
+                         select_budget_s=settings.select_budget_ms / 1000,
+                         state_writeback_s=settings.state_writeback_s)
 
 
 def seed_jobs(ctx: EngineContext, jobs: int, frontier: int, parallelism: int = 2) -> list[int]:

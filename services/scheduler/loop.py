@@ -29,7 +29,8 @@ from kernelband.scheduling.collector import PassCollector
 from kernelband.scheduling.dispatch import Dispatcher
 from kernelband.scheduling.fencing import FencingError, verify_epoch
 from kernelband.scheduling.leases import recheck_untaken
-from kernelband.scheduling.pipeline import EngineContext, fenced, step
+from kernelband.scheduling.pipeline import EngineContext, fenced, step, write_back_states
+from kernelband.scheduling.state_cache import clear_cache
 from services.scheduler.dispatcher import CeleryDispatcher
 from services.scheduler.leader import LeaderLock, require_postgres
 from services.scheduler.workers import record_heartbeats, scheduler_heartbeat
@@ -72,12 +73,14 @@ def run_scheduler(settings: Settings, name: str, stop: threading.Event) -> None:
             if epoch is None:
                 stop.wait(STANDBY_POLL_S)
                 continue
+            clear_cache()  # another leader may have run since: states are rebuilt from Postgres
             recovered = dispatcher.recover_unacked()
             log.info("%s leads with epoch %s; %s unacknowledged results put back", name, epoch,
                      recovered)
             ctx = leader_context(factory, dispatcher, settings, epoch)
             recheck_after_takeover(ctx, name)
             stats = lead(ctx, lock, dispatcher, name, stop)
+            hand_over(ctx, name)
             log.info("%s stopped leading: %s", name, stats)
             lock.release()
     finally:
@@ -92,7 +95,20 @@ def leader_context(factory: sessionmaker[Session], dispatcher: Dispatcher, setti
     `housekeeping_interval_s`, each pass's selection bounded by `select_budget_ms`."""
     return EngineContext(factory=factory, dispatcher=dispatcher, settings=settings,
                          leader_epoch=epoch, housekeeping_s=settings.housekeeping_interval_s,
-                         select_budget_s=settings.select_budget_ms / 1000)
+                         select_budget_s=settings.select_budget_ms / 1000,
+                         state_writeback_s=settings.state_writeback_s)
+
+
+def hand_over(ctx: EngineContext, name: str) -> None:
+    """Write back the policy states this leader holds newer than their rows (best effort: the
+    next leader rebuilds them from the event log should this fail, or a lost lock fence it)."""
+    try:
+        written = write_back_states(ctx)
+    except (FencingError, DatabaseError, SQLAlchemyError) as exc:
+        log.warning("%s: policy states not written back at hand-over (%s); the next leader "
+                    "replays them from the event log", name, exc)
+        return
+    log.info("%s: %s policy states written back at hand-over", name, written)
 
 
 def take_lock(lock: LeaderLock, name: str) -> int | None:
