@@ -1,9 +1,9 @@
-"""Repository functions the API and the CLI use (the scheduler writes through
-kernelband.scheduling)."""
+"""Repository functions the API, the CLI and the generation loop use (the scheduler writes
+through kernelband.scheduling)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from sqlalchemy import func, select
@@ -18,6 +18,7 @@ from kernelband.db.models import (
     ApiToken,
     Event,
     Job,
+    Measurement,
     Problem,
     Team,
     Track,
@@ -142,3 +143,16 @@ def events_after(session: Session, job_id: int, after: int = 0, limit: int = 500
     query = (select(Event).where(Event.job_id == job_id, Event.seq > after)
              .order_by(Event.seq).limit(limit))
     return list(session.scalars(query))
+
+
+def latest_measurements(session: Session, candidate_ids: Iterable[int]) -> dict[int, Measurement]:
+    """The newest measurement of each candidate that has one, in one query."""
+    ids = sorted(set(candidate_ids))
+    if not ids:
+        return {}
+    query = (select(Measurement).where(Measurement.candidate_id.in_(ids))
+             .order_by(Measurement.candidate_id, Measurement.id.desc()))
+    newest: dict[int, Measurement] = {}
+    for measurement in session.scalars(query):
+        newest.setdefault(measurement.candidate_id, measurement)
+    return newest

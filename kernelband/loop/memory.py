@@ -7,7 +7,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from kernelband.db.models import Candidate, Track, Transcript
-from kernelband.scheduling.payloads import latest_measurements
+from kernelband.db.repository import latest_measurements
 
 MAX_LINEAGE = 8
 MAX_RECENT = 5
