@@ -8,7 +8,7 @@ kernelband.loop (memory, example, repair turn).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from sqlalchemy import Row, select
@@ -16,22 +16,10 @@ from sqlalchemy.orm import Session, aliased
 
 from kernelband.bandit import POLICIES
 from kernelband.db.models import Candidate, Job, Measurement, Problem, Track
+from kernelband.db.repository import latest_measurements
+from kernelband.loop.context import generation_context, needs_generation_context
 from kernelband.scheduling.attempts import ClaimedAttempt
 from kernelband.scheduling.state import WITHOUT_STORED_STATE
-
-
-def latest_measurements(session: Session, candidate_ids: Iterable[int]) -> dict[int, Measurement]:
-    """The newest measurement of each candidate that has one, in one query."""
-    ids = sorted(set(candidate_ids))
-    if not ids:
-        return {}
-    query = (select(Measurement).where(Measurement.candidate_id.in_(ids))
-             .order_by(Measurement.candidate_id, Measurement.id.desc()))
-    newest: dict[int, Measurement] = {}
-    for measurement in session.scalars(query):
-        newest.setdefault(measurement.candidate_id, measurement)
-    return newest
-
 
 PHI_FACTS = (("log1p(time)", ""), ("registers per thread", ""), ("shared memory", "KiB"),
              ("log2(threads per block)", ""), ("theoretical occupancy", "%"))
@@ -95,8 +83,6 @@ def task_payloads(session: Session, attempts: Sequence[ClaimedAttempt]) -> list[
 
 
 def _needs_context(job: Row[Any]) -> bool:
-    from kernelband.loop.context import needs_generation_context  # the loop reads these helpers
-
     return needs_generation_context(job.generator, job.model)
 
 
@@ -132,8 +118,6 @@ def _payload(session: Session, attempt: ClaimedAttempt, job: Row[Any], track: Ro
         payload.update(parent_editable=candidate.editable, model=job.model,
                        profile_summary=profile_summary(newest.get(candidate.id)))
         if _needs_context(job):
-            from kernelband.loop.context import generation_context
-
             payload.update(generation_context(session, attempt, session.get_one(Job, job.id),
                                               session.get_one(Candidate, candidate.id)))
         return payload
