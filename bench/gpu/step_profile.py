@@ -13,6 +13,7 @@ running their bodies outside the sandbox here is safe; candidates from users nev
 from __future__ import annotations
 
 import argparse
+import contextlib
 import cProfile
 import io
 import json
@@ -20,6 +21,7 @@ import os
 import pstats
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -58,11 +60,11 @@ def child_start_s() -> dict[str, float]:
 
 def profile_example(path: Path, target: str) -> dict[str, Any]:
     """Sandboxed timings and in-process profiles of one child of `path`."""
-    from kernelband.evaluate import evaluate_candidate
-    from kernelband.evaluate.checks import evaluate_target
+    from kernelband.evaluate import evaluate_candidate, judge
     from kernelband.generate.rules.generator import candidate_variants
     from kernelband.profile import measure_candidate
     from kernelband.profile.measure import measure_candidate_task
+    from kernelband.runner.correctness import run_correctness
     from kernelband.sandbox import load_problem_sandboxed
 
     problem = load_problem_sandboxed(path.read_text(), "native", path.stem)
@@ -76,9 +78,12 @@ def profile_example(path: Path, target: str) -> dict[str, Any]:
         row["correct"] = verdict.correct
         _, row[f"measure_{run}_s"] = _timed(lambda: measure_candidate(
             problem, child, target, parent_editable=problem.editable))
-    payload = {"problem": problem.to_dict(), "editable": child, "device": "cuda", "seeds": 3,
-               "held_out": False, "base_seed": 7}
-    row["check_inprocess_s"], row["check_profile"] = _profiled(lambda: evaluate_target(payload))
+    # the candidate's runner in this process (the judge's comparison is not profiled here)
+    entries = judge.plan(problem, held_out=False, seeds=3, base_seed=7)
+    payload = {"problem": problem.to_dict(), "editable": child, "device": "cuda", "count_launches": True,
+               "steps": judge.steps(problem, entries, ("candidate",))}
+    with tempfile.TemporaryDirectory(prefix="kb-step-profile-") as workdir, contextlib.chdir(workdir):
+        row["check_inprocess_s"], row["check_profile"] = _profiled(lambda: run_correctness(payload))
     measure = {"problem": problem.to_dict(), "editable": child, "target": target,
                "parent_editable": problem.editable}
     row["measure_inprocess_s"], row["measure_profile"] = _profiled(

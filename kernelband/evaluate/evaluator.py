@@ -1,17 +1,158 @@
-"""`evaluate_candidate`: static checks here, everything that runs code in the sandbox."""
+"""`evaluate_candidate`: static checks, then runners in sandbox children, then the judge.
+
+The candidate's runner and the original's runner are separate children: reference outputs never
+come from a process that loaded the candidate. The original checked against itself (editable
+None) runs in one child that loads only the problem module. This process loads the files those
+children wrote (`raw_outputs`) and decides (`judge`); it never imports their code.
+"""
 
 from __future__ import annotations
 
-import random
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
+from typing import Any
 
+from kernelband.evaluate import judge
+from kernelband.evaluate.judge import Entry, Material, RunnerReport
+from kernelband.evaluate.raw_outputs import Unreadable, collector
+from kernelband.evaluate.references import STORE, problem_key
 from kernelband.evaluate.static_checks import check_source
 from kernelband.evaluate.verdict import Verdict
+from kernelband.problem import selfcheck
 from kernelband.problem.model import KernelProblem
-from kernelband.sandbox import SandboxLimits, run_sandboxed
+from kernelband.sandbox import SandboxLimits, SandboxResult, run_sandboxed
 from kernelband.sandbox.device import detect_device, interpreter_irreproducible, interpreter_refusal
 
-TARGET = "kernelband.evaluate.checks:evaluate_target"
+TARGET = "kernelband.runner.correctness:run_correctness"
+
+
+@dataclass
+class _Check:
+    """One evaluation's settings and what its runners cost (summed over children)."""
+
+    problem: KernelProblem
+    editable: str | None
+    device: str
+    limits: SandboxLimits
+    key: str
+    base_seed: int
+    entries: list[Entry]
+    wall_s: float = 0.0
+    warm: bool = True
+    isolated: bool | None = True
+    reported: dict[str, float] = field(default_factory=dict)
+    reference_source: str = "kept"
+
+    def account(self, result: SandboxResult, report: RunnerReport | None = None) -> None:
+        self.wall_s += result.wall_s
+        self.warm = self.warm and result.warm
+        if result.network_isolated is False:
+            self.isolated = False
+        for name, value in ((report.reported or {}) if report else {}).items():
+            self.reported[name] = self.reported.get(name, 0.0) + value
+
+
+def _run(check: _Check, editable: str | None, payload: dict[str, Any]) -> tuple[SandboxResult, RunnerReport]:
+    """One runner child; its named files are loaded into `result.collected`."""
+    names = [name for step in payload["steps"] for name in step["files"].values()]
+    names += [step["file"] for step in payload.get("again", [])]
+    payload = {"problem": judge.runner_problem(check.problem, check.entries), "editable": editable,
+               "device": check.device, **payload}
+    result = run_sandboxed(TARGET, payload, check.limits, collect=collector(names))
+    report = RunnerReport.parse(result.value) if result.ok else RunnerReport(True, result.reason)
+    check.account(result, report if result.ok else None)
+    return result, report
+
+
+def _sandbox_failure(check: _Check, result: SandboxResult, who: str = "") -> Verdict:
+    """A child that timed out, crashed or ended without a report."""
+    message = result.message.strip().splitlines()[0] if result.message.strip() else result.reason
+    reason, message = result.reason, f"{who}{message} (sandbox, after {result.wall_s:.1f} s)"
+    if check.editable is None and check.limits.interpret:  # the original: the interpreter's failure
+        reason, message = interpreter_refusal(reason, message) or (reason, message)
+    return Verdict.reject(reason, message, seeds=len({e.k for e in check.entries}), details={
+        "sandbox_wall_s": check.wall_s, "stderr_tail": result.stderr_tail[-1500:], "warm": result.warm})
+
+
+def _keep_references(check: _Check, collected: dict[str, Any], entries: list[Entry]) -> dict[int, Any]:
+    """The reference outputs a runner of the original wrote, kept for later candidates, and
+    each case's spread where the reference ran twice."""
+    fresh = {e.index: collected.get(e.file("reference"), Unreadable("missing", "not written")) for e in entries}
+    for e in entries:
+        if not isinstance(fresh[e.index], Unreadable):
+            STORE.keep(check.key, e.case.name, e.seed, fresh[e.index])
+        again = collected.get(e.file("reference_again"), Unreadable("missing", "not run"))
+        if e.k == 0 and not isinstance(again, Unreadable) and not isinstance(fresh[e.index], Unreadable):
+            STORE.keep_spread(check.key, e.case.name, selfcheck.spread(fresh[e.index], again))
+    return fresh
+
+
+def _check_original(check: _Check, count_launches: bool) -> Verdict:
+    """The original against itself in one child that loads only the problem module."""
+    result, report = _run(check, None, {
+        "count_launches": count_launches, "again_only_when_moved": True,
+        "steps": judge.steps(check.problem, check.entries, ("reference", "candidate")),
+        "again": judge.again_steps(check.entries)})
+    if not result.ok:
+        return _sandbox_failure(check, result)
+    collected = result.collected or {}
+    if not report.rejected:
+        reference = _keep_references(check, collected, check.entries)
+    else:
+        reference = {e.index: collected.get(e.file("reference"), Unreadable("missing", "not written"))
+                     for e in check.entries}
+    again = {e.case.name: collected[e.file("reference_again")] for e in check.entries
+             if e.k == 0 and e.file("reference_again") in collected
+             and not isinstance(collected[e.file("reference_again")], Unreadable)}
+    verdict = judge.Judge(check.problem, check.entries, Material(reference, again, collected)).decide(
+        report, len({e.k for e in check.entries}))
+    if check.limits.interpret and not verdict.correct:
+        moved = interpreter_irreproducible(verdict.reason, verdict.message)
+        verdict = replace(verdict, reason=moved[0], message=moved[1]) if moved else verdict
+    return verdict
+
+
+def _references(check: _Check, before: int | None) -> tuple[dict[int, Any], dict[str, float]] | Verdict:
+    """Reference outputs for the entries before `before` (None: all) and each case's spread:
+    kept ones, the rest from a runner of the original (a child that never loads the candidate)."""
+    wanted = [e for e in check.entries if before is None or e.index < before]
+    reference = {e.index: STORE.output(check.key, e.case.name, e.seed) for e in wanted}
+    missing = [e for e in wanted if reference[e.index] is None]
+    unmeasured = [e for e in wanted if e.k == 0 and STORE.spread(check.key, e.case.name) is None]
+    if missing or unmeasured:
+        check.reference_source = "ran"
+        result, report = _run(check, None, {
+            "count_launches": True,  # the same memory layout as the candidate's runs
+            "steps": judge.steps(check.problem, missing, ("reference",)),
+            "again": judge.again_steps(unmeasured)})
+        if not result.ok:
+            return _sandbox_failure(check, result, "the reference run (the original alone) failed: ")
+        if report.rejected:
+            rej = judge.runner_rejection(report, missing + unmeasured, who="reference")
+            return Verdict.reject(rej.reason, f"the reference run (the original alone) failed: {rej.message}",
+                                  seeds=len({e.k for e in check.entries}))
+        fresh = _keep_references(check, result.collected or {}, missing + unmeasured)
+        reference.update({e.index: fresh[e.index] for e in missing})
+    spreads = {e.case.name: STORE.spread(check.key, e.case.name) or 0.0 for e in wanted if e.k == 0}
+    return reference, spreads
+
+
+def _check_candidate(check: _Check) -> Verdict:
+    """The candidate's runner first (most refusals need no reference), then the references."""
+    result, report = _run(check, check.editable, {
+        "count_launches": True,
+        "steps": judge.steps(check.problem, check.entries, ("candidate",))})
+    if not result.ok:
+        return _sandbox_failure(check, result)
+    if report.rejected and report.step is None:
+        return judge.Judge(check.problem, check.entries, Material({}, {}, {})).decide(
+            report, len({e.k for e in check.entries}))
+    found = _references(check, report.step if report.rejected else None)
+    if isinstance(found, Verdict):
+        return found
+    reference, spreads = found
+    material = Material(reference, {}, result.collected or {})
+    return judge.Judge(check.problem, check.entries, material, spreads).decide(
+        report, len({e.k for e in check.entries}))
 
 
 def evaluate_candidate(
@@ -24,7 +165,7 @@ def evaluate_candidate(
     device: str | None = None,
     static_checks: bool = True,
 ) -> Verdict:
-    """Check `editable` (None: the original kernel) against the reference in a sandbox child.
+    """Check `editable` (None: the original kernel) against the reference.
 
     `static_checks=False` skips the source checks (only to test the runtime defences).
     """
@@ -37,27 +178,19 @@ def evaluate_candidate(
     device = device or detect_device()
     interpret = not device.startswith("cuda")
     limits = replace(limits or SandboxLimits.from_settings(interpret=interpret), interpret=interpret)
-    payload = {
-        "problem": problem.to_dict(), "editable": editable, "device": device, "seeds": seeds,
-        "held_out": held_out, "base_seed": random.SystemRandom().randrange(1, 1 << 30),
+    key = problem_key(problem, device)
+    base_seed = STORE.base_seed(key)
+    check = _Check(problem, editable, device, limits, key, base_seed,
+                   judge.plan(problem, held_out, seeds, base_seed))
+    if editable is None:
         # a published KernelBench file's placeholder is the PyTorch Model itself: it is checked
         # to run and agree with Model, never judged as a Triton kernel (problem/translate.py)
-        "count_launches": not (editable is None and problem.needs_translation),
-    }
-    result = run_sandboxed(TARGET, payload, limits)
-    if result.ok and isinstance(result.value, dict):
-        verdict = Verdict.from_dict(result.value)
-        if editable is None and limits.interpret and not verdict.correct:  # the original
-            moved = interpreter_irreproducible(verdict.reason, verdict.message)
-            verdict = replace(verdict, reason=moved[0], message=moved[1]) if moved else verdict
-        flags = verdict.flags + (("network_not_isolated",) if result.network_isolated is False else ())
-        details = {**verdict.details, "sandbox_wall_s": result.wall_s, "warm": result.warm}
-        return replace(verdict, flags=flags, details=details)
-    message = result.message.strip().splitlines()[0] if result.message.strip() else result.reason
-    reason, message = result.reason, f"{message} (sandbox, after {result.wall_s:.1f} s)"
-    if editable is None and limits.interpret:  # the original: its failure here is the interpreter's
-        reason, message = interpreter_refusal(reason, message) or (reason, message)
-    return Verdict.reject(
-        reason, message, seeds=seeds,
-        details={"sandbox_wall_s": result.wall_s, "stderr_tail": result.stderr_tail[-1500:], "warm": result.warm},
-    )
+        verdict = _check_original(check, count_launches=not problem.needs_translation)
+    else:
+        verdict = _check_candidate(check)
+    flags = verdict.flags + (("network_not_isolated",) if check.isolated is False else ())
+    details = {**verdict.details, "base_seed": base_seed, "sandbox_wall_s": check.wall_s,
+               "warm": check.warm, "reference": check.reference_source if editable is not None else "ran",
+               # the runners' own clocks: shown, never used to decide anything
+               "runner_reported": dict(check.reported)}
+    return replace(verdict, flags=flags, details=details)

@@ -1,19 +1,23 @@
-"""The checks run a TritonBench test as few times as they can without skipping a check."""
+"""The runner runs a TritonBench test as few times as it can without skipping a check."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from kernelband.evaluate.checks import evaluate_target
-from kernelband.problem import load_problem
+from kernelband.evaluate import evaluate_candidate, judge
+from kernelband.problem import KernelProblem, load_problem
 from kernelband.problem import runtime as runtime_module
+from kernelband.runner.correctness import run_correctness
+from kernelband.sandbox import SandboxLimits
 
 os.environ.setdefault("TRITON_INTERPRET", "1")
 RELU = Path(__file__).resolve().parents[3] / "kernelband" / "examples" / "tritonbench" / "relu.py"
+LIMITS = SandboxLimits(wall_s=60.0, cpu_s=120, interpret=True)
 
 
 def _counted_runs(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, int]]:
@@ -28,21 +32,30 @@ def _counted_runs(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, int]]:
     return runs
 
 
-def _evaluate(tmp_path: Path, editable: str | None, seeds: int) -> dict[str, Any]:
-    problem = load_problem(RELU.read_text(), "tritonbench", "relu", workdir=tmp_path, device="cpu")
-    os.chdir(tmp_path)
-    payload = {"problem": problem.to_dict(), "editable": editable, "device": "cpu",
-               "seeds": seeds, "held_out": True, "base_seed": 11}
-    return evaluate_target(payload)
+def _relu(tmp_path: Path) -> KernelProblem:
+    return load_problem(RELU.read_text(), "tritonbench", "relu", workdir=tmp_path, device="cpu")
+
+
+def _run_original(tmp_path: Path, seeds: int) -> dict[str, Any]:
+    """The original against itself, as `evaluate_candidate` asks its runner (in this process)."""
+    problem = _relu(tmp_path)
+    entries = judge.plan(problem, held_out=True, seeds=seeds, base_seed=11)
+    payload = {"problem": problem.to_dict(), "editable": None, "device": "cpu", "count_launches": True,
+               "steps": judge.steps(problem, entries, ("reference", "candidate")),
+               "again": judge.again_steps(entries), "again_only_when_moved": True}
+    with contextlib.chdir(tmp_path):
+        return run_correctness(payload)
 
 
 def test_determinism_reruns_the_test_once_not_once_per_case(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     runs = _counted_runs(monkeypatch)
-    verdict = _evaluate(tmp_path, None, seeds=2)
-    assert verdict["correct"], verdict["message"]
-    assert verdict["cases_checked"] == 4  # three public cases and one held out
+    report = _run_original(tmp_path, seeds=2)
+    assert report["status"] == "ok", report
+    written = sorted(p.name for p in (tmp_path / "kb-outputs").glob("*.pt"))
+    assert len(written) == 4 * 2 * 2 + 4  # three public cases and one held out, two seeds, both sides
     # per seed the reference and the candidate; on the first seed the candidate once more (the
-    # determinism check of all four cases), not once more per case
+    # determinism check of all four cases), not once more per case; the reference runs again
+    # only where the candidate moved (relu never does)
     assert sorted(runs) == sorted([("original", 11), ("candidate", 11), ("candidate", 11),
                                    ("original", 12), ("candidate", 12)])
 
@@ -56,5 +69,6 @@ def test_nondeterministic_candidate_is_still_refused(tmp_path: Path) -> None:
         "def relu(x: torch.Tensor) -> torch.Tensor:\n",
         "_calls = [0]\n\n\ndef relu(x: torch.Tensor) -> torch.Tensor:\n    _calls[0] += 1\n").replace(
         "(x, out, n, BLOCK_SIZE", "(x, out, n, 1e-3 if _calls[0] > 4 else 0.0, BLOCK_SIZE")
-    verdict = _evaluate(tmp_path, flaky.rstrip() + "\n", seeds=1)
-    assert verdict["reason"] == "nondeterministic", verdict["message"]
+    verdict = evaluate_candidate(_relu(tmp_path), flaky.rstrip() + "\n", held_out=True, seeds=1,
+                                 limits=LIMITS, device="cpu")
+    assert verdict.reason == "nondeterministic", verdict.message
