@@ -171,6 +171,9 @@ class Timings:
     results: int = 0
     wall_s: float = 0.0
     marks: list[tuple[float, int]] = field(default_factory=list)  # (seconds in, pulls so far)
+    # (pulls so far, this process's CPU seconds so far): CPU per pull is what a busy machine
+    # changes least (other processes lengthen the wall time, not this process's CPU time)
+    cpu_marks: list[tuple[int, float]] = field(default_factory=list)
 
 
 def timed_step(ctx: EngineContext, t: Timings) -> None:
@@ -204,12 +207,13 @@ def measure(ctx: EngineContext, seconds: float, min_steps: int = 3) -> Timings:
     for _ in range(WARMUP_STEPS):
         timed_step(ctx, Timings())
     collector.between_passes()
-    t, steps, start = Timings(), 0, time.perf_counter()
+    t, steps, start, cpu0 = Timings(), 0, time.perf_counter(), time.process_time()
     while steps < min_steps or time.perf_counter() - start < seconds:
         timed_step(ctx, t)
         collector.between_passes()
         steps += 1
         t.marks.append((time.perf_counter() - start, t.pulls))
+        t.cpu_marks.append((t.pulls, time.process_time() - cpu0))
     t.wall_s = time.perf_counter() - start
     collector.stop()
     return t
@@ -238,7 +242,19 @@ def summarize(jobs: int, frontier: int, t: Timings) -> dict[str, Any]:
         "pulls_per_s": t.pulls / t.wall_s if t.wall_s else float("nan"),
         "window_pulls_per_s": window_rates(t.marks),
         "flat_window_pulls_per_s": window_rates(t.marks, FLAT_WINDOW_S),
+        "cpu_ms_per_pull_windows": cpu_per_pull(t, FLAT_WINDOW_S),
     }
+
+
+def cpu_per_pull(t: Timings, window_s: float) -> list[float]:
+    """Milliseconds of this process's CPU per pull in consecutive windows of `window_s` wall
+    seconds (the same windows as `window_rates`)."""
+    out, begin, pulls0, cpu0 = [], 0.0, 0, 0.0
+    for (at, _), (pulls, cpu) in zip(t.marks, t.cpu_marks, strict=True):
+        if at - begin >= window_s and pulls > pulls0:
+            out.append(1000 * (cpu - cpu0) / (pulls - pulls0))
+            begin, pulls0, cpu0 = at, pulls, cpu
+    return out
 
 
 def run_config(factory: sessionmaker[Session], jobs: int, frontier: int,
@@ -305,7 +321,7 @@ def targets(data: dict[str, Any]) -> list[tuple[str, bool | None, str]]:
     result = [(f">= {TARGET_PULLS_PER_S:g} pulls/s sustained", rate >= TARGET_PULLS_PER_S,
                f"{fmt(rate)} pulls/s over {fmt(row['wall_s'])} s "
                f"({100 * rate / TARGET_PULLS_PER_S:.0f}% of target; per {WINDOW_S:g} s window: "
-               f"{windows or '-'})")]
+               f"{windows or '-'}{_cpu_note(row)})")]
     flat = row.get("flat_window_pulls_per_s") or []
     if len(flat) >= 2:
         share = flat[-1] / flat[0] if flat[0] else float("nan")
@@ -314,6 +330,14 @@ def targets(data: dict[str, Any]) -> list[tuple[str, bool | None, str]]:
                        f"{fmt(flat[-1])} / {fmt(flat[0])} pulls/s = {100 * share:.0f}%"))
     result.append(("select+dispatch p99 <= 50 ms", p99 <= TARGET_P99_MS, f"p99 {fmt(p99)} ms"))
     return result
+
+
+def _cpu_note(row: dict[str, Any]) -> str:
+    cpu = row.get("cpu_ms_per_pull_windows") or []
+    if not cpu:
+        return ""
+    return (f"; scheduler CPU per pull per {FLAT_WINDOW_S:g} s window: "
+            + ", ".join(f"{ms:.2f}" for ms in cpu) + " ms")
 
 
 def section(data: dict[str, Any]) -> str:
