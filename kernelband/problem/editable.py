@@ -11,13 +11,24 @@ from __future__ import annotations
 
 import ast
 import re
+from typing import Protocol
 
-from kernelband.problem.model import KernelProblem, ProblemLoadError
+from kernelband.problem.errors import ProblemLoadError
 
 BEGIN_MARKER = "# kernelband: editable begin"
 END_MARKER = "# kernelband: editable end"
 _SEPARATOR = re.compile(r"^\s*#{20,}\s*$")
 _FENCE = re.compile(r"```[ \t]*(?:python|py)?[ \t]*\n(.*?)```", re.DOTALL)
+
+
+class RegionOwner(Protocol):
+    """What normalising a candidate reads of its problem (a `KernelProblem` is one)."""
+
+    @property
+    def format(self) -> str: ...
+
+    @property
+    def entry(self) -> str: ...
 
 
 def _is_marker(line: str, marker: str) -> bool:
@@ -150,7 +161,7 @@ def _region_of_candidate(format: str, text: str) -> str:
     return text
 
 
-def normalize_candidate(problem: KernelProblem, text: str) -> str:
+def normalize_candidate(problem: RegionOwner, text: str) -> str:
     """A candidate (whole file or bare region, maybe fenced) as a bare editable region."""
     region = _region_of_candidate(problem.format, _strip_fence(text).strip("\n") + "\n")
     names = _top_level_names(parse_region(region))

@@ -7,8 +7,11 @@ and return a `KernelProblem` built from plain values.
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
+
+from kernelband.problem.editable import splice_region
+from kernelband.problem.errors import ProblemLoadError as ProblemLoadError
 
 ProblemFormat = Literal["native", "tritonbench", "kernelbench"]
 PROBLEM_FORMATS: tuple[str, ...] = ("native", "tritonbench", "kernelbench")
@@ -26,15 +29,6 @@ def problem_hash(source: str, format: str, perf_source: str = "") -> str:
     """A problem's identity: its format and text, and its performance harness if any."""
     perf = f"\n# kernelband: perf harness\n{perf_source}" if perf_source else ""
     return hashlib.sha256(f"{format}\n{source}{perf}".encode()).hexdigest()
-
-
-class ProblemLoadError(ValueError):
-    """A file is not a valid kernel problem; `reason` is what to fix."""
-
-    def __init__(self, reason: str, line: int | None = None) -> None:
-        self.reason = reason
-        self.line = line
-        super().__init__(f"{reason} (line {line})" if line else reason)
 
 
 @dataclass(frozen=True)
@@ -87,13 +81,9 @@ class KernelProblem:
 
     def splice(self, editable: str) -> str:
         """The full module text with the editable region replaced by `editable`."""
-        from kernelband.problem.editable import splice_region
-
         return splice_region(self.source, self.format, editable)
 
     def to_dict(self) -> dict[str, Any]:
-        from dataclasses import asdict
-
         return asdict(self)
 
     @classmethod
