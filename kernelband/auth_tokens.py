@@ -44,3 +44,16 @@ def token_prefix(token: str) -> str | None:
 def hashes_match(token: str, stored_sha256: str) -> bool:
     """Constant-time comparison of a presented token with a stored hash."""
     return hmac.compare_digest(hash_token(token), stored_sha256)
+
+
+# What a token may do, weakest first; each scope includes the ones before it.
+# read: every GET (a dashboard on a wall screen); submit: jobs, suites, cancel, skill settings;
+# admin: the team's tokens and webhooks as well.
+SCOPES = ("read", "submit", "admin")
+
+
+def scope_allows(held: str, needed: str) -> bool:
+    """Whether a token of scope `held` may do what needs `needed` (unknown scopes allow nothing)."""
+    if held not in SCOPES or needed not in SCOPES:
+        return False
+    return SCOPES.index(held) >= SCOPES.index(needed)

@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 from sqlalchemy import bindparam, select, update
 from sqlalchemy.orm import Session
 
-from kernelband.auth_tokens import hashes_match, token_prefix
+from kernelband.auth_tokens import SCOPES, hashes_match, scope_allows, token_prefix
 from kernelband.db.models import ApiToken, Job, Team, utcnow
 from services.api.errors import ApiError
+from services.api.timefmt import utc_z
 
 _HOW_TO_GET = "create one with `kernelband tokens create --team NAME`"
 _CHALLENGE = {"WWW-Authenticate": "Bearer"}
@@ -24,6 +25,7 @@ class TeamRef:
 
     id: int
     name: str
+    scope: str = "admin"  # kernelband.auth_tokens.SCOPES
 
 
 def _unauthorized(code: str, message: str) -> ApiError:
@@ -46,17 +48,17 @@ def authenticate(session: Session, token: str) -> TeamRef:
         for row, team_name in session.execute(query).all():
             if not hashes_match(token, row.token_hash):
                 continue
-            if row.revoked_at is not None:
-                raise _revoked(prefix)
+            _check_live(prefix, row.revoked_at, row.expires_at)
             _touch(session, row.id, row.last_used_at)
-            return TeamRef(id=row.team_id, name=team_name)
+            return TeamRef(id=row.team_id, name=team_name, scope=row.scope)
     raise _invalid()
 
 
 # Built once: constructing the statement costs more CPU than running it on a polled path.
 _TOKEN_AND_JOB = (
     select(ApiToken.id, ApiToken.team_id, ApiToken.token_hash, ApiToken.revoked_at,
-           ApiToken.last_used_at, Team.name, Job.team_id.label("job_team"), Job.version)
+           ApiToken.expires_at, ApiToken.scope, ApiToken.last_used_at, Team.name,
+           Job.team_id.label("job_team"), Job.version)
     .select_from(ApiToken).join(Team, Team.id == ApiToken.team_id)
     .outerjoin(Job, Job.id == bindparam("job_id")).where(ApiToken.prefix == bindparam("prefix")))
 
@@ -71,12 +73,34 @@ def authenticate_for_job(session: Session, token: str, job_id: int) -> tuple[Tea
         for row in session.execute(_TOKEN_AND_JOB, params).all():
             if not hashes_match(token, row.token_hash):
                 continue
-            if row.revoked_at is not None:
-                raise _revoked(prefix)
+            _check_live(prefix, row.revoked_at, row.expires_at)
             _touch(session, row.id, row.last_used_at)
             version = int(row.version) if row.job_team == row.team_id else None
-            return TeamRef(id=row.team_id, name=row.name), version
+            return TeamRef(id=row.team_id, name=row.name, scope=row.scope), version
     raise _invalid()
+
+
+def _check_live(prefix: str, revoked_at: datetime | None, expires_at: datetime | None) -> None:
+    if revoked_at is not None:
+        raise _revoked(prefix)
+    if expires_at is not None and _aware(expires_at) <= utcnow():
+        raise _unauthorized("expired_token", f"Token kb_{prefix}_... expired at "
+                            f"{utc_z(_aware(expires_at))}; ask a team admin for a new one "
+                            "(POST /v1/tokens) or " + _HOW_TO_GET + ".")
+
+
+def require_scope(team: TeamRef, needed: str) -> TeamRef:
+    """The team, when its token's scope allows `needed`; else 403 naming both scopes."""
+    if not scope_allows(team.scope, needed):
+        raise ApiError(403, "insufficient_scope", f"This token has scope '{team.scope}'; this "
+                       f"request needs '{needed}' ({', '.join(SCOPES)}: each includes the ones "
+                       "before it). Use a token with that scope, or ask a team admin for one "
+                       "(POST /v1/tokens).")
+    return team
+
+
+def _aware(moment: datetime) -> datetime:
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)  # SQLite
 
 
 def _revoked(prefix: str) -> ApiError:

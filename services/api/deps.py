@@ -17,7 +17,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from kernelband.config import Settings
 from kernelband.db import session_scope
 from kernelband.db.session import POOL_MAX_OVERFLOW, POOL_RESERVE, POOL_SIZE
-from services.api.auth import TeamRef, authenticate, missing_token
+from services.api.auth import TeamRef, authenticate, missing_token, require_scope
 from services.api.problems import ProblemLoader
 
 _bearer = HTTPBearer(auto_error=False, description="A team token from `kernelband tokens create`.")
@@ -69,7 +69,21 @@ def get_current_team(
         return authenticate(session, credentials.credentials)
 
 
-CurrentTeam = Annotated[TeamRef, Depends(get_current_team)]
+CurrentTeam = Annotated[TeamRef, Depends(get_current_team)]  # any scope: reads
+
+
+async def get_submitting_team(team: CurrentTeam) -> TeamRef:
+    """The team, when its token may submit and cancel (scope submit or admin)."""
+    return require_scope(team, "submit")
+
+
+async def get_admin_team(team: CurrentTeam) -> TeamRef:
+    """The team, when its token may manage the team's tokens and webhooks (scope admin)."""
+    return require_scope(team, "admin")
+
+
+SubmittingTeam = Annotated[TeamRef, Depends(get_submitting_team)]
+AdminTeam = Annotated[TeamRef, Depends(get_admin_team)]
 
 
 async def get_bearer_token(

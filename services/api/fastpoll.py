@@ -39,13 +39,15 @@ log = logging.getLogger(__name__)
 _JOB_PATH = re.compile(r"/v1/jobs/([0-9]{1,10})(/events)?")
 _DIGITS = re.compile(r"[0-9]{1,10}")
 _TOKEN = "SELECT t.team_id, t.revoked_at, t.last_used_at"
+# An expired token finds no row here, so the endpoint answers it (401 expired_token).
+_LIVE = " AND (t.expires_at IS NULL OR t.expires_at > now())"
 STATEMENTS = {
     "kb_poll_job": ("text, integer", f"{_TOKEN}, j.team_id, j.version FROM api_tokens t "
-                    "LEFT JOIN jobs j ON j.id = $2 WHERE t.token_hash = $1"),
+                    "LEFT JOIN jobs j ON j.id = $2 WHERE t.token_hash = $1" + _LIVE),
     "kb_poll_fleet": ("text", f"{_TOKEN}, w.n, w.newest_id, w.newest_beat FROM api_tokens t "
                       "CROSS JOIN (SELECT count(id) AS n, max(id) AS newest_id, "
                       "max(last_heartbeat) AS newest_beat FROM workers) w "
-                      "WHERE t.token_hash = $1"),
+                      "WHERE t.token_hash = $1" + _LIVE),
     "kb_poll_pending": ("text, text", "SELECT queue, count(*) FROM attempts "
                         "WHERE state IN ($1, $2) GROUP BY queue"),
 }

@@ -95,3 +95,42 @@ def test_a_chunked_100_mb_body_gets_413_at_the_limit_without_growing_the_server(
     assert b"payload_too_large" in answer and b"at most" in answer
     assert sent < 32 * 1024 * 1024, "the server kept reading long past its limit"
     assert growth < 10 * 1024 * 1024
+
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "vector_add.py"
+ADMIN = {"Authorization": f"Bearer {BOOTSTRAP}"}
+
+
+def _job_body() -> dict[str, object]:
+    return {"problem": {"source": EXAMPLE.read_text(), "name": "vector_add"},
+            "targets": ["cpu"], "budget": {"iterations": 1}}
+
+
+def test_token_scopes_and_expiry_over_http(
+    server: tuple[str, ManagedProcess], postgres_url: str
+) -> None:
+    from sqlalchemy import update
+
+    from kernelband.db import make_engine, make_session_factory, session_scope
+    from kernelband.db.models import ApiToken, utcnow
+
+    url, _ = server
+    with httpx.Client(base_url=url, timeout=60) as http:
+        job = http.post("/v1/jobs", json=_job_body(), headers=ADMIN)
+        assert job.status_code == 201, job.text
+        job_id = job.json()["id"]
+        made = http.post("/v1/tokens", json={"name": "wall", "scope": "read",
+                                             "expires_in_s": 600}, headers=ADMIN).json()
+        read = {"Authorization": f"Bearer {made['token']}"}
+        assert http.get(f"/v1/jobs/{job_id}", headers=read).status_code == 200
+        assert http.post("/v1/jobs", json=_job_body(), headers=read).status_code == 403
+        assert http.post(f"/v1/jobs/{job_id}/cancel", headers=read).status_code == 403
+        assert http.get("/v1/tokens", headers=read).status_code == 403
+        engine = make_engine(postgres_url)
+        with session_scope(make_session_factory(engine)) as session:
+            session.execute(update(ApiToken).where(ApiToken.prefix == made["prefix"][3:])
+                            .values(expires_at=utcnow()))
+        engine.dispose()
+        expired = http.get(f"/v1/jobs/{job_id}", headers=read)
+        assert expired.status_code == 401 and expired.json()["error"] == "expired_token"
+        assert http.post(f"/v1/jobs/{job_id}/cancel", headers=ADMIN).status_code == 200

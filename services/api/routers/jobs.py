@@ -20,6 +20,7 @@ from services.api.deps import (
     JobId,
     ProblemLoaderDep,
     SettingsDep,
+    SubmittingTeam,
 )
 from services.api.errors import ERROR_RESPONSES, ApiError, ErrorBody
 from services.api.problems import check_size
@@ -45,7 +46,7 @@ JobStatus = Annotated[str | None, Query(description=f"One of {', '.join(JOB_STAT
     },
 )
 def create_job(
-    body: JobCreate, team: CurrentTeam, db: DbDep, settings: SettingsDep,
+    body: JobCreate, team: SubmittingTeam, db: DbDep, settings: SettingsDep,
     loader: ProblemLoaderDep, response: Response,
 ) -> JobOut:
     team_id = team.id
@@ -121,7 +122,7 @@ def get_job(job_id: JobId, token: BearerToken, db: DbDep, request: Request,
     "job as cancelled. Cancelling a finished job is refused with 409.",
     responses={409: {"model": ErrorBody, "description": "The job has already finished."}},
 )
-def cancel_job(job_id: JobId, team: CurrentTeam, db: DbDep) -> JobOut:
+def cancel_job(job_id: JobId, team: SubmittingTeam, db: DbDep) -> JobOut:
     with session_scope(db) as session:
         job = queries.team_job(session, team.id, job_id)
         if job.status in FINISHED_JOB_STATUSES:

@@ -13,7 +13,7 @@ from kernelband.db import session_scope
 from kernelband.db.models import Problem, Skill, Team
 from kernelband.loop.transcripts import job_transcripts, pull_transcripts, transcript_dict
 from services.api import queries
-from services.api.deps import MAX_ID, CurrentTeam, DbDep, JobId
+from services.api.deps import MAX_ID, CurrentTeam, DbDep, JobId, SubmittingTeam
 from services.api.errors import ERROR_RESPONSES, ApiError
 from services.api.timefmt import UtcTime
 
@@ -134,14 +134,14 @@ def list_skills(team: CurrentTeam, db: DbDep,
 
 
 @router.put("/v1/skills/settings", summary="Switch your team's skill library on or off")
-def set_skill_library(body: SkillSettings, team: CurrentTeam, db: DbDep) -> SkillSettings:
+def set_skill_library(body: SkillSettings, team: SubmittingTeam, db: DbDep) -> SkillSettings:
     with session_scope(db) as session:
         session.get_one(Team, team.id).skill_library = body.enabled
         return SkillSettings(enabled=body.enabled)
 
 
 @router.delete("/v1/skills", summary="Delete every entry of your team's skill library")
-def delete_skills(team: CurrentTeam, db: DbDep) -> dict[str, int]:
+def delete_skills(team: SubmittingTeam, db: DbDep) -> dict[str, int]:
     with session_scope(db) as session:
         count = session.scalar(select(func.count(Skill.id)).where(Skill.team_id == team.id))
         session.execute(delete(Skill).where(Skill.team_id == team.id))
@@ -149,7 +149,7 @@ def delete_skills(team: CurrentTeam, db: DbDep) -> dict[str, int]:
 
 
 @router.delete("/v1/skills/{skill_id}", summary="Delete one entry of your team's skill library")
-def delete_skill(skill_id: Annotated[int, Path(ge=1, le=MAX_ID)], team: CurrentTeam,
+def delete_skill(skill_id: Annotated[int, Path(ge=1, le=MAX_ID)], team: SubmittingTeam,
                  db: DbDep) -> dict[str, int]:
     with session_scope(db) as session:
         skill = session.get(Skill, skill_id)

@@ -30,7 +30,13 @@ from kernelband.suite import (
     to_json,
 )
 from services.api.auth import TeamRef
-from services.api.deps import CurrentTeam, DbDep, ProblemLoaderDep, SettingsDep
+from services.api.deps import (
+    CurrentTeam,
+    DbDep,
+    ProblemLoaderDep,
+    SettingsDep,
+    SubmittingTeam,
+)
 from services.api.errors import ERROR_RESPONSES, ApiError, not_found
 from services.api.problems import check_size
 from services.api.submission import check_model, check_suite_concurrency, validate_policy
@@ -61,7 +67,7 @@ _UPLOAD_DOC = {"requestBody": {"content": {
     ),
     openapi_extra=_UPLOAD_DOC,
 )
-async def submit_suite(request: Request, team: CurrentTeam, db: DbDep,
+async def submit_suite(request: Request, team: SubmittingTeam, db: DbDep,
                        settings: SettingsDep, loader: ProblemLoaderDep,
                        response: Response) -> dict[str, Any]:
     body, sources = await _parse_submission(request)

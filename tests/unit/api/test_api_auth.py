@@ -40,7 +40,7 @@ def test_revoked_token_is_refused(
     headers = {"Authorization": f"Bearer {token}"}
     assert client.get("/v1/jobs", headers=headers).status_code == 200
     with session_scope(factory) as session:
-        assert revoke_tokens(session, f"kb_{token_prefix(token)}") == 1
+        assert len(revoke_tokens(session, f"kb_{token_prefix(token)}")) == 1
     resp = client.get("/v1/jobs", headers=headers)
     assert resp.status_code == 401 and resp.json()["error"] == "revoked_token"
     with session_scope(factory) as session:
