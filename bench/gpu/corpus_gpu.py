@@ -2,7 +2,7 @@
 
 Three phases, each with its own time box so the whole run fits in about 9 minutes on one GPU:
 1. every TritonBench-G original through `kernelband check --format tritonbench` on CUDA
-   (bench/corpus.py's code path, several checks at once);
+   (bench/corpus_check.py's code path, several checks at once);
 2. for accepted problems with a NAME_perf.py harness, the service's perf-harness time (CUDA
    events, L2 flushed, median; call_op timed alone) against TritonBench's own harness timing
    (`triton.testing.do_bench(call_op, warmup=25, rep=100, quantiles=[0.5, 0.8, 0.2])`, the
@@ -26,7 +26,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.corpus import CORPUS, ROOT, acceptance_table, check_one
+from sqlalchemy import select
+
+from bench.corpus_check import CORPUS, ROOT, acceptance_table, check_one
+from kernelband.db.models import Suite
+from kernelband.db.session import open_database, session_scope
+from kernelband.profile.perf_harness import harness_prepares, load_harness
+from kernelband.profile.timing import HARNESS_TIMING, CudaDevice, measure
+from kernelband.suite.store import suite_report
 
 OUT_DIR = ROOT / "bench" / "gpu"
 PHASE_S = {"check": 240.0, "perf": 150.0, "suite": 120.0}
@@ -90,12 +97,11 @@ def check_phase(files: list[Path], workers: int, deadline: float) -> list[dict[s
 
 def perf_one(name: str, root: Path) -> dict[str, Any]:
     """In this process (a fresh one per problem): both timings of the harness's largest inputs."""
+    # torch and triton load in this per-problem child only, never in the parent that runs checks
     import triton.testing
 
     from kernelband.problem.tritonbench import runnable_source
     from kernelband.problem.usercode import import_module_file
-    from kernelband.profile.perf_harness import harness_prepares, load_harness
-    from kernelband.profile.timing import HARNESS_TIMING, CudaDevice, measure
 
     work = Path(tempfile.mkdtemp(prefix="kb-perf-"))
     source = (root / "tritonbench-g" / "kernels" / f"{name}.py").read_text()
@@ -103,7 +109,8 @@ def perf_one(name: str, root: Path) -> dict[str, Any]:
     perf = (root / "tritonbench-g" / "perf" / f"{name}_perf.py").read_text()
     harness = load_harness(perf, module, work, "bench")
     prepares = harness_prepares(harness, "cuda")[-PERF_INPUTS:]
-    device, rows = CudaDevice(), []
+    device = CudaDevice()
+    rows: list[dict[str, Any]] = []
     for case, prepare in prepares:
         run = prepare()
         ours = measure(device, prepare, HARNESS_TIMING).median_ms  # as the service times
@@ -168,12 +175,6 @@ def suite_phase(names: list[str], root: Path, target: str, budget: int,
 def stored_report(database: Path) -> dict[str, Any] | None:
     """The suite report as its database holds it (a suite cut short by its box keeps the jobs
     it finished), or None when no suite was stored."""
-    from sqlalchemy import select
-
-    from kernelband.db.models import Suite
-    from kernelband.db.session import open_database, session_scope
-    from kernelband.suite.store import suite_report
-
     if not database.exists():
         return None
     engine, factory = open_database(f"sqlite:///{database}", migrate=False)
