@@ -55,6 +55,10 @@ class Settings(BaseSettings):
 
     # scheduler
     lease_s: float = 300.0
+    # workers beat this often (KERNELBAND_HEARTBEAT_INTERVAL_S); the leader counts a worker
+    # gone once it missed this many beats, and sends its attempts again at once
+    heartbeat_interval_s: float = 5.0
+    worker_missed_beats: int = 3
     queue_timeout_s: float = 3600.0  # a try nobody took from a busy queue is re-sent after this
     max_tries: int = 3
     poll_interval_s: float = 0.2

@@ -85,6 +85,23 @@ def recheck_untaken(session: Session, now: datetime, grace_s: float,
     return shortened
 
 
+def resend_tries(session: Session, tries: dict[int, str], max_tries: int, why: str) -> list[str]:
+    """Tries whose worker is gone (attempt id -> the task id that worker took) are sent again
+    now, bounded by tries, unless the attempt closed or moved on to another try meanwhile.
+    Returns the task ids given up (their broker deliveries can be forgotten)."""
+    if not tries:
+        return []
+    query = (select(Attempt).where(Attempt.id.in_(sorted(tries)), Attempt.state == "dispatched")
+             .order_by(Attempt.id).with_for_update())
+    given_up = []
+    for attempt in session.scalars(query):
+        if tries[attempt.id] and attempt.task_id and tries[attempt.id] != attempt.task_id:
+            continue  # already sent again: another worker may hold the current try
+        given_up.append(attempt.task_id or "")
+        retry_or_fail(session, attempt, max_tries, why)
+    return [task_id for task_id in given_up if task_id]
+
+
 def requeue_orphans(session: Session, max_tries: int) -> int:
     """Embedded restart: every dispatched attempt died with the old process; send it again."""
     query = (select(Attempt).where(Attempt.state == "dispatched").order_by(Attempt.id)
@@ -136,4 +153,4 @@ def extend_locked_lease(attempt: Attempt, deadline: datetime, task_id: str = "",
 
 
 __all__ = ["expire_leases", "extend_lease", "extend_locked_lease", "lease_deadline",
-           "recheck_untaken", "requeue_orphans", "retry_or_fail"]
+           "recheck_untaken", "requeue_orphans", "resend_tries", "retry_or_fail"]

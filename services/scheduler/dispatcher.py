@@ -13,6 +13,7 @@ visibility timeout never redelivers a Celery task that is still running on a wor
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 import uuid
@@ -27,6 +28,7 @@ from kombu.message import Message
 
 from kernelband.config import Settings
 from kernelband.scheduling.dispatch import Dispatcher, TaskMessage, TaskResult
+from services.scheduler.liveness import Liveness
 from services.scheduler.results_queue import ResultsQueueReader
 from services.scheduler.workers import note_current
 from services.worker.app import make_app
@@ -46,6 +48,14 @@ POLL_STEP_S = 0.05
 # A result whose ingestion failed this many times in a row is dropped (and logged): the
 # attempt's lease then re-dispatches it, so one poison message can not stall every job.
 MAX_REDELIVERIES = 5
+
+
+def _task_id(raw: bytes) -> str | None:
+    """The Celery task id of an entry of kombu's `unacked` hash (`[message, exchange, key]`)."""
+    try:
+        return str(json.loads(raw)[0]["headers"]["id"])
+    except (ValueError, KeyError, IndexError, TypeError):
+        return None
 
 
 def results_connection(broker_url: str, visibility_timeout: float = RESULTS_VISIBILITY_S) -> Connection:
@@ -69,6 +79,8 @@ class CeleryDispatcher(Dispatcher):
         self._heartbeats: list[Heartbeat] = []
         self._current: dict[str, int | None] = {}  # worker -> attempt it is on (fleet page)
         self._current_changed: set[str] = set()
+        self.liveness = Liveness(settings.heartbeat_interval_s, settings.worker_missed_beats)
+        self.backlogged = False  # the last drain stopped at its limit: beats may be queued
         self.submitted: dict[str, int] = {}  # attempts per kind, for reports
         self._declared: set[str] = set()  # queues declared through this dispatcher
 
@@ -127,6 +139,7 @@ class CeleryDispatcher(Dispatcher):
             if results or time.monotonic() >= deadline:
                 break
             time.sleep(POLL_STEP_S)
+        self.backlogged = len(results) >= max_items
         self._reader.ack_all(settled)
         return results
 
@@ -138,6 +151,7 @@ class CeleryDispatcher(Dispatcher):
             settled.append(message)  # redelivering it would fail the same way forever
             return None
         if isinstance(parsed, Heartbeat):
+            self.liveness.heard(parsed.worker, parsed.interval_s)
             self._heartbeats.append(parsed)
             settled.append(message)  # a lost heartbeat is replaced by the next one
             return None
@@ -148,6 +162,11 @@ class CeleryDispatcher(Dispatcher):
             settled.append(message)
             return None
         self._pending[parsed.attempt_id].append(message)
+        if parsed.result.get("heartbeat"):
+            self.liveness.took(parsed.worker, parsed.attempt_id,
+                               str(parsed.result.get("task_id") or ""))
+        else:
+            self.liveness.answered(parsed.worker, parsed.attempt_id)
         if note_current(self._current, parsed.worker, parsed.attempt_id,
                         bool(parsed.result.get("heartbeat"))):
             self._current_changed.add(parsed.worker)
@@ -210,6 +229,34 @@ class CeleryDispatcher(Dispatcher):
         """Workers whose current attempt changed since the last call (None: it finished)."""
         changed, self._current_changed = self._current_changed, set()
         return {name: self._current.get(name) for name in sorted(changed)}
+
+    def take_gone_workers(self) -> dict[str, dict[int, str]]:
+        """Workers silent for their missed beats, with the tries they held (none while the
+        results queue is backlogged: their beats may be waiting in it)."""
+        return {} if self.backlogged else self.liveness.take_gone()
+
+    def forget_deliveries(self, task_ids: Sequence[str]) -> int:
+        """Drop these tasks' deliveries from the broker's unacknowledged set.
+
+        A worker killed with `-9` never acknowledges nor restores the task it had taken
+        (acks_late): kombu keeps the delivery in Redis's `unacked` hash until another
+        consumer finds it older than the visibility timeout (`VISIBILITY_TIMEOUT_S`, 42
+        minutes: longer than any task may run) and redelivers it. The attempt has been sent
+        again as a new try by then; forgetting the old delivery spares running it twice."""
+        wanted = set(task_ids)
+        if not wanted:
+            return 0
+        with self._app.connection_for_write() as connection:
+            channel = connection.default_channel
+            client, qos = channel.client, channel.qos
+            tags = [tag for tag, raw in client.hscan_iter(qos.unacked_key)
+                    if _task_id(raw) in wanted]
+            if tags:
+                with client.pipeline(transaction=False) as pipe:
+                    pipe.hdel(qos.unacked_key, *tags)
+                    pipe.zrem(qos.unacked_index_key, *tags)
+                    pipe.execute()
+        return len(tags)
 
     def recover_unacked(self) -> int:
         """Put back every result a dead leader took but never acknowledged; returns how many."""

@@ -28,7 +28,7 @@ from kernelband.db.session import (
 from kernelband.scheduling.collector import PassCollector
 from kernelband.scheduling.dispatch import Dispatcher
 from kernelband.scheduling.fencing import FencingError, verify_epoch
-from kernelband.scheduling.leases import recheck_untaken
+from kernelband.scheduling.leases import recheck_untaken, resend_tries
 from kernelband.scheduling.pipeline import EngineContext, fenced, step, write_back_states
 from kernelband.scheduling.state_cache import clear_cache
 from services.scheduler.dispatcher import CeleryDispatcher
@@ -163,6 +163,7 @@ def lead(ctx: EngineContext, lock: LeaderLock, dispatcher: CeleryDispatcher, nam
                 last_check = time.monotonic()
             try:
                 guarded_step(ctx, dispatcher, stats, stop)
+                resend_from_gone_workers(ctx, dispatcher, name)
             except FencingError as exc:
                 stats.requeued += dispatcher.requeue_drained()
                 stats.errors.append(str(exc))
@@ -218,6 +219,31 @@ def guarded_step(ctx: EngineContext, dispatcher: CeleryDispatcher, stats: Leader
     stats.dispatched += report.dispatched
 
 
+def resend_from_gone_workers(ctx: EngineContext, dispatcher: CeleryDispatcher, name: str) -> int:
+    """Tries held by workers that stopped beating are sent again now (not at lease expiry),
+    and their dead deliveries leave the broker; returns how many tries were sent again."""
+    gone = dispatcher.take_gone_workers()
+    tries = {attempt: task for held in gone.values() for attempt, task in held.items()}
+    if not gone:
+        return 0
+    why = "worker gone"
+    try:
+        with fenced(ctx) as session:
+            given_up = resend_tries(session, tries, ctx.settings.max_tries, why)
+    except (DatabaseError, SQLAlchemyError) as exc:
+        log.warning("%s: tries of gone workers %s not sent again (%s); their leases will",
+                    name, sorted(gone), exc)
+        return 0
+    try:
+        forgotten = dispatcher.forget_deliveries(given_up)
+    except BROKER_ERRORS as exc:
+        forgotten = 0
+        log.warning("%s: dead deliveries not dropped from the broker (%s)", name, exc)
+    log.warning("%s: workers %s stopped beating; %s tries sent again, %s dead deliveries "
+                "dropped", name, sorted(gone), len(given_up), forgotten)
+    return len(given_up)
+
+
 def reconnect(dispatcher: CeleryDispatcher, stats: LeaderStats) -> None:
     """Reopen the results connection; unacknowledged results are put back for this leader."""
     try:
@@ -230,7 +256,7 @@ def reconnect(dispatcher: CeleryDispatcher, stats: LeaderStats) -> None:
 def write_heartbeats(ctx: EngineContext, dispatcher: CeleryDispatcher, name: str) -> None:
     """Record worker heartbeats and the scheduler's own, in one fenced transaction."""
     beats = [*dispatcher.take_heartbeats(),
-             scheduler_heartbeat(name, ctx.leader_epoch, package_versions())]
+             scheduler_heartbeat(name, ctx.leader_epoch, package_versions(), OWN_HEARTBEAT_S)]
     try:
         with session_scope(ctx.factory) as session:
             verify_epoch(session, ctx.leader_epoch)

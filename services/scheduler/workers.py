@@ -38,24 +38,29 @@ def record_heartbeats(session: Session, beats: list[Heartbeat],
     for beat in beats:
         if beat.worker not in latest or beat.sent_at >= latest[beat.worker].sent_at:
             latest[beat.worker] = beat
-    for beat in latest.values():
-        row = session.scalars(select(Worker).where(Worker.name == beat.worker)).one_or_none()
+    names = sorted({*latest, *(current or {})})
+    rows = {row.name: row for row in session.scalars(select(Worker).where(Worker.name.in_(names)))}
+    for beat in latest.values():  # one read for every worker that beat: a fleet beats often
+        row = rows.get(beat.worker)
         if row is None:
-            row = Worker(name=beat.worker, queue=beat.queue)
+            row = rows[beat.worker] = Worker(name=beat.worker, queue=beat.queue)
             session.add(row)
         row.queue, row.target, row.gpu_name = beat.queue, beat.target, beat.gpu_name
+        # the fleet view reads these beside the versions: how its runners confine submitted
+        # code, and the interval its silence is measured in
         row.versions = {**beat.versions,
-                        "holds_database_credentials": beat.holds_database_credentials}
+                        "holds_database_credentials": beat.holds_database_credentials,
+                        **({"isolation": beat.isolation} if beat.isolation else {}),
+                        **({"heartbeat_interval_s": beat.interval_s} if beat.interval_s else {})}
         row.last_heartbeat = datetime.fromtimestamp(beat.sent_at, UTC)
-    session.flush()
     for name, attempt_id in (current or {}).items():
-        row = session.scalars(select(Worker).where(Worker.name == name)).one_or_none()
-        if row is not None:
-            row.current_attempt_id = attempt_id
+        if name in rows:
+            rows[name].current_attempt_id = attempt_id
     return len(latest)
 
 
-def scheduler_heartbeat(name: str, epoch: int | None, versions: dict[str, str]) -> Heartbeat:
+def scheduler_heartbeat(name: str, epoch: int | None, versions: dict[str, str],
+                        interval_s: float = 0.0) -> Heartbeat:
     """The scheduler's own liveness row (queue "scheduler"), written while it leads."""
     return Heartbeat(worker=name, queue=SCHEDULER_QUEUE, target=None, gpu_name=None,
-                     versions={**versions, "leader_epoch": str(epoch)})
+                     versions={**versions, "leader_epoch": str(epoch)}, interval_s=interval_s)

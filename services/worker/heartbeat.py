@@ -19,14 +19,31 @@ from typing import Any
 
 from celery import signals
 
+from kernelband.config import get_settings
 from services.worker import messages
 from services.worker.app import DATABASE_URL_VARIABLE, app
 from services.worker.queues import target_of_queue
 
 log = logging.getLogger(__name__)
 
-HEARTBEAT_INTERVAL_S = float(os.environ.get("KERNELBAND_HEARTBEAT_INTERVAL_S", "10"))
 _stop = threading.Event()
+
+
+def heartbeat_interval_s() -> float:
+    """Seconds between heartbeats (Settings.heartbeat_interval_s, KERNELBAND_HEARTBEAT_INTERVAL_S):
+    the scheduler counts a worker gone after `Settings.worker_missed_beats` of them."""
+    return max(get_settings().heartbeat_interval_s, 0.1)
+
+
+def runner_isolation() -> str:
+    """How this node's runners confine submitted code (e.g. `jail:bwrap`, `weak:setuid`)."""
+    try:
+        from kernelband.sandbox.jail import isolation_level
+
+        return isolation_level()
+    except Exception as exc:  # noqa: BLE001 - the fleet view shows the failure, the worker runs on
+        log.warning("runner isolation level unknown: %s", exc)
+        return f"unknown:{type(exc).__name__}"
 
 
 def package_versions() -> dict[str, str]:
@@ -65,6 +82,8 @@ def build_heartbeat(worker: str, queues: list[str]) -> messages.Heartbeat:
         gpu_name=gpu_name() if targets else None,
         versions=package_versions(),
         holds_database_credentials=DATABASE_URL_VARIABLE in os.environ,
+        interval_s=heartbeat_interval_s(),
+        isolation=runner_isolation(),
     )
 
 
@@ -76,7 +95,7 @@ def _beat_forever(worker: str, queues: list[str]) -> None:
                 messages.publish(connection, replace(beat, sent_at=time.time()))
         except Exception as exc:  # noqa: BLE001 - a missed beat must not kill the worker
             log.warning("heartbeat not sent: %s", exc)
-        _stop.wait(HEARTBEAT_INTERVAL_S)
+        _stop.wait(beat.interval_s)
 
 
 @signals.worker_ready.connect

@@ -60,6 +60,10 @@ class Heartbeat:
     gpu_name: str | None
     versions: dict[str, str]
     holds_database_credentials: bool = False
+    # seconds between this worker's heartbeats (0: not said; the scheduler assumes its own
+    # setting) and how its runners confine submitted code (`sandbox.jail.isolation_level`)
+    interval_s: float = 0.0
+    isolation: str = ""
     sent_at: float = field(default_factory=time.time)
     type: str = "heartbeat"
 
@@ -75,6 +79,8 @@ class Heartbeat:
             gpu_name=data.get("gpu_name"),
             versions={str(k): str(v) for k, v in dict(data.get("versions", {})).items()},
             holds_database_credentials=bool(data.get("holds_database_credentials", False)),
+            interval_s=float(data.get("interval_s") or 0.0),
+            isolation=str(data.get("isolation") or ""),
             sent_at=float(data.get("sent_at", 0.0)),
         )
 

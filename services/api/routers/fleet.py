@@ -16,8 +16,7 @@ from services.api.conditional import (
 )
 from services.api.deps import BearerToken, DbDep
 from services.api.errors import ERROR_RESPONSES
-from services.api.fleet import queue_depths
-from services.api.schemas import FleetOut, WorkerOut
+from services.api.fleet import FleetView, fleet_worker, local_worker, queue_depths
 
 router = APIRouter(prefix="/v1/fleet", tags=["fleet"], responses=ERROR_RESPONSES)
 
@@ -25,16 +24,17 @@ router = APIRouter(prefix="/v1/fleet", tags=["fleet"], responses=ERROR_RESPONSES
 @router.get(
     "",
     summary="Workers and queue depths",
-    description="Every worker with its last heartbeat (and its age) and current attempt; the "
-    "depth of each queue, from the broker (Redis LLEN) when one is configured, else from "
-    "pending attempts. Send the `ETag` of the last answer in `If-None-Match` to get 304 while "
-    "no heartbeat arrived and no depth changed (ages aside: compute them from "
-    "`last_heartbeat`).",
-    response_model=FleetOut,
+    description="Every worker and scheduler with its last heartbeat (and its age), current "
+    "attempt, runner isolation level and status (`gone` once silent for `gone_after_s`, with "
+    "`gone_at`); the depth of each queue, from the broker (Redis LLEN) when one is "
+    "configured, else from pending attempts. Send the `ETag` of the last answer in "
+    "`If-None-Match` to get 304 while no heartbeat arrived and no depth changed (ages and "
+    "status aside: compute them from `last_heartbeat` and `gone_at`).",
+    response_model=FleetView,
     responses=NOT_MODIFIED,
 )
 def fleet(request: Request, response: Response, token: BearerToken,
-          db: DbDep) -> FleetOut | Response:
+          db: DbDep) -> FleetView | Response:
     local = request.app.state.local_workers() if request.app.state.local_workers else []
     with session_scope(db) as session:
         authenticate(session, token)  # in this session: one connection per poll
@@ -44,13 +44,7 @@ def fleet(request: Request, response: Response, token: BearerToken,
                         [w.model_dump(exclude={"heartbeat_age_s"}) for w in local])
         if is_current(request, tag):
             return not_modified(tag)
-        workers = [
-            WorkerOut(
-                name=w.name, queue=w.queue, target=w.target, gpu_name=w.gpu_name,
-                heartbeat_age_s=round(queries.age_s(w.last_heartbeat) or 0.0, 3),
-                last_heartbeat=w.last_heartbeat, current_attempt_id=w.current_attempt_id,
-            )
-            for w in queries.workers(session)
-        ]
+        settings = request.app.state.settings
+        workers = [fleet_worker(w, settings) for w in queries.workers(session)]
         tag_response(response, tag)
-        return FleetOut(workers=workers + local, queues=queues)
+        return FleetView(workers=workers + [local_worker(w) for w in local], queues=queues)
