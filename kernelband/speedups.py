@@ -14,8 +14,6 @@ from typing import Any, Protocol
 
 from kernelband.profile.paired import PairedSpeedup
 
-# The keys of PairedSpeedup.to_dict(); a stored row keeps them as `speedup`, `speedup_low`, ...
-PAIRED_KEYS = ("point", "low", "high", "rounds", "method", "baseline")
 NOT_MEASURED = "not measured"
 ORIGINAL_METHOD = "the original kernel itself"  # the original as a track's best: 1.0 by definition
 

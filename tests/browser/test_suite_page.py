@@ -53,6 +53,7 @@ def test_suite_page_shows_metrics_chart_problems_and_failures(page: Any,
     row = "#metrics-table tr[data-policy='kernelband'] "
     assert page.inner_text(row + ".correct-pct") == "100.0%"
     assert page.inner_text(row + ".fast1-pct") == "50.0%"
+    assert page.inner_text(row + ".fast1-point-pct") == "50.0%"  # the point rule, beside it
     assert page.inner_text(row + ".geomean-correct") == "1.000x"  # sqrt(2.0 * 0.5)
     random_row = "#metrics-table tr[data-policy='random'] "
     assert page.inner_text(random_row + ".correct-pct") == "50.0%"
@@ -62,6 +63,7 @@ def test_suite_page_shows_metrics_chart_problems_and_failures(page: Any,
     assert "1 not correct" in page.inner_text("#suite-chart")
     assert page.evaluate("document.querySelectorAll('#problems-table tbody tr').length") == 4
     assert "original kernel failed on cpu" in page.inner_text("#problems-table")
+    assert "2.00x estimated" in page.inner_text("#problems-table")  # estimates: no interval
     failures = page.inner_text("#failures-table")
     assert "broken" in failures and "no editable region" in failures
     assert page.inner_text("#suite-status") == "finished"
