@@ -32,8 +32,8 @@ from kernelband.evaluate.verified_timing import TimingRejected
 from kernelband.problem.model import KernelProblem
 from kernelband.profile.measure import MeasureError, Measurement
 from kernelband.profile.paired import paired_speedup
-from kernelband.sandbox.limits import SandboxLimits
-from kernelband.sandbox.session import RunnerSession, SessionError
+from kernelband.sandbox.limits import SandboxLimits, SandboxResult
+from kernelband.sandbox.session import CLOCK_TICKS, RunnerSession, SessionError
 
 RUNNER_TARGET = "kernelband.runner.timing:serve_task"
 FORGED_SLACK_MS = 0.05  # the runner's clock starts after ours; more than this is not jitter
@@ -56,11 +56,22 @@ class PairedConfig:
     command_timeout_s: float = 120.0
     load_timeout_s: float = 600.0
     seed: int | None = None  # the judge's draws (input seeds, checked rounds); None: fresh
+    # "wall": the judge's perf_counter around each batch (GPU). "cpu": the CPU time the OS
+    # charged to the runner's processes during the batch, read by the judge from /proc (the
+    # interpreter on a shared host, where wall time measures the host's load, not the calls)
+    clock: str = "wall"
+
+    def __post_init__(self) -> None:
+        if self.clock not in ("wall", "cpu"):
+            raise ValueError(f"clock must be 'wall' or 'cpu', not {self.clock!r}")
+        if self.rounds < 3:
+            raise ValueError(f"rounds={self.rounds}: a paired interval needs at least 3 rounds")
 
     @property
     def how(self) -> str:
         calls = "CUDA graph replays" if self.graphs else "launches"
-        return f"judge clock around batches of {calls}, ABBA rounds, two runners"
+        clock = "judge clock" if self.clock == "wall" else "runner CPU time read by the judge from /proc"
+        return f"{clock} around batches of {calls}, ABBA rounds, two runners"
 
 
 @dataclass
@@ -75,6 +86,9 @@ class PairedRun:
     case_candidate_ms: dict[str, list[float]] = field(default_factory=dict)
     verified_rounds: int = 0
     verifiable: bool = True
+    # what each runner said its batches took, over what the judge saw (kept only as evidence)
+    claimed_ms: dict[str, float] = field(default_factory=lambda: {"original": 0.0, "candidate": 0.0})
+    judged_ms: dict[str, float] = field(default_factory=lambda: {"original": 0.0, "candidate": 0.0})
     parts_s: dict[str, float] = field(default_factory=dict)
 
 
@@ -90,8 +104,8 @@ class Runner:
     def closed(self) -> bool:
         return self.session.closed is not None
 
-    def close(self) -> None:
-        self.session.close()
+    def close(self) -> SandboxResult:
+        return self.session.close()
 
 
 def start_runner(problem: KernelProblem, editable: str | None, device: str, config: PairedConfig,
@@ -120,6 +134,9 @@ class _Pair:
     def __init__(self, original: Runner, candidate: Runner, config: PairedConfig) -> None:
         self.runners = {"original": original, "candidate": candidate}
         self.config = config
+        self.committed: dict[str, Any] = {}  # role -> the fingerprint its last batch reported
+        self.claimed_ms = {role: 0.0 for role in self.runners}
+        self.judged_ms = {role: 0.0 for role in self.runners}
 
     def ask(self, role: str, command: dict[str, Any], timeout_s: float | None = None) -> tuple[dict[str, Any], float]:
         """Send `command` to one runner (the other paused); (reply, judge wall ms)."""
@@ -135,14 +152,23 @@ class _Pair:
             raise TimingRejected(reason, f"the {role}'s runner refused {command['cmd']}: {reply.value.get('error')}")
         return reply.value, reply.wall_s * 1e3
 
-    def batch(self, role: str, case: str, k: int) -> float:
+    def batch(self, role: str, case: str, k: int, salt: int | None = None) -> float:
         """One timed batch; the judge's ms per call. Cross-checks the runner's own figure."""
-        reply, wall_ms = self.ask(role, {"cmd": "run_batch", "case": case, "k": k})
+        session = self.runners[role].session
+        cpu_before = session.cpu_seconds() if self.config.clock == "cpu" else 0.0
+        reply, wall_ms = self.ask(role, {"cmd": "run_batch", "case": case, "k": k, "salt": salt})
+        cpu_ms = (session.cpu_seconds() - cpu_before) * 1e3 if self.config.clock == "cpu" else 0.0
+        self.committed[role] = reply.get("fingerprint")
         claimed = reply.get("runner_ms")
         if role == "candidate" and (not isinstance(claimed, int | float) or not math.isfinite(claimed)
                                     or claimed > wall_ms + FORGED_SLACK_MS):
             raise TimingRejected("timing_forged", f"the candidate's runner reported {claimed!r} ms for a batch "
                                  f"the judge timed at {wall_ms:.3f} ms; its figures are not believable")
+        if isinstance(claimed, int | float):
+            self.claimed_ms[role] += float(claimed)
+        self.judged_ms[role] += wall_ms
+        if self.config.clock == "cpu":  # clock ticks: a batch charged nothing took under one
+            return max(cpu_ms, 1e3 / CLOCK_TICKS / 2) / k
         return wall_ms / k
 
     def prepare(self, cases: Sequence[str], seed: int) -> None:
@@ -169,6 +195,7 @@ def _verify(pair: _Pair, problem: KernelProblem, case: str, round_no: int) -> No
     import torch
 
     from kernelband.evaluate.compare import compare_results
+    from kernelband.runner.timing import fingerprint
 
     loaded = {}
     for role, runner in pair.runners.items():
@@ -180,6 +207,12 @@ def _verify(pair: _Pair, problem: KernelProblem, case: str, round_no: int) -> No
             raise TimingRejected(f"timing_output_not_plain:round={round_no}", f"the {role}'s output of "
                                  f"{case} could not be read as plain tensors ({type(exc).__name__}); "
                                  "return tensors, lists, tuples or numbers") from exc
+        committed = pair.committed.get(role)
+        if role == "candidate" and not (isinstance(committed, float) and math.isclose(
+                committed, fingerprint(loaded[role]), rel_tol=1e-6, abs_tol=1e-9)):
+            raise TimingRejected(f"timing_output_not_from_batch:round={round_no}", f"the output saved "
+                                 f"for {case} is not the one the timed batch ended with; a timed call's "
+                                 "result must be the result of that call")
     if found := compare_results(loaded["original"], loaded["candidate"], problem.tolerance):
         raise TimingRejected(f"timing_output_mismatch:round={round_no},case={case}",
                              f"a timed call of {case} (round {round_no}) returned a wrong result "
@@ -204,19 +237,26 @@ def time_pair(problem: KernelProblem, pair: _Pair, config: PairedConfig, rng: ra
         pair.prepare(cases, rng.randrange(1, 1 << 30))
         order = ("original", "candidate") if round_no % 2 == 0 else ("candidate", "original")
         start = time.perf_counter()
+        checked = rng.choice(cases)  # drawn now, revealed only after both batches replied
+        commitments: dict[str, Any] = {}
         for case in cases:
+            salt = rng.randrange(1 << 30)
             for role in order:
-                per_call = pair.batch(role, case, run.batch[case])
+                per_call = pair.batch(role, case, run.batch[case], salt)
                 (run.case_original_ms if role == "original" else run.case_candidate_ms)[case].append(per_call)
+            if case == checked:
+                commitments = dict(pair.committed)
         timed_s += time.perf_counter() - start
         run.original_ms.append(sum(run.case_original_ms[c][-1] for c in cases))
         run.candidate_ms.append(sum(run.case_candidate_ms[c][-1] for c in cases))
         if run.verifiable and (round_no == config.rounds - 1 or rng.random() < config.verify_fraction):
             start = time.perf_counter()
-            _verify(pair, problem, rng.choice(cases), round_no)
+            pair.committed = commitments
+            _verify(pair, problem, checked, round_no)
             run.verified_rounds += 1
             verify_s += time.perf_counter() - start
     pair.pause_both()
+    run.claimed_ms, run.judged_ms = pair.claimed_ms, pair.judged_ms
     run.parts_s["timed_rounds"] = timed_s
     run.parts_s["verify"] = verify_s
     return run
@@ -315,8 +355,10 @@ def paired_measurement(problem: KernelProblem, run: PairedRun, *, device_name: s
     return Measurement(
         "measured", speedup.method, device_name, target, baseline / speedup.point, case_times,
         cv=cv, noisy=speedup.high / speedup.low > 1.2, paired_ratio=1.0 / speedup.point,
-        checks={"verified_rounds": run.verified_rounds, "rounds": len(run.original_ms),
-                "batch": dict(run.batch), "parts_s": {k: round(v, 4) for k, v in run.parts_s.items()}},
+        checks={"baseline_ms": baseline, "verified_rounds": run.verified_rounds, "rounds": len(run.original_ms),
+                "batch": dict(run.batch), "parts_s": {k: round(v, 4) for k, v in run.parts_s.items()},
+                "runner_claims": {role: round(run.claimed_ms[role] / run.judged_ms[role], 4)
+                                  for role in run.judged_ms if run.judged_ms[role] > 0}},
         speedup=speedup,
     )
 

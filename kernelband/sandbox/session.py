@@ -26,14 +26,16 @@ from typing import Any
 
 from kernelband.sandbox import pool
 from kernelband.sandbox.limits import SandboxLimits, SandboxResult, default_triton_cache_dir
-from kernelband.sandbox.watch import kill_session, session_usage
+from kernelband.sandbox.watch import kill_session, session_members, session_usage
 
 COMMANDS_FIFO = "commands.fifo"
 REPLIES_FIFO = "replies.fifo"
 MAX_REPLY_BYTES = 1 << 20  # replies are small; bulk data goes through files
 STDERR_TAIL_BYTES = 4000
 CLOSE_TIMEOUT_S = 30.0
-WATCH_EVERY_S = 0.5  # memory and process-count look, at most this often during a command
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+WATCH_EVERY_S = 0.5
+PAUSE_WAIT_S = 0.1  # memory and process-count look, at most this often during a command
 
 
 class SessionError(RuntimeError):
@@ -157,12 +159,27 @@ class RunnerSession:
         tail = result.stderr_tail.strip().splitlines()[-1:] if result.stderr_tail.strip() else []
         raise SessionError(reason, message + (f" ({tail[0]})" if tail else ""))
 
+    def cpu_seconds(self) -> float:
+        """CPU time the kernel has charged to the runner's session so far (every process and
+        thread, exited threads included): a clock the runner cannot rewrite."""
+        total = 0
+        for fields in _members_stat(self.handle.pid):
+            total += int(fields[11]) + int(fields[12])  # utime, stime (whole thread group)
+        return total / CLOCK_TICKS
+
     def pause(self) -> None:
-        """Stop every process of the runner's session (SIGSTOP to its process group)."""
+        """Stop every process of the runner's session (SIGSTOP to its process group); returns
+        once they are stopped, since the signal is delivered asynchronously."""
         if not self.paused and self.closed is None:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(self.handle.pid, signal.SIGSTOP)
             self.paused = True
+            deadline = time.monotonic() + PAUSE_WAIT_S
+            while not self._all_stopped() and time.monotonic() < deadline:
+                time.sleep(0.0002)
+
+    def _all_stopped(self) -> bool:
+        return all(fields[0] in ("T", "t") for fields in _members_stat(self.handle.pid))
 
     def resume(self) -> None:
         if self.paused and self.closed is None:
@@ -220,6 +237,19 @@ class RunnerSession:
         status = self.handle.status_r
         if status is not None:
             select.select([status], [], [], 10.0)
+
+
+def _members_stat(sid: int) -> list[list[str]]:
+    """/proc/PID/stat fields (from the state on) of every live process of the session."""
+    found = []
+    for pid, _ in session_members(sid):
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as f:
+                raw = f.read().decode(errors="replace")
+        except OSError:
+            continue  # it ended meanwhile
+        found.append(raw[raw.rfind(")") + 2 :].split())
+    return found
 
 
 def _result(raw: bytes, reason: str, session: RunnerSession) -> SandboxResult:

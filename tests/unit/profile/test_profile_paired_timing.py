@@ -1,0 +1,156 @@
+"""Paired timing in two runners on the CPU interpreter: the judge's clock decides every number.
+
+The host is shared (wall time there measures its load), so these runs use the CPU time the OS
+charges to each runner, read by the judge from /proc: a clock outside the runner, like the
+judge's wall clock on a GPU. The tests assert what must hold: an A/A interval contains 1.0, a
+candidate doing the work twice is significantly slower, and nothing a candidate does inside its
+own process (its timers, its replies, threads meant to slow the original) buys it a speedup.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from kernelband.evaluate.verified_timing import TimingRejected
+from kernelband.problem import load_problem
+from kernelband.problem.model import KernelProblem
+from kernelband.profile.measure import Measurement
+from kernelband.profile.paired_timing import ORIGINALS, PairedConfig, measure_speedup
+
+FIXTURE = Path(__file__).parent / "fixtures" / "paired_problem.py"
+CONFIG = PairedConfig(rounds=12, batch_ms=80.0, seed=7, clock="cpu")
+LAUNCH = "    double_kernel[(triton.cdiv(x.numel(), 64),)](x, out, x.numel(), BLOCK=64)\n"
+
+
+@pytest.fixture(scope="module")
+def problem() -> Iterator[KernelProblem]:
+    yield load_problem(FIXTURE.read_text(), "native", "paired_double")
+    ORIGINALS.close_all()
+
+
+def _measure(problem: KernelProblem, editable: str | None, config: PairedConfig = CONFIG) -> Measurement:
+    return measure_speedup(problem, editable, "cpu", target="cpu", device_name="host", config=config)
+
+
+def _with_prelude(problem: KernelProblem, prelude: str) -> str:
+    """The original region with `prelude` run when the candidate module is imported."""
+    return prelude + "\n" + problem.editable
+
+
+def test_original_against_itself_gives_an_interval_containing_one(problem: KernelProblem) -> None:
+    # A 95% interval misses the truth in about 1 run of 20 by construction: one repeat allowed.
+    results = []
+    for seed in (7, 8):
+        measured = _measure(problem, None, replace(CONFIG, seed=seed))
+        assert measured.speedup is not None
+        results.append(measured.speedup)
+        if measured.speedup.contains_one:
+            break
+    speedup = results[-1]
+    assert speedup.contains_one, [s.describe() for s in results]
+    assert speedup.describe().endswith("no significant speedup")
+    assert speedup.rounds == CONFIG.rounds and speedup.baseline == "original"
+    assert measured.label == "measured" and "not kernel timings" in measured.method
+    assert measured.time_ms == pytest.approx(
+        measured.checks["baseline_ms"] / speedup.point)
+    assert measured.checks["verified_rounds"] >= 1
+
+
+def test_a_candidate_doing_the_work_twice_is_significantly_slower(problem: KernelProblem) -> None:
+    twice = problem.editable.replace(LAUNCH, LAUNCH + LAUNCH)
+    assert twice != problem.editable
+    measured = _measure(problem, twice)
+    assert measured.speedup is not None
+    assert measured.speedup.high < 1.0, measured.speedup.describe()
+    assert 0.25 < measured.speedup.point < 0.8
+    assert measured.time_ms > measured.checks["baseline_ms"]
+
+
+FORGER = '''
+import json as _json
+import time as _time
+import torch as _torch
+
+_real = _time.perf_counter
+_time.perf_counter = lambda: _real() / 5.0  # every clock of this process runs 5x slow
+_torch.cuda.Event = type("Event", (), {"elapsed_time": lambda self, other: 0.001})
+_dumps = _json.dumps
+def _forged(obj, *args, **kwargs):
+    if isinstance(obj, dict) and "runner_ms" in obj:
+        obj = {**obj, "runner_ms": obj["runner_ms"] / 5.0}
+    return _dumps(obj, *args, **kwargs)
+_json.dumps = _forged
+'''
+
+
+def test_a_candidate_rewriting_its_timers_and_replies_gains_nothing(problem: KernelProblem) -> None:
+    measured = _measure(problem, _with_prelude(problem, FORGER))
+    assert measured.speedup is not None
+    # the forgery happened: the runner claimed a fifth of the time the judge saw ...
+    assert measured.checks["runner_claims"]["candidate"] < 0.25
+    assert measured.checks["runner_claims"]["original"] > 0.5
+    # ... and the stored speedup is the judge's: the same kernel, nowhere near the claimed 5x
+    assert measured.speedup.point < 1.5 and measured.speedup.low < 1.2, measured.speedup.describe()
+    assert measured.time_ms > measured.checks["baseline_ms"] / 1.5
+
+
+def test_a_runner_claiming_more_time_than_the_judge_saw_is_rejected(problem: KernelProblem) -> None:
+    inflate = FORGER.replace('obj["runner_ms"] / 5.0', 'obj["runner_ms"] * 50.0 + 1000.0')
+    with pytest.raises(TimingRejected) as info:
+        _measure(problem, _with_prelude(problem, inflate))
+    assert info.value.reason == "timing_forged"
+
+
+SLOWER = '''
+import threading as _threading
+import time as _time
+
+def _spin():
+    while True:  # would take the original's cores whenever this process may run
+        _time.perf_counter()
+
+for _ in range(2):
+    _threading.Thread(target=_spin, daemon=True).start()
+'''
+
+
+def test_a_candidate_cannot_slow_the_original_from_its_own_process(problem: KernelProblem) -> None:
+    measured = _measure(problem, _with_prelude(problem, SLOWER), replace(CONFIG, rounds=6))
+    assert measured.speedup is not None
+    assert not measured.speedup.significant, measured.speedup.describe()
+
+
+def test_a_wrong_timed_result_is_rejected_by_the_judge(problem: KernelProblem) -> None:
+    wrong = problem.editable.replace("2 * tl.load", "3 * tl.load")
+    with pytest.raises(TimingRejected) as info:
+        _measure(problem, wrong, PairedConfig(rounds=3, batch_ms=10.0, seed=1, clock="cpu"))
+    assert info.value.reason.startswith("timing_output_mismatch:")
+
+
+def test_the_idle_runner_is_stopped_while_the_other_is_timed(problem: KernelProblem) -> None:
+    from kernelband.profile.paired_timing import start_runner
+    from kernelband.sandbox.watch import session_members
+
+    runner = start_runner(problem, _with_prelude(problem, SLOWER), "cpu", CONFIG, None)
+    try:
+        runner.session.pause()
+        states = [_state(pid) for pid, _ in session_members(runner.session.pid)]
+        assert states and set(states) == {"T"}, states
+        before = runner.session.cpu_seconds()
+        time.sleep(0.5)  # its spinning threads are stopped too: no CPU time is charged
+        assert runner.session.cpu_seconds() == before
+        runner.session.resume()
+        assert "T" not in {_state(pid) for pid, _ in session_members(runner.session.pid)}
+    finally:
+        result = runner.close()
+    assert result.ok, result.message
+
+
+def _state(pid: int) -> str:
+    raw = Path(f"/proc/{pid}/stat").read_text()
+    return raw[raw.rfind(")") + 2 :].split()[0]
