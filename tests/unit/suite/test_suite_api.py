@@ -78,6 +78,9 @@ def test_suite_lifecycle(client: TestClient, sqlite_factory: sessionmaker[Sessio
     assert set(metrics) == {"kernelband", "random"}
     assert sum(m["problems"] for m in metrics.values()) == 4
     assert all(m["label"] == "estimated" for m in metrics.values())
+    assert all("fast1_point_pct" in m for m in metrics.values())
+    texts = sorted(p["speedup_text"] for p in report["problems"])
+    assert texts == ["0.50x estimated", "1.00x estimated", "2.00x estimated", "not measured"]
 
     exported = client.get(f"/v1/suites/{data['suite_id']}/export?format=csv", headers=auth)
     rows = list(csv.DictReader(io.StringIO(exported.text)))
