@@ -172,7 +172,8 @@ def outcome_table(outcome: JobOutcome) -> Table:
     resumed = " (resumed after an interrupted run)" if outcome.resumed else ""
     table = Table(title=f"job {outcome.job_id}{resumed}: {outcome.status} in {outcome.wall_s:.1f}s; "
                         f"tokens {outcome.tokens}; cost {cost}")
-    for column in ("target", "status", "speedup", "label", "ms: original -> best", "held-out"):
+    for column in ("target", "status", "speedup [95% interval]", "label", "ms: original -> best",
+                   "held-out"):
         table.add_column(column, no_wrap=True)  # labels must never be cut off
     for t in outcome.tracks:
         table.add_row(t.target, t.status, t.speedup_text, t.label or "-",
