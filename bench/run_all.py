@@ -14,7 +14,14 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from bench import api_load, corpus, fleet_scaling, generation_loop, scheduler_throughput
+from bench import (
+    api_load,
+    corpus,
+    fleet_scaling,
+    generation_loop,
+    jail_startup,
+    scheduler_throughput,
+)
 from bench.common import (
     RESULTS_DIR,
     ROOT,
@@ -113,6 +120,8 @@ def main(argv: list[str] | None = None) -> None:
     evaluator = timed("evaluator overhead", lambda: run_evaluator_overhead(rerun) or {})
     loop = timed("generation loop (SIMULATED model)", lambda: generation_loop.main(quick))
     write_section("generation-loop", generation_loop.section(loop))
+    jailed = timed("jail start-up", lambda: jail_startup.measure(args.quick))
+    write_section("jail-startup", jail_startup.section(jailed))
     if not (args.skip_corpus or args.quick):
         # writes its own section; prints a skip message where ../shared/corpus is absent
         timed("corpus acceptance", lambda: {"exit": corpus.main([])})

@@ -205,6 +205,8 @@ def jail_argv(command: list[str], workdir: str, env: Mapping[str, str], *,
     `workdir` and `writable` are bound read-write at their own paths (they must exist); `caps`
     (zygote only) are kept inside its user namespace, never on the host; `ids` (uid, gid)
     override the jail user's (the zygote runs as 0 there to give each run its namespaces).
+    Start it with an empty environment (`env={}`): bwrap's own pid 1 inside the jail, which the
+    jailed code can see, keeps bwrap's environment.
     """
     binary = bwrap_binary()
     if binary is None:

@@ -229,10 +229,18 @@ def forks_warm(limits: SandboxLimits) -> bool:
 
 
 def spawn(request_path: str, limits: SandboxLimits, workdir: str,
-          jailed: bool = False) -> ChildHandle:
-    """Warm when asked and possible, else cold (with a logged reason); `jailed`: in the jail
-    (kernelband/sandbox/jail.py), the zygote's runs each in their own namespaces."""
-    if forks_warm(limits):
+          jailed: bool | None = None) -> ChildHandle:
+    """Warm when asked and possible, else cold (with a logged reason). `jailed` (None: as the
+    limits and the node decide, `jail.jailed`): in the jail (kernelband/sandbox/jail.py); a
+    jailed run forks warm only when its work dir lies in `jail.runs_parent()`, the one folder
+    the jailed zygote sees, and otherwise starts cold with only its work dir bound."""
+    if jailed is None:
+        jailed = jail.jailed(limits.isolation) and not limits.profiled
+    outside = jailed and os.path.dirname(os.path.abspath(workdir)) != jail.runs_parent()
+    if outside and limits.warm:
+        log.info("sandbox: work dir %s is outside %s; this jailed run starts cold", workdir,
+                 jail.runs_parent())
+    if forks_warm(limits) and not outside:
         with _zygotes_lock:
             key = (limits.interpret, limits.profiled, jailed, limits.user if jailed else "")
             zygote = _zygotes.setdefault(key, Zygote(*key))
