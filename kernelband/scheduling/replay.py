@@ -10,25 +10,28 @@ state the leader held: the RNG advances as it did, and pending decisions and rew
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from kernelband.bandit import FrontierEntry, PolicyState
+from kernelband.bandit.policy import Policy
 from kernelband.bandit.types import Decision
-from kernelband.db.models import Candidate, Event, Job, Measurement, Track
-from kernelband.scheduling.state import frontier_entry, policy_for
+from kernelband.db.models import Candidate, Event, Measurement, Track
+
+EntryOf = Callable[[Candidate, Measurement], FrontierEntry]  # `state.frontier_entry`
 
 log = logging.getLogger(__name__)
 
 STATE_EVENTS = ("pull_selected", "pull_finished")
 
 
-def replay_events(session: Session, track: Track, state: PolicyState,
-                  after_seq: int) -> tuple[PolicyState, int]:
+def replay_events(session: Session, track: Track, state: PolicyState, after_seq: int,
+                  policy: Policy, entry_of: EntryOf) -> tuple[PolicyState, int]:
     """`state`, stored when the job's last event was `after_seq`, with the track's later pulls
-    selected and finished applied in order; returns it and how many events were applied."""
+    selected and finished applied in order by its job's `policy`; returns it and how many
+    events were applied."""
     rows = session.execute(
         select(Event.kind, Event.payload)
         .where(Event.job_id == track.job_id, Event.seq > after_seq,
@@ -39,8 +42,7 @@ def replay_events(session: Session, track: Track, state: PolicyState,
         return state, 0
     measured = [int(p["candidate"]) for kind, p in mine
                 if kind == "pull_finished" and p.get("outcome") == "measured"]
-    entries = measured_entries(session, measured)
-    policy = policy_for(session.get_one(Job, track.job_id))
+    entries = measured_entries(session, measured, entry_of)
     for kind, payload in mine:
         if kind == "pull_selected":
             decision, state = policy.select(state)
@@ -65,7 +67,8 @@ def keep_recorded(state: PolicyState, replayed: Decision, recorded: Decision,
     return state
 
 
-def measured_entries(session: Session, candidate_ids: Sequence[int]) -> dict[int, FrontierEntry]:
+def measured_entries(session: Session, candidate_ids: Sequence[int],
+                     entry_of: EntryOf) -> dict[int, FrontierEntry]:
     """The frontier entry of each measured candidate, from its first measurement (the one its
     pull was rewarded with; later re-measurements do not change the frontier)."""
     if not candidate_ids:
@@ -75,7 +78,7 @@ def measured_entries(session: Session, candidate_ids: Sequence[int]) -> dict[int
         .where(Candidate.id.in_(sorted(set(candidate_ids)))).order_by(Measurement.id)).all()
     entries: dict[int, FrontierEntry] = {}
     for candidate, measurement in rows:
-        entries.setdefault(candidate.id, frontier_entry(candidate, measurement))
+        entries.setdefault(candidate.id, entry_of(candidate, measurement))
     return entries
 
 

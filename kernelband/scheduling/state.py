@@ -27,6 +27,7 @@ from kernelband.bandit.policy import Policy
 from kernelband.db.json_rows import insert_rows
 from kernelband.db.models import Candidate, FrontierRow, Job, Measurement, Track
 from kernelband.scheduling.events import last_seq
+from kernelband.scheduling.replay import replay_events
 from kernelband.scheduling.state_cache import (
     cached_state,
     note_write_back,
@@ -84,9 +85,9 @@ def load_state(track: Track, shared: bool = False) -> PolicyState:
     state = PolicyState.from_dict({**stored, "frontier": list(session.scalars(query))})
     if stored.get(EVENT_SEQ) is None:
         return state  # written with every change: nothing to replay
-    from kernelband.scheduling.replay import replay_events  # replay reads with this module
-
-    state, replayed = replay_events(session, track, state, int(stored[EVENT_SEQ]))
+    policy = policy_for(session.get_one(Job, track.job_id))
+    state, replayed = replay_events(session, track, state, int(stored[EVENT_SEQ]), policy,
+                                    frontier_entry)
     if replayed:
         remember_state(session, track, state)  # cached as of this commit: no second replay
     return state

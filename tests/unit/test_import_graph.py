@@ -20,7 +20,6 @@ PACKAGES = ("kernelband", "services", "bench")
 KNOWN_CIRCLES: frozenset[frozenset[str]] = frozenset({
     frozenset({"kernelband.profile.gpu", "kernelband.profile.measure",
                "kernelband.profile.reference"}),
-    frozenset({"kernelband.scheduling.replay", "kernelband.scheduling.state"}),
 })
 
 Graph = dict[str, dict[str, int]]  # module -> imported module -> first line
