@@ -25,6 +25,7 @@ from services.api.openapi import install_openapi
 from services.api.problems import ProblemLoader, sandboxed_loader
 from services.api.routers import fleet, health, jobs, loop, results, suites, tokens
 from services.api.schemas import WorkerOut
+from services.api.sse import JobWatcher
 from services.api.suite_schemas import SuiteCreate
 from services.api.teams import register_bootstrap_token
 
@@ -83,6 +84,7 @@ def create_app(
     app.state.local_workers = local_workers
     app.state.metrics = ApiMetrics(lambda: app.state.session_factory)
     app.state.fast_poll = FastPoll(app)
+    app.state.job_watcher = JobWatcher(lambda: app.state.session_factory, settings.sse_poll_s)
     install_error_handlers(app)
     install_log_redaction()
     _install_middleware(app, _body_limit(settings))

@@ -27,7 +27,8 @@ HUNDRED_MB = 100 * 1024 * 1024
 def server(postgres_url: str, tmp_path_factory: pytest.TempPathFactory
            ) -> Iterator[tuple[str, ManagedProcess]]:
     logs = tmp_path_factory.mktemp("api-http")
-    with api_process(postgres_url, logs, KERNELBAND_BOOTSTRAP_TOKEN=BOOTSTRAP) as started:
+    with api_process(postgres_url, logs, KERNELBAND_BOOTSTRAP_TOKEN=BOOTSTRAP,
+                     KERNELBAND_SSE_HEARTBEAT_S="1") as started:
         yield started
 
 
@@ -134,3 +135,92 @@ def test_token_scopes_and_expiry_over_http(
         expired = http.get(f"/v1/jobs/{job_id}", headers=read)
         assert expired.status_code == 401 and expired.json()["error"] == "expired_token"
         assert http.post(f"/v1/jobs/{job_id}/cancel", headers=ADMIN).status_code == 200
+
+
+def _append_events(postgres_url: str, job_id: int, count: int, pause_s: float) -> None:
+    """What the scheduler does for a running job: numbered events, the job's version bumped
+    in the same transaction; the last one finishes the job."""
+    from sqlalchemy import update
+
+    from kernelband.db import make_engine, make_session_factory, session_scope
+    from kernelband.db.models import Event, Job
+
+    engine = make_engine(postgres_url)
+    factory = make_session_factory(engine)
+    with session_scope(factory) as session:
+        session.execute(update(Job).where(Job.id == job_id).values(status="running"))
+    for seq in range(1, count + 1):
+        time.sleep(pause_s)
+        last = seq == count
+        with session_scope(factory) as session:
+            session.add(Event(job_id=job_id, seq=seq, kind="job_finished" if last else "candidate",
+                              payload={"n": seq}))
+            values: dict[str, object] = {"version": Job.version + 1}
+            if last:
+                values["status"] = "completed"
+            session.execute(update(Job).where(Job.id == job_id).values(**values))
+    engine.dispose()
+
+
+def _read_stream(http: httpx.Client, path: str, last_id: int | None,
+                 stop_after: int | None) -> tuple[list[tuple[int, str]], int]:
+    """(id, event) pairs read from an event stream, and the heartbeats seen; stops (drops the
+    connection) after `stop_after` events, else reads to the end of the stream."""
+    headers = {**ADMIN, "Accept": "text/event-stream"}
+    if last_id is not None:
+        headers["Last-Event-ID"] = str(last_id)
+    got: list[tuple[int, str]] = []
+    beats, current = 0, {}
+    with http.stream("GET", path, headers=headers) as resp:
+        assert resp.status_code == 200, resp.read()
+        assert resp.headers["content-type"].startswith("text/event-stream")
+        for line in resp.iter_lines():
+            if line.startswith(": heartbeat"):
+                beats += 1
+            elif line.startswith(("id: ", "event: ")):
+                key, _, value = line.partition(": ")
+                current[key] = value
+            elif line == "" and "id" in current:
+                got.append((int(current["id"]), current["event"]))
+                current = {}
+                if stop_after is not None and len(got) >= stop_after:
+                    break
+    return got, beats
+
+
+def test_an_event_stream_delivers_every_event_in_order_and_resumes_without_loss(
+    server: tuple[str, ManagedProcess], postgres_url: str
+) -> None:
+    url, _ = server
+    with httpx.Client(base_url=url, timeout=60) as http:
+        job_id = http.post("/v1/jobs", json=_job_body(), headers=ADMIN).json()["id"]
+        writer = threading.Thread(target=_append_events, args=(postgres_url, job_id, 12, 0.15))
+        writer.start()
+        try:
+            path = f"/v1/jobs/{job_id}/events"
+            first, _ = _read_stream(http, path, None, stop_after=5)  # then the line drops
+            time.sleep(0.6)  # events keep arriving while the client is away
+            rest, _ = _read_stream(http, path, first[-1][0], stop_after=None)
+        finally:
+            writer.join()
+        assert [seq for seq, _ in first + rest] == list(range(1, 13))  # no loss, no repeat
+        assert rest[-1] == (12, "job_finished")
+        done = http.get(path, headers={**ADMIN, "Accept": "text/event-stream",
+                                       "Last-Event-ID": "12"})
+        assert done.status_code == 204  # an EventSource stops reconnecting
+        page = http.get(path, headers=ADMIN).json()  # the polled page is unchanged
+        assert [e["seq"] for e in page["events"]] == list(range(1, 13))
+
+
+def test_an_idle_event_stream_sends_heartbeats(server: tuple[str, ManagedProcess]) -> None:
+    url, _ = server
+    with httpx.Client(base_url=url, timeout=30) as http:
+        job_id = http.post("/v1/jobs", json=_job_body(), headers=ADMIN).json()["id"]
+        headers = {**ADMIN, "Accept": "text/event-stream"}
+        with http.stream("GET", f"/v1/jobs/{job_id}/events", headers=headers) as resp:
+            lines = []
+            for line in resp.iter_lines():
+                lines.append(line)
+                if line.startswith(": heartbeat"):
+                    break
+        assert lines[0] == "retry: 2000" and lines[-1] == ": heartbeat"

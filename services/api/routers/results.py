@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Path, Query, Request, Response
-from fastapi.responses import PlainTextResponse
+from fastapi.responses import PlainTextResponse, StreamingResponse
 
 from kernelband.db import session_scope
 from kernelband.db.models import CANDIDATE_STATUSES, Problem
@@ -33,6 +33,14 @@ from services.api.schemas import (
     EventPage,
     StageOut,
     Target,
+)
+from services.api.sse import (
+    EVENT_STREAM,
+    STREAM_HEADERS,
+    job_stream,
+    last_event_id,
+    read_job_events,
+    wants_stream,
 )
 from services.api.views import candidate_detail, candidate_out
 
@@ -150,31 +158,53 @@ def bandit_arms(job_id: JobId, target: Target, team: CurrentTeam, db: DbDep) -> 
 
 @router.get(
     "/events",
-    summary="Poll a job's events",
+    summary="A job's events: a page to poll, or a stream of server-sent events",
     description="Events with seq > after, oldest first. Poll again with after=next_after; "
     "has_more says a full page was returned and more are waiting. Send the `ETag` of the "
-    "last answer in `If-None-Match` to get 304 while the job has not changed.",
+    "last answer in `If-None-Match` to get 304 while the job has not changed.\n\n"
+    "With `Accept: text/event-stream` the answer is a stream instead: every event after "
+    "`after` (or after the `Last-Event-ID` header a reconnecting client sends), then each new "
+    "one as the scheduler commits it (`id:` its seq, `event:` its kind, `data:` the event as "
+    "JSON), a `: heartbeat` comment when idle, and the end of the stream after the event that "
+    "finishes the job. A finished job with nothing left to send answers 204.",
     response_model=EventPage,
-    responses=NOT_MODIFIED,
+    responses={**NOT_MODIFIED, 200: {"content": {EVENT_STREAM: {}}, "description": (
+        "A page of events (JSON), or the event stream when asked for")},
+        204: {"description": "Stream asked for, the job finished and every event was sent."}},
 )
 def list_events(
     job_id: JobId, token: BearerToken, db: DbDep, request: Request, response: Response,
     after: Annotated[int, Query(ge=0, le=MAX_ID, description="Return events with a larger seq.")] = 0,
     limit: Annotated[int, Query(ge=1, le=EVENTS_LIMIT_MAX)] = EVENTS_LIMIT_DEFAULT,
 ) -> EventPage | Response:
+    streaming = wants_stream(request.headers.get("accept"))
     with session_scope(db) as session:
         _, version = authenticate_for_job(session, token, job_id)
         tag = etag("events", job_id, queries.found_version(job_id, version), after, limit)
-        if is_current(request, tag):
-            return not_modified(tag)
-        events, more = queries.events_after(session, job_id, after, limit)
-        tag_response(response, tag)
-        return EventPage(
-            events=[EventOut(seq=e.seq, kind=e.kind, payload=e.payload, created_at=e.created_at)
-                    for e in events],
-            next_after=events[-1].seq if events else after,
-            has_more=more,
-        )
+        if not streaming:
+            if is_current(request, tag):
+                return not_modified(tag)
+            events, more = queries.events_after(session, job_id, after, limit)
+            tag_response(response, tag)
+            return EventPage(
+                events=[EventOut(seq=e.seq, kind=e.kind, payload=e.payload,
+                                 created_at=e.created_at) for e in events],
+                next_after=events[-1].seq if events else after,
+                has_more=more,
+            )
+    return _event_stream(request, db, job_id, after)  # its session comes after this one
+
+
+def _event_stream(request: Request, db: DbDep, job_id: int, after: int) -> Response:
+    """The job's event stream from `after` (or Last-Event-ID); 204 when there is nothing left."""
+    start = last_event_id(request.headers.get("last-event-id"), after)
+    events, _, finished, _ = read_job_events(db, job_id, start)
+    if finished and not events:
+        return Response(status_code=204)
+    settings = request.app.state.settings
+    stream = job_stream(db, request.app.state.job_watcher, job_id, start,
+                        settings.sse_heartbeat_s)
+    return StreamingResponse(stream, media_type=EVENT_STREAM, headers=STREAM_HEADERS)
 
 
 @router.get(

@@ -7,12 +7,15 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Query, Request, Response, status
 from fastapi.concurrency import run_in_threadpool
-from pydantic import ValidationError
+from fastapi.responses import StreamingResponse
+from pydantic import BaseModel, ValidationError
+from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 from starlette.datastructures import UploadFile
 
 from kernelband.config import Settings
 from kernelband.db import session_scope
+from kernelband.db.models import Job, Suite
 from kernelband.problem.model import KernelProblem
 from kernelband.problem.translate import suite_translation_refusal
 from kernelband.sandbox import job_limits
@@ -39,6 +42,14 @@ from services.api.deps import (
 )
 from services.api.errors import ERROR_RESPONSES, ApiError, not_found
 from services.api.problems import check_size
+from services.api.sse import (
+    EVENT_STREAM,
+    STREAM_HEADERS,
+    last_event_id,
+    read_suite_progress,
+    suite_stream,
+    wants_stream,
+)
 from services.api.submission import check_model, check_suite_concurrency, validate_policy
 from services.api.suite_schemas import SuiteCreate, SuiteOut, SuiteSettingsIn
 
@@ -123,6 +134,44 @@ def get_suite(suite_id: SuiteId, team: CurrentTeam, db: DbDep) -> dict[str, Any]
             return suite_report(session, suite_id, team.id).to_dict()
     except SuiteNotFoundError as exc:
         raise not_found("suite", suite_id) from exc
+
+
+class SuiteProgressOut(BaseModel):
+    """A suite's progress: its jobs per status; `progress_id` grows with every change."""
+
+    suite_id: str
+    jobs: int
+    jobs_finished: int
+    finished: bool
+    by_status: dict[str, int]
+    progress_id: int
+
+
+@router.get(
+    "/{suite_id}/events", response_model=SuiteProgressOut,
+    summary="A suite's progress, once or as a stream of server-sent events",
+    description="Without `Accept: text/event-stream`: the progress now. With it: a `progress` "
+    "event now and after every change of one of the suite's jobs (`id:` progress_id; resume "
+    "with `Last-Event-ID`), heartbeats while idle, ending after the event that says the "
+    "suite finished.",
+    responses={200: {"content": {EVENT_STREAM: {}}, "description": "Progress or its stream."}},
+)
+def suite_events(suite_id: SuiteId, team: CurrentTeam, db: DbDep, request: Request,
+                 after: Annotated[int, Query(ge=0, le=2**62)] = 0) -> Any:
+    with session_scope(db) as session:
+        suite = session.get(Suite, suite_id)
+        if suite is None or suite.team_id != team.id:
+            raise not_found("suite", suite_id)
+        job_ids = list(session.scalars(select(Job.id).where(Job.suite_id == suite_id,
+                                                            Job.team_id == team.id)))
+    if not wants_stream(request.headers.get("accept")):
+        progress = read_suite_progress(db, job_ids)
+        progress.pop("versions")
+        return SuiteProgressOut(suite_id=suite_id, **progress)
+    start = last_event_id(request.headers.get("last-event-id"), after)
+    stream = suite_stream(db, request.app.state.job_watcher, suite_id, job_ids, start,
+                          request.app.state.settings.sse_heartbeat_s)
+    return StreamingResponse(stream, media_type=EVENT_STREAM, headers=STREAM_HEADERS)
 
 
 @router.get(

@@ -1,6 +1,7 @@
 "use strict";
-// Job page: polls GET /v1/jobs/{id}/events?after=N; only when new events arrive does it refetch
-// the job, its candidates and its bandit arms, then patches the DOM (no page reload).
+// Job page: follows GET /v1/jobs/{id}/events as a pushed stream (or polls ?after=N when the
+// stream cannot be had); only when new events arrive does it refetch the job, its candidates
+// and its bandit arms, then patches the DOM (no page reload).
 const jobId = Number(document.getElementById("job-root").dataset.jobId);
 const FINISHED = ["completed", "cancelled", "failed"];
 const view = { after: 0, job: null, candidates: [], bandits: {}, diffShown: null };
@@ -186,6 +187,62 @@ async function poll() {
   return page.has_more;
 }
 
+// Pushed events: the same endpoint as a text/event-stream, read with fetch (an EventSource
+// cannot send the token header). Each batch of events refreshes the page as a poll would; a
+// dropped stream reconnects after the last event seen, and a stream that cannot be opened
+// falls back to polling. ?transport=stream never polls, ?transport=poll never streams.
+const transport = new URLSearchParams(location.search).get("transport") || "auto";
+
+async function streamEvents(onEvents) {
+  const response = await fetch(`/v1/jobs/${jobId}/events?after=${view.after}`, {
+    cache: "no-store", headers: { Authorization: "Bearer " + (kb.token() || ""), Accept: "text/event-stream" } });
+  if (response.status === 204) return "finished";  // every event of the finished job is shown
+  if (response.status === 401) { kb.api("/v1/jobs?limit=1"); throw new Error("not signed in"); }
+  if (!response.ok || !response.body) throw new Error(`the event stream is unavailable (HTTP ${response.status})`);
+  const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
+  let buffer = "";
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) return "ended";
+    buffer += value;
+    const seqs = [];
+    for (let cut = buffer.indexOf("\n\n"); cut >= 0; cut = buffer.indexOf("\n\n")) {
+      const id = buffer.slice(0, cut).split("\n").find((line) => line.startsWith("id: "));
+      if (id) seqs.push(Number(id.slice(4)));
+      buffer = buffer.slice(cut + 2);
+    }
+    if (seqs.length) await onEvents(seqs);
+  }
+}
+
+async function onStreamed(seqs) {
+  const started = performance.now();
+  await refreshData();
+  render();
+  view.after = Math.max(view.after, ...seqs);
+  window.kbPerf.push({ ms: performance.now() - started, events: seqs.length, candidates: view.candidates.length });
+  document.getElementById("poll-info").textContent = `events up to #${view.after} · pushed ${new Date().toLocaleTimeString()}`;
+}
+
+function startPolling() {
+  const loop = () => poll().then((more) => {
+    // A finished job gets no new events; keep a slow poll so a late event still shows.
+    const delay = more ? 0 : FINISHED.includes(view.job && view.job.status) ? 2500 : 1000;
+    setTimeout(loop, delay);
+  }).catch((err) => { kb.showError(err); setTimeout(loop, 3000); });
+  loop();
+}
+
+function startStream() {
+  streamEvents(onStreamed).then((how) => {
+    // Ended or dropped: resume after view.after. A finished job is asked again slowly, so a
+    // late event still shows (the server answers 204 while there is none).
+    setTimeout(startStream, how === "finished" ? 2500 : 500);
+  }).catch((err) => {
+    if (transport === "stream") { kb.showError(err); setTimeout(startStream, 3000); } else startPolling();
+  });
+}
+
 if (kb.requireToken()) {
   document.getElementById("cancel-job").addEventListener("click", async () => {
     try {
@@ -193,10 +250,6 @@ if (kb.requireToken()) {
       document.getElementById("cancel-status").textContent = "cancellation requested";
     } catch (err) { kb.showError(err); }
   });
-  const loop = () => poll().then((more) => {
-    // A finished job gets no new events; keep a slow poll so a late event still shows.
-    const delay = more ? 0 : FINISHED.includes(view.job && view.job.status) ? 2500 : 1000;
-    setTimeout(loop, delay);
-  }).catch((err) => { kb.showError(err); setTimeout(loop, 3000); });
-  loop();
+  if (transport === "poll" || !window.TextDecoderStream) startPolling();
+  else refreshData().then(render).catch(kb.showError).finally(startStream);
 }
