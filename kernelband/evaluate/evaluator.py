@@ -42,6 +42,10 @@ class _Check:
     reported: dict[str, float] = field(default_factory=dict)
     reference_source: str = "kept"
 
+    @property
+    def seeds(self) -> int:
+        return len({e.k for e in self.entries})
+
     def account(self, result: SandboxResult, report: RunnerReport | None = None) -> None:
         self.wall_s += result.wall_s
         self.warm = self.warm and result.warm
@@ -51,15 +55,20 @@ class _Check:
             self.reported[name] = self.reported.get(name, 0.0) + value
 
 
-def _run(check: _Check, editable: str | None, payload: dict[str, Any]) -> tuple[SandboxResult, RunnerReport]:
-    """One runner child; its named files are loaded into `result.collected`."""
+def _run(check: _Check, editable: str | None, payload: dict[str, Any],
+         entries: list[Entry]) -> tuple[SandboxResult, RunnerReport]:
+    """One runner child, given only the cases of `entries` (its steps, then its re-runs, in
+    order); its named files are loaded into `result.collected`, and the step its report names
+    is mapped back to the plan's index."""
     names = [name for step in payload["steps"] for name in step["files"].values()]
     names += [step["file"] for step in payload.get("again", [])]
-    payload = {"problem": judge.runner_problem(check.problem, check.entries), "editable": editable,
+    payload = {"problem": judge.runner_problem(check.problem, entries), "editable": editable,
                "device": check.device, **payload}
     result = run_sandboxed(TARGET, payload, check.limits, collect=collector(names))
     report = RunnerReport.parse(result.value) if result.ok else RunnerReport(True, result.reason)
     check.account(result, report if result.ok else None)
+    if report.step is not None and 0 <= report.step < len(entries):
+        report = replace(report, step=entries[report.step].index)
     return result, report
 
 
@@ -69,7 +78,7 @@ def _sandbox_failure(check: _Check, result: SandboxResult, who: str = "") -> Ver
     reason, message = result.reason, f"{who}{message} (sandbox, after {result.wall_s:.1f} s)"
     if check.editable is None and check.limits.interpret:  # the original: the interpreter's failure
         reason, message = interpreter_refusal(reason, message) or (reason, message)
-    return Verdict.reject(reason, message, seeds=len({e.k for e in check.entries}), details={
+    return Verdict.reject(reason, message, seeds=check.seeds, details={
         "sandbox_wall_s": check.wall_s, "stderr_tail": result.stderr_tail[-1500:], "warm": result.warm})
 
 
@@ -91,7 +100,7 @@ def _check_original(check: _Check, count_launches: bool) -> Verdict:
     result, report = _run(check, None, {
         "count_launches": count_launches, "again_only_when_moved": True,
         "steps": judge.steps(check.problem, check.entries, ("reference", "candidate")),
-        "again": judge.again_steps(check.entries)})
+        "again": judge.again_steps(check.entries)}, check.entries + [e for e in check.entries if e.k == 0])
     if not result.ok:
         return _sandbox_failure(check, result)
     collected = result.collected or {}
@@ -104,17 +113,16 @@ def _check_original(check: _Check, count_launches: bool) -> Verdict:
              if e.k == 0 and e.file("reference_again") in collected
              and not isinstance(collected[e.file("reference_again")], Unreadable)}
     verdict = judge.Judge(check.problem, check.entries, Material(reference, again, collected)).decide(
-        report, len({e.k for e in check.entries}))
+        report, check.seeds)
     if check.limits.interpret and not verdict.correct:
         moved = interpreter_irreproducible(verdict.reason, verdict.message)
         verdict = replace(verdict, reason=moved[0], message=moved[1]) if moved else verdict
     return verdict
 
 
-def _references(check: _Check, before: int | None) -> tuple[dict[int, Any], dict[str, float]] | Verdict:
-    """Reference outputs for the entries before `before` (None: all) and each case's spread:
-    kept ones, the rest from a runner of the original (a child that never loads the candidate)."""
-    wanted = [e for e in check.entries if before is None or e.index < before]
+def _references(check: _Check, wanted: list[Entry]) -> tuple[dict[int, Any], dict[str, float]] | Verdict:
+    """Reference outputs for `wanted` and each case's spread: kept ones, the rest from a runner
+    of the original (a child that never loads the candidate)."""
     reference = {e.index: STORE.output(check.key, e.case.name, e.seed) for e in wanted}
     missing = [e for e in wanted if reference[e.index] is None]
     unmeasured = [e for e in wanted if e.k == 0 and STORE.spread(check.key, e.case.name) is None]
@@ -123,36 +131,55 @@ def _references(check: _Check, before: int | None) -> tuple[dict[int, Any], dict
         result, report = _run(check, None, {
             "count_launches": True,  # the same memory layout as the candidate's runs
             "steps": judge.steps(check.problem, missing, ("reference",)),
-            "again": judge.again_steps(unmeasured)})
+            "again": judge.again_steps(unmeasured)}, missing + unmeasured)
         if not result.ok:
             return _sandbox_failure(check, result, "the reference run (the original alone) failed: ")
         if report.rejected:
-            rej = judge.runner_rejection(report, missing + unmeasured, who="reference")
+            rej = judge.runner_rejection(report, check.entries, who="reference")
             return Verdict.reject(rej.reason, f"the reference run (the original alone) failed: {rej.message}",
-                                  seeds=len({e.k for e in check.entries}))
+                                  seeds=check.seeds)
         fresh = _keep_references(check, result.collected or {}, missing + unmeasured)
         reference.update({e.index: fresh[e.index] for e in missing})
     spreads = {e.case.name: STORE.spread(check.key, e.case.name) or 0.0 for e in wanted if e.k == 0}
     return reference, spreads
 
 
-def _check_candidate(check: _Check) -> Verdict:
-    """The candidate's runner first (most refusals need no reference), then the references."""
+def _candidate_part(check: _Check, entries: list[Entry], hidden: bool) -> judge.Judge | Verdict:
+    """The candidate's runner on `entries` first (most refusals need no reference), then the
+    references; a Judge that passed them, or the verdict that refuses the candidate.
+
+    Held-out cases run in a child of their own, after the public ones passed, and every word
+    from it is replaced: a process that held held-out cases does not write a message."""
     result, report = _run(check, check.editable, {
-        "count_launches": True,
-        "steps": judge.steps(check.problem, check.entries, ("candidate",))})
+        "count_launches": True, "steps": judge.steps(check.problem, entries, ("candidate",))}, entries)
     if not result.ok:
-        return _sandbox_failure(check, result)
-    if report.rejected and report.step is None:
-        return judge.Judge(check.problem, check.entries, Material({}, {}, {})).decide(
-            report, len({e.k for e in check.entries}))
-    found = _references(check, report.step if report.rejected else None)
+        if hidden:
+            result = replace(result, message="", stderr_tail="")
+        return _sandbox_failure(check, result, "on the held-out cases: " if hidden else "")
+    if hidden and report.rejected and report.step is None:
+        report = replace(report, step=entries[0].index)  # its load error: a held-out run's words
+    loaded = not (report.rejected and report.step is None)
+    wanted = [e for e in entries if loaded and (not report.rejected or e.index < (report.step or 0))]
+    found = _references(check, wanted) if wanted else ({}, {})
     if isinstance(found, Verdict):
         return found
     reference, spreads = found
-    material = Material(reference, {}, result.collected or {})
-    return judge.Judge(check.problem, check.entries, material, spreads).decide(
-        report, len({e.k for e in check.entries}))
+    part = judge.Judge(check.problem, entries, Material(reference, {}, result.collected or {}), spreads)
+    verdict = part.decide(report, check.seeds)
+    return part if verdict.correct else verdict
+
+
+def _check_candidate(check: _Check) -> Verdict:
+    """Public cases, then (when asked) held-out ones; the verdict covers every case checked."""
+    parts: list[judge.Judge] = []
+    for hidden in (False, True):
+        entries = [e for e in check.entries if e.held_out == hidden]
+        if entries:
+            found = _candidate_part(check, entries, hidden)
+            if isinstance(found, Verdict):
+                return found
+            parts.append(found)
+    return judge.Judge.merged(check.problem, check.entries, parts).accepted(check.seeds)
 
 
 def evaluate_candidate(

@@ -121,7 +121,7 @@ class Rejected(Exception):
 
 def runner_rejection(report: RunnerReport, entries: list[Entry], who: str = "candidate") -> Rejected:
     """The runner's own rejection; its words are replaced where they could carry held-out data."""
-    entry = entries[report.step] if report.step is not None and 0 <= report.step < len(entries) else None
+    entry = next((e for e in entries if e.index == report.step), None)
     if entry is not None and entry.held_out:
         return Rejected(report.reason, f"{entry.where}: the {who} runner refused it ({report.reason}); "
                         "details of held-out cases are not shown, run the public cases to see them")
@@ -230,9 +230,22 @@ class Judge:
                 raise runner_rejection(report, self.entries)
         except Rejected as rej:
             return Verdict.reject(rej.reason, rej.message, details=rej.details, **counts)
-        return self._accepted(seeds)
+        return self.accepted(seeds)
 
-    def _accepted(self, seeds: int) -> Verdict:
+    @classmethod
+    def merged(cls, problem: KernelProblem, entries: list[Entry], parts: list[Judge]) -> Judge:
+        """One judge over `entries` from parts that each passed some of them."""
+        material = Material({}, {}, {})
+        whole = cls(problem, entries, material)
+        for part in parts:
+            material.reference.update(part.material.reference)
+            material.candidate.update(part.material.candidate)
+            whole.spreads.update(part.spreads)
+            whole.worst_err = max(whole.worst_err, part.worst_err)
+        return whole
+
+    def accepted(self, seeds: int) -> Verdict:
+        """The verdict of a candidate that passed every entry."""
         cases = {e.case.name: e for e in self.entries}
         held = sum(1 for e in cases.values() if e.held_out)
         message = f"correct on {len(cases)} cases x {seeds} seeds ({len(self.entries)} checks)"
