@@ -51,6 +51,11 @@ def _load(path: str, max_bytes: int) -> Any:
                               f"{str(exc).splitlines()[0][:200] if str(exc) else ''})")
 
 
+def load_output(path: str, max_bytes: int = MAX_OUTPUT_BYTES) -> Any:
+    """One output file a runner wrote (any path the judge chose), loaded, or an `Unreadable`."""
+    return _load(path, max_bytes)
+
+
 def read_outputs(workdir: str, names: list[str], max_bytes: int = MAX_OUTPUT_BYTES) -> dict[str, Any]:
     """Each named output, loaded, or an `Unreadable`."""
     folder = os.path.join(workdir, OUTPUT_DIR)
