@@ -53,6 +53,15 @@ class Settings(BaseSettings):
     # hides, accepted explicitly)
     sandbox_isolation: str = "jail"
 
+    # paired timing on a GPU node (docs/measurement.md): interleaved rounds per measurement, the
+    # length of one timed batch, CUDA-graph replays instead of launches, and the cores the
+    # measuring runners are pinned to, e.g. "0-3" (empty: not pinned; run compile workers on
+    # the other cores, e.g. `taskset -c 4-15 celery ... -Q cpu`)
+    measure_rounds: int = 20
+    measure_batch_ms: float = 5.0
+    measure_graphs: bool = False
+    measure_cores: str = ""
+
     # scheduler
     lease_s: float = 300.0
     # workers beat this often (KERNELBAND_HEARTBEAT_INTERVAL_S); the leader counts a worker

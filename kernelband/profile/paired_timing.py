@@ -17,61 +17,23 @@ cross-checked: a runner claiming more time than the judge saw is rejected `timin
 
 from __future__ import annotations
 
-import atexit
-import hashlib
-import json
 import math
 import random
 import statistics
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from kernelband.evaluate.verified_timing import TimingRejected
 from kernelband.problem.model import KernelProblem
 from kernelband.profile.measure import MeasureError, Measurement
 from kernelband.profile.paired import paired_speedup
-from kernelband.sandbox.limits import SandboxLimits, SandboxResult
-from kernelband.sandbox.session import CLOCK_TICKS, RunnerSession, SessionError
+from kernelband.profile.paired_runners import ORIGINALS, PairedConfig, Runner, start_runner
+from kernelband.sandbox.limits import SandboxLimits
+from kernelband.sandbox.session import CLOCK_TICKS, SessionError
 
-RUNNER_TARGET = "kernelband.runner.timing:serve_task"
 FORGED_SLACK_MS = 0.05  # the runner's clock starts after ours; more than this is not jitter
-# a TritonBench-G harness draws its inputs when it loads: every runner draws them from this seed
-HARNESS_SEED = 0
-
-
-@dataclass(frozen=True)
-class PairedConfig:
-    """How a paired measurement runs. `cores`: the measuring core set (empty: no pinning)."""
-
-    rounds: int = 20
-    batch_ms: float = 5.0
-    max_batch: int = 2000
-    calibration_batches: int = 3
-    verify_fraction: float = 0.25
-    pause_idle: bool = True
-    graphs: bool = False
-    cores: tuple[int, ...] = ()
-    command_timeout_s: float = 120.0
-    load_timeout_s: float = 600.0
-    seed: int | None = None  # the judge's draws (input seeds, checked rounds); None: fresh
-    # "wall": the judge's perf_counter around each batch (GPU). "cpu": the CPU time the OS
-    # charged to the runner's processes during the batch, read by the judge from /proc (the
-    # interpreter on a shared host, where wall time measures the host's load, not the calls)
-    clock: str = "wall"
-
-    def __post_init__(self) -> None:
-        if self.clock not in ("wall", "cpu"):
-            raise ValueError(f"clock must be 'wall' or 'cpu', not {self.clock!r}")
-        if self.rounds < 3:
-            raise ValueError(f"rounds={self.rounds}: a paired interval needs at least 3 rounds")
-
-    @property
-    def how(self) -> str:
-        calls = "CUDA graph replays" if self.graphs else "launches"
-        clock = "judge clock" if self.clock == "wall" else "runner CPU time read by the judge from /proc"
-        return f"{clock} around batches of {calls}, ABBA rounds, two runners"
 
 
 @dataclass
@@ -86,46 +48,12 @@ class PairedRun:
     case_candidate_ms: dict[str, list[float]] = field(default_factory=dict)
     verified_rounds: int = 0
     verifiable: bool = True
+    output_bytes: dict[str, int] = field(default_factory=dict)  # of outputs the judge loaded
+    extras: dict[str, Any] = field(default_factory=dict)  # what `measure_paired_runners(after=)` asked
     # what each runner said its batches took, over what the judge saw (kept only as evidence)
     claimed_ms: dict[str, float] = field(default_factory=lambda: {"original": 0.0, "candidate": 0.0})
     judged_ms: dict[str, float] = field(default_factory=lambda: {"original": 0.0, "candidate": 0.0})
     parts_s: dict[str, float] = field(default_factory=dict)
-
-
-@dataclass
-class Runner:
-    """A live runner session with a problem loaded: the cases it times, whether outputs are checked."""
-
-    session: RunnerSession
-    cases: list[str]
-    verifiable: bool
-
-    @property
-    def closed(self) -> bool:
-        return self.session.closed is not None
-
-    def close(self) -> SandboxResult:
-        return self.session.close()
-
-
-def start_runner(problem: KernelProblem, editable: str | None, device: str, config: PairedConfig,
-                 limits: SandboxLimits | None) -> Runner:
-    """A runner session with `editable` loaded; a candidate that cannot load is rejected."""
-    limits = limits or SandboxLimits.from_settings()
-    limits = replace(limits, interpret=not device.startswith("cuda"), compile_s=0.0,
-                     wall_s=max(limits.wall_s, config.load_timeout_s))
-    session = RunnerSession(RUNNER_TARGET, {"cores": list(config.cores) or None}, limits)
-    try:
-        reply = session.request({"cmd": "load", "problem": problem.to_dict(), "editable": editable,
-                                 "device": device, "graphs": config.graphs, "seed": HARNESS_SEED},
-                                config.load_timeout_s).value
-    except SessionError as exc:
-        session.close()
-        raise TimingRejected(f"runner_{exc.reason}", f"the runner failed to load: {exc}") from exc
-    if not reply.get("ok"):
-        session.close()
-        raise TimingRejected("runner_load_failed", f"the runner could not load the kernel: {reply.get('error')}")
-    return Runner(session, [str(c) for c in reply["cases"]], bool(reply.get("verifiable")))
 
 
 class _Pair:
@@ -190,11 +118,12 @@ def _calibrate(pair: _Pair, cases: Sequence[str], config: PairedConfig) -> dict[
     return batch
 
 
-def _verify(pair: _Pair, problem: KernelProblem, case: str, round_no: int) -> None:
-    """Both runners save their last output of `case`; the judge compares them itself."""
+def _verify(pair: _Pair, problem: KernelProblem, case: str, round_no: int) -> int:
+    """Both runners save their last output of `case`; the judge compares them itself and
+    returns the bytes the candidate's output spans (for the physical floor)."""
     import torch
 
-    from kernelband.evaluate.compare import compare_results
+    from kernelband.evaluate.compare import compare_results, tensors
     from kernelband.runner.timing import fingerprint
 
     loaded = {}
@@ -217,6 +146,13 @@ def _verify(pair: _Pair, problem: KernelProblem, case: str, round_no: int) -> No
         raise TimingRejected(f"timing_output_mismatch:round={round_no},case={case}",
                              f"a timed call of {case} (round {round_no}) returned a wrong result "
                              f"({found.reason} at {found.where}: {found.detail}); every timed call must be right")
+    return sum(int(t.numel()) * t.element_size() for t in tensors(loaded["candidate"]))
+
+
+def _rerun_for_check(pair: _Pair, case: str, k: int, salt: int) -> None:
+    """One more (untimed) batch of `case` in both runners, so its output can be checked."""
+    for role in pair.runners:
+        pair.batch(role, case, k, salt)
 
 
 def time_pair(problem: KernelProblem, pair: _Pair, config: PairedConfig, rng: random.Random) -> PairedRun:
@@ -249,12 +185,20 @@ def time_pair(problem: KernelProblem, pair: _Pair, config: PairedConfig, rng: ra
         timed_s += time.perf_counter() - start
         run.original_ms.append(sum(run.case_original_ms[c][-1] for c in cases))
         run.candidate_ms.append(sum(run.case_candidate_ms[c][-1] for c in cases))
-        if run.verifiable and (round_no == config.rounds - 1 or rng.random() < config.verify_fraction):
+        last = round_no == config.rounds - 1
+        if run.verifiable and (last or rng.random() < config.verify_fraction):
             start = time.perf_counter()
             pair.committed = commitments
-            _verify(pair, problem, checked, round_no)
+            run.output_bytes[checked] = _verify(pair, problem, checked, round_no)
             run.verified_rounds += 1
             verify_s += time.perf_counter() - start
+    if run.verifiable:  # every case's last batch is checked (and gives its output's size)
+        start = time.perf_counter()
+        for case in cases:
+            if case not in run.output_bytes:
+                _rerun_for_check(pair, case, run.batch[case], rng.randrange(1 << 30))
+                run.output_bytes[case] = _verify(pair, problem, case, config.rounds)
+        verify_s += time.perf_counter() - start
     pair.pause_both()
     run.claimed_ms, run.judged_ms = pair.claimed_ms, pair.judged_ms
     run.parts_s["timed_rounds"] = timed_s
@@ -265,8 +209,12 @@ def time_pair(problem: KernelProblem, pair: _Pair, config: PairedConfig, rng: ra
 def measure_paired_runners(
     problem: KernelProblem, editable: str | None, device: str, config: PairedConfig | None = None, *,
     limits: SandboxLimits | None = None, keep_original: bool = True,
+    after: Callable[[Runner, PairedRun], dict[str, Any]] | None = None,
 ) -> PairedRun:
-    """Time `editable` against the problem's original in two runners (see the module doc)."""
+    """Time `editable` against the problem's original in two runners (see the module doc).
+
+    `after(candidate, run)` runs before the candidate's runner closes (e.g. its features);
+    what it returns is `run.extras`."""
     config = config or PairedConfig()
     rng = random.Random(config.seed if config.seed is not None else random.SystemRandom().randrange(1 << 30))
     parts: dict[str, float] = {}
@@ -279,6 +227,8 @@ def measure_paired_runners(
     parts["load_candidate"] = time.perf_counter() - start
     try:
         run = time_pair(problem, _Pair(original, candidate, config), config, rng)
+        if after is not None:
+            run.extras = after(candidate, run)
     except TimingRejected as rej:
         if keep_original and rej.reason.startswith("original_runner"):
             ORIGINALS.drop(problem, device, config)
@@ -293,69 +243,31 @@ def measure_paired_runners(
     return run
 
 
-class OriginalRunners:
-    """Warm runners of originals, one per (problem, device, timing mode), reused by candidates.
-
-    Each keeps the original's compiled module loaded; its inputs are rebuilt per round (fresh
-    seeds), and its baseline is re-timed beside every candidate, since a speedup is paired."""
-
-    def __init__(self, size: int = 2) -> None:
-        self.size = size
-        self.sessions: dict[str, Runner] = {}
-
-    @staticmethod
-    def key(problem: KernelProblem, device: str, config: PairedConfig) -> str:
-        text = json.dumps([problem.to_dict(), device, config.graphs, list(config.cores)], sort_keys=True, default=str)
-        return hashlib.sha256(text.encode()).hexdigest()
-
-    def get(self, problem: KernelProblem, device: str, config: PairedConfig,
-            limits: SandboxLimits | None) -> Runner:
-        key = self.key(problem, device, config)
-        session = self.sessions.get(key)
-        if session is not None and not session.closed:
-            return session
-        while len(self.sessions) >= self.size:
-            self.sessions.pop(next(iter(self.sessions))).close()
-        session = start_runner(problem, None, device, config, limits)
-        self.sessions[key] = session
-        return session
-
-    def drop(self, problem: KernelProblem, device: str, config: PairedConfig) -> None:
-        session = self.sessions.pop(self.key(problem, device, config), None)
-        if session is not None:
-            session.close()
-
-    def close_all(self) -> None:
-        while self.sessions:
-            self.sessions.popitem()[1].close()
-
-
-ORIGINALS = OriginalRunners()
-atexit.register(ORIGINALS.close_all)
-
 
 def paired_measurement(problem: KernelProblem, run: PairedRun, *, device_name: str, target: str,
-                       config: PairedConfig) -> Measurement:
-    """The stored Measurement of a paired run: speedup against the original, and time_ms the
-    original's baseline (median round) divided by the speedup's point estimate."""
-    label = "" if device_name.lower().startswith(("nvidia", "cuda")) or target != "cpu" else \
-        " (interpreted calls on the host: not kernel timings)"
+                       config: PairedConfig, baseline_ms: float | None = None) -> Measurement:
+    """The stored Measurement of a paired run: its speedup against the original, and times that
+    are a baseline divided by speedups, so every time compared is paired with the same original.
+
+    `baseline_ms`: the original's time the caller compares everything with (a track's first
+    measurement of its original); None: the original's median round of this run. Case times
+    are scaled the same way, from each case's own paired ratio."""
+    label = "" if target != "cpu" else " (interpreted calls on the host: not kernel timings)"
     checked = (f"timed calls verified by the judge ({run.verified_rounds} of {len(run.original_ms)} rounds)"
                if run.verifiable else "timed calls not verified (harness calls)")
     method = f"{config.how}, k={'/'.join(str(run.batch[c]) for c in run.cases)}{label}; {checked}"
     speedup = paired_speedup(run.original_ms, run.candidate_ms, method=method)
-    baseline = statistics.median(run.original_ms)
-    case_times = {}
-    for case in run.cases:
-        ratios = [o / c for o, c in zip(run.case_original_ms[case], run.case_candidate_ms[case], strict=True)]
-        geo = math.exp(statistics.fmean(math.log(r) for r in ratios))
-        case_times[case] = statistics.median(run.case_original_ms[case]) / geo
+    session_baseline = statistics.median(run.original_ms)
+    scale = (baseline_ms / session_baseline) if baseline_ms else 1.0
+    case_times = {case: scale * statistics.median(run.case_original_ms[case]) / _geomean_ratio(run, case)
+                  for case in run.cases}
     cand = run.candidate_ms
     cv = statistics.pstdev(cand) / statistics.fmean(cand) if len(cand) > 1 else 0.0
     return Measurement(
-        "measured", speedup.method, device_name, target, baseline / speedup.point, case_times,
-        cv=cv, noisy=speedup.high / speedup.low > 1.2, paired_ratio=1.0 / speedup.point,
-        checks={"baseline_ms": baseline, "verified_rounds": run.verified_rounds, "rounds": len(run.original_ms),
+        "measured", speedup.method, device_name, target, (baseline_ms or session_baseline) / speedup.point,
+        case_times, cv=cv, noisy=speedup.high / speedup.low > 1.2, paired_ratio=1.0 / speedup.point,
+        checks={"baseline_ms": baseline_ms or session_baseline, "session_baseline_ms": session_baseline,
+                "verified_rounds": run.verified_rounds, "rounds": len(run.original_ms),
                 "batch": dict(run.batch), "parts_s": {k: round(v, 4) for k, v in run.parts_s.items()},
                 "runner_claims": {role: round(run.claimed_ms[role] / run.judged_ms[role], 4)
                                   for role in run.judged_ms if run.judged_ms[role] > 0}},
@@ -363,15 +275,26 @@ def paired_measurement(problem: KernelProblem, run: PairedRun, *, device_name: s
     )
 
 
+def _geomean_ratio(run: PairedRun, case: str) -> float:
+    pairs = zip(run.case_original_ms[case], run.case_candidate_ms[case], strict=True)
+    return math.exp(statistics.fmean(math.log(o / c) for o, c in pairs))
+
+
 def measure_speedup(
     problem: KernelProblem, editable: str | None, device: str, *, target: str, device_name: str,
     config: PairedConfig | None = None, limits: SandboxLimits | None = None, keep_original: bool = True,
+    baseline_ms: float | None = None,
 ) -> Measurement:
     """Paired, judge-timed measurement of `editable` against the original (raises TimingRejected)."""
     config = config or PairedConfig()
     run = measure_paired_runners(problem, editable, device, config, limits=limits, keep_original=keep_original)
+    return measurement_of(problem, run, device_name=device_name, target=target, config=config,
+                          baseline_ms=baseline_ms)
+
+
+def measurement_of(problem: KernelProblem, run: PairedRun, **kwargs: Any) -> Measurement:
+    """`paired_measurement`, a run without usable rounds raised as MeasureError."""
     try:
-        return paired_measurement(problem, run, device_name=device_name, target=target, config=config)
+        return paired_measurement(problem, run, **kwargs)
     except ValueError as exc:
         raise MeasureError(f"the paired timing gave no usable rounds ({exc}); raise PairedConfig.rounds") from exc
-

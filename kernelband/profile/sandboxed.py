@@ -45,27 +45,30 @@ def measure_candidate(
     problem: KernelProblem, editable: str | None, target: str, *,
     parent_editable: str | None = None, limits: Any = None, hardware_signature: bool = True,
     timings: dict[str, float] | None = None, strict: bool = False,
+    paired: bool = True, baseline_ms: float | None = None, paired_config: Any = None,
 ) -> tuple[Measurement, Features]:
     """Measured on this node's GPU, else the labelled estimate; candidate code runs sandboxed.
 
-    On a GPU, a second sandboxed run measures h with Nsight Compute (its wall seconds go to
+    On a GPU the candidate is timed against the problem's original in two live runners, in
+    interleaved rounds, by the judge's clock (kernelband/profile/paired_timing.py): the result
+    carries `speedup` (original / candidate, 95% interval) and its `time_ms` is `baseline_ms`
+    (default: the original's time in this run) divided by the speedup, so every time the bandit
+    compares is paired against the same original (`parent_editable` is not used there: the
+    baseline is always the original). `paired=False` (or a KernelBench file still in PyTorch)
+    keeps the single-process CUDA-event path, whose times are unpaired.
+    A second sandboxed run measures h with Nsight Compute (its wall seconds go to
     `timings["signature"]`); `hardware_signature=False` skips it and h stays the estimate.
-    `strict`: a fresh interpreter, every timed call verified (the implausibility gate's protocol).
+    `strict`: fresh runners, every timed call verified (the implausibility gate's protocol).
     A timed call that breaks a rule raises `TimingCheckError` with its reason.
     """
     resolve_target(target)  # fail fast, in this process, on an unknown target
-    payload = {"problem": problem.to_dict(), "editable": editable, "target": target,
-               "parent_editable": parent_editable, "strict": strict}
     on_gpu = _on_gpu(target)
-    if strict:
-        from kernelband.sandbox import SandboxLimits
-
-        limits = replace(limits or SandboxLimits.from_settings(), warm=False)
-    value = _run(MEASURE_TARGET, payload, not on_gpu, limits, GPU_MEASURE_WALL_S if on_gpu else 0.0)
-    if rejected := value.get("rejected"):
-        raise TimingCheckError(str(rejected["reason"]), str(rejected["message"]))
-    measurement, features = Measurement.from_dict(value["measurement"]), Features.from_dict(value["features"])
-    case = value.get("ncu_case")  # set on a GPU only
+    if on_gpu and paired and not problem.needs_translation:
+        measurement, features, case = _measure_paired(problem, editable, target, strict, limits,
+                                                      baseline_ms, paired_config, timings)
+    else:
+        measurement, features, case = _measure_in_child(problem, editable, target, parent_editable,
+                                                        strict, limits, on_gpu)
     if case and not hardware_signature:
         features = replace(features, h_note="not measured: the job's policy does not read h")
     elif case:
@@ -74,6 +77,40 @@ def measure_candidate(
         if timings is not None:
             timings["signature"] = time.perf_counter() - start
     return measurement, features
+
+
+def _measure_in_child(problem: KernelProblem, editable: str | None, target: str, parent_editable: str | None,
+                      strict: bool, limits: Any, on_gpu: bool) -> tuple[Measurement, Features, Any]:
+    """One sandbox child measures (CUDA events, unpaired) or estimates."""
+    payload = {"problem": problem.to_dict(), "editable": editable, "target": target,
+               "parent_editable": parent_editable, "strict": strict}
+    if strict:
+        from kernelband.sandbox import SandboxLimits
+
+        limits = replace(limits or SandboxLimits.from_settings(), warm=False)
+    value = _run(MEASURE_TARGET, payload, not on_gpu, limits, GPU_MEASURE_WALL_S if on_gpu else 0.0)
+    if rejected := value.get("rejected"):
+        raise TimingCheckError(str(rejected["reason"]), str(rejected["message"]))
+    measurement, features = Measurement.from_dict(value["measurement"]), Features.from_dict(value["features"])
+    return measurement, features, value.get("ncu_case")  # the case: set on a GPU only
+
+
+def _measure_paired(problem: KernelProblem, editable: str | None, target: str, strict: bool, limits: Any,
+                    baseline_ms: float | None, config: Any,
+                    timings: dict[str, float] | None) -> tuple[Measurement, Features, Any]:
+    """Two live runners, judge-timed (kernelband/profile/paired_gpu.py); parts into `timings`."""
+    from kernelband.evaluate.verified_timing import TimingRejected
+    from kernelband.profile.paired_gpu import measure_paired_on_gpu
+
+    try:
+        measurement, features, case = measure_paired_on_gpu(
+            problem, editable, target, config=config, strict=strict, limits=limits, baseline_ms=baseline_ms)
+    except TimingRejected as rej:
+        raise TimingCheckError(rej.reason, f"{rej.reason}: {rej.message}") from rej
+    if timings is not None:
+        for part, seconds in (measurement.checks.get("parts_s") or {}).items():
+            timings[f"measure_{part}"] = float(seconds)
+    return measurement, features, case
 
 
 def _with_ncu_signature(problem: KernelProblem, editable: str | None, features: Features,

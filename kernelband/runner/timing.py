@@ -14,6 +14,7 @@ JSON lines on one FIFO, replies leave on another (see that module):
   runner to that output before the judge says which batch it will check.
 - `save_output {case, name}`: write the last call's output (and in-place arguments) to
   `name` in the workdir with `torch.save`; the judge loads it with `weights_only=True`.
+- `features {target, slowest, time_ms}` (GPU): phi, the Nsight Compute case, the Triton share.
 
 Everything here runs in the same process as untrusted code, so nothing it reports is trusted.
 """
@@ -125,6 +126,19 @@ class TimingServer:
         """The last call's result, with the arguments it writes in place."""
         inplace = [prepared.args[i] for i in self.problem.inplace_outputs if i < len(prepared.args)]
         return (prepared.last, inplace) if inplace else prepared.last
+
+    def cmd_features(self, msg: dict[str, Any]) -> dict[str, Any]:
+        """phi (driver registers, static profile), the case for Nsight Compute and the share of
+        GPU time in the candidate's own Triton kernels: as the single-process path gave them."""
+        from kernelband.evaluate.gpu_share import triton_share
+        from kernelband.profile.gpu import gpu_features
+        from kernelband.profile.timing import CudaDevice
+
+        slowest = 0 if self.harness else int(msg["slowest"])
+        features, case = gpu_features(self.problem, self.runtime, CudaDevice(), str(msg["target"]),
+                                      slowest, float(msg["time_ms"]))
+        return {"features": features.to_dict(), "ncu_case": case.to_dict(),
+                "triton_share": triton_share(self.runtime, self.problem.cases[slowest])}
 
     def _synchronize(self) -> None:
         if self.device.startswith("cuda"):

@@ -131,7 +131,7 @@ class RunnerSession:
                 self._drain_stderr()
             if self._replies not in readable:
                 if self._ended():
-                    self._fail("runner_exited", f"the runner ended while answering {what}")
+                    self._fail("exited", f"the runner ended while answering {what}")
                 if time.monotonic() >= next_watch:
                     next_watch = time.monotonic() + WATCH_EVERY_S
                     self._watch(what)

@@ -58,7 +58,8 @@ def task_payloads(session: Session, attempts: Sequence[ClaimedAttempt]) -> list[
         return []
     jobs = _columns(session, {a.job_id for a in attempts}, Job.id, Job.problem_id, Job.limits,
                     Job.model, Job.policy, Job.generator)
-    tracks = _columns(session, {a.track_id for a in attempts}, Track.id, Track.target)
+    tracks = _columns(session, {a.track_id for a in attempts}, Track.id, Track.target,
+                      Track.original_time_ms)
     problems = _columns(session, {j.problem_id for j in jobs.values()}, Problem.id,
                         Problem.loaded)
     parent = aliased(Candidate)
@@ -126,6 +127,9 @@ def _payload(session: Session, attempt: ClaimedAttempt, job: Row[Any], track: Ro
         payload["hardware_signature"] = POLICIES[job.policy].policy.reads_signature
     if attempt.kind == "profile" and candidate.parent_id is not None:
         payload["parent_editable"] = candidate.parent_editable
+    if attempt.kind == "profile" and track.original_time_ms:
+        # a paired measurement's time is this baseline over its speedup against the original
+        payload["baseline_ms"] = track.original_time_ms
     return payload
 
 

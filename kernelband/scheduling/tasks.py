@@ -192,7 +192,7 @@ def _measure(problem: KernelProblem, editable: str | None, payload: dict[str, An
         return measure_candidate(
             problem, editable, payload["target"], parent_editable=payload.get("parent_editable"),
             hardware_signature=bool(payload.get("hardware_signature", True)), timings=timings,
-            strict=strict)
+            strict=strict, baseline_ms=payload.get("baseline_ms"))
 
     try:
         # issue 18: an implausible time is measured again, strictly, before it is rewarded

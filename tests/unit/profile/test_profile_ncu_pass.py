@@ -191,7 +191,8 @@ def test_a_policy_that_does_not_read_h_gets_the_estimate_with_the_reason(
         "measurement": measured.to_dict(), "features": ESTIMATED.to_dict(),
         "ncu_case": NcuCase(0, ("add_kernel",)).to_dict()})
     problem = load_problem(_slow_problem_source(), "native", "v")
-    _, features = sandboxed.measure_candidate(problem, None, "h100", hardware_signature=False)
+    _, features = sandboxed.measure_candidate(problem, None, "h100", hardware_signature=False,
+                                             paired=False)
     assert features.h == ESTIMATED.h and "does not read h" in features.h_note
 
 
@@ -216,6 +217,6 @@ def test_the_pass_reports_its_own_seconds_and_h(monkeypatch: pytest.MonkeyPatch)
     monkeypatch.setattr("kernelband.profile.ncu.find_ncu", lambda: "/opt/ncu")
     timings: dict[str, float] = {}
     problem = load_problem(_slow_problem_source(), "native", "v")
-    _, features = sandboxed.measure_candidate(problem, None, "h100", timings=timings)
+    _, features = sandboxed.measure_candidate(problem, None, "h100", timings=timings, paired=False)
     assert features.h == (5.0, 91.0, 33.0) and features.h_sources == ("ncu",) * 3
     assert timings["signature"] >= 0.2

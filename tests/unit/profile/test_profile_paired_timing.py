@@ -20,7 +20,8 @@ from kernelband.evaluate.verified_timing import TimingRejected
 from kernelband.problem import load_problem
 from kernelband.problem.model import KernelProblem
 from kernelband.profile.measure import Measurement
-from kernelband.profile.paired_timing import ORIGINALS, PairedConfig, measure_speedup
+from kernelband.profile.paired_runners import ORIGINALS, PairedConfig
+from kernelband.profile.paired_timing import measure_speedup
 
 FIXTURE = Path(__file__).parent / "fixtures" / "paired_problem.py"
 CONFIG = PairedConfig(rounds=12, batch_ms=80.0, seed=7, clock="cpu")
@@ -133,7 +134,7 @@ def test_a_wrong_timed_result_is_rejected_by_the_judge(problem: KernelProblem) -
 
 
 def test_the_idle_runner_is_stopped_while_the_other_is_timed(problem: KernelProblem) -> None:
-    from kernelband.profile.paired_timing import start_runner
+    from kernelband.profile.paired_runners import start_runner
     from kernelband.sandbox.watch import session_members
 
     runner = start_runner(problem, _with_prelude(problem, SLOWER), "cpu", CONFIG, None)

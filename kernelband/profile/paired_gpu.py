@@ -1,0 +1,106 @@
+"""The measured path on a GPU node: paired against the original in two runners, judge-timed.
+
+Runs in the judge (the GPU worker's task process), which never imports submitted code and never
+initialises CUDA: the runners do both. The candidate's runner also reports phi and the case an
+Nsight Compute pass should profile, as the single-process path did; the physical floors come from
+the sizes of the outputs the judge itself loaded.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from dataclasses import replace
+from typing import Any
+
+from kernelband.evaluate.plausibility import floor_ms
+from kernelband.problem.model import KernelProblem
+from kernelband.profile.archs import resolve_target
+from kernelband.profile.features import Features
+from kernelband.profile.measure import MeasureError, Measurement
+from kernelband.profile.paired_runners import PairedConfig, Runner
+from kernelband.profile.paired_timing import PairedRun, measure_paired_runners, measurement_of
+from kernelband.sandbox.session import SessionError
+
+FEATURES_TIMEOUT_S = 300.0
+
+
+def parse_cores(text: str) -> tuple[int, ...]:
+    """`"0-3,8"` -> (0, 1, 2, 3, 8); empty text: no pinning."""
+    cores: set[int] = set()
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        low, _, high = part.partition("-")
+        try:
+            cores.update(range(int(low), int(high or low) + 1))
+        except ValueError:
+            raise ValueError(f"KERNELBAND_MEASURE_CORES={text!r}: write cores as '0-3,8'") from None
+    return tuple(sorted(cores))
+
+
+def config_from_settings(strict: bool = False) -> PairedConfig:
+    """The node's paired-timing settings; `strict`: every round's outputs checked."""
+    from kernelband.config import get_settings
+
+    s = get_settings()
+    config = PairedConfig(rounds=s.measure_rounds, batch_ms=s.measure_batch_ms, graphs=s.measure_graphs,
+                          cores=parse_cores(s.measure_cores))
+    return replace(config, verify_fraction=1.0) if strict else config
+
+
+def gpu_name(target: str) -> str:
+    """This node's GPU name from nvidia-smi (no CUDA context here); the target's GPU otherwise."""
+    smi = shutil.which("nvidia-smi")
+    if smi:
+        visible = os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")[0].strip()
+        command = [smi, "--query-gpu=name", "--format=csv,noheader"] + (["-i", visible] if visible else [])
+        try:
+            names = subprocess.run(command, capture_output=True, text=True, timeout=10).stdout.split("\n")
+        except (OSError, subprocess.SubprocessError):
+            names = []
+        if names and names[0].strip():
+            return names[0].strip()
+    return f"{resolve_target(target).name} (name not read: nvidia-smi unavailable)"
+
+
+def _features_after(target: str) -> Any:
+    def after(candidate: Runner, run: PairedRun) -> dict[str, Any]:
+        medians = {c: sorted(run.case_candidate_ms[c])[len(run.case_candidate_ms[c]) // 2] for c in run.cases}
+        slowest = max(range(len(run.cases)), key=lambda i: medians[run.cases[i]])
+        try:
+            reply = candidate.session.request({"cmd": "features", "target": target, "slowest": slowest,
+                                               "time_ms": sum(medians.values())}, FEATURES_TIMEOUT_S)
+        except SessionError as exc:
+            raise MeasureError(f"the candidate's runner failed while profiling ({exc.reason}): {exc}") from exc
+        if not reply.value.get("ok"):
+            raise MeasureError(f"the candidate's features could not be read: {reply.value.get('error')}")
+        return reply.value
+    return after
+
+
+def measure_paired_on_gpu(
+    problem: KernelProblem, editable: str | None, target: str, *, config: PairedConfig | None = None,
+    strict: bool = False, limits: Any = None, baseline_ms: float | None = None,
+) -> tuple[Measurement, Features, dict[str, Any] | None]:
+    """(Measurement with its paired speedup, Features, the Nsight Compute case) for `editable`.
+
+    Raises TimingRejected when a timed call breaks a rule, MeasureError when nothing usable came
+    back. `strict` (the implausibility gate's re-measure): fresh runners, every round checked."""
+    from kernelband.sandbox import SandboxLimits
+
+    config = config or config_from_settings(strict)
+    limits = limits or SandboxLimits.from_settings()
+    if strict:
+        limits = replace(limits, warm=False)
+    run = measure_paired_runners(problem, editable, "cuda", config, limits=limits, keep_original=not strict,
+                                 after=_features_after(target))
+    measurement = measurement_of(problem, run, device_name=gpu_name(target), target=target, config=config,
+                                 baseline_ms=baseline_ms)
+    gpu = resolve_target(target if target != "cpu" else "h100")
+    share = run.extras.get("triton_share")
+    measurement = replace(
+        measurement, floors_ms={c: floor_ms(n, gpu) for c, n in run.output_bytes.items()},
+        triton_share=float(share) if isinstance(share, int | float) else None,
+        checks={**measurement.checks, "strict": strict},
+    )
+    return measurement, Features.from_dict(run.extras["features"]), run.extras.get("ncu_case")

@@ -1,0 +1,79 @@
+"""The GPU node's measured path, as far as it runs without a GPU: times from paired runs, the
+settings it reads, and measure_candidate choosing it (the runners themselves: see
+test_profile_paired_timing.py; on a GPU: bench/gpu/paired_aa.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kernelband.problem import load_problem
+from kernelband.profile.features import Features
+from kernelband.profile.measure import Measurement
+from kernelband.profile.paired import PairedSpeedup
+from kernelband.profile.paired_gpu import parse_cores
+from kernelband.profile.paired_runners import PairedConfig
+from kernelband.profile.paired_timing import PairedRun, paired_measurement
+
+FIXTURE = Path(__file__).parent / "fixtures" / "paired_problem.py"
+
+
+def _run() -> PairedRun:
+    run = PairedRun(["a", "b"], {"a": 10, "b": 4})
+    run.case_original_ms = {"a": [1.0, 1.1, 0.9, 1.0], "b": [2.0, 2.0, 2.2, 1.8]}
+    run.case_candidate_ms = {"a": [0.5, 0.55, 0.45, 0.5], "b": [2.0, 2.0, 2.2, 1.8]}
+    run.original_ms = [3.0, 3.1, 3.1, 2.8]
+    run.candidate_ms = [2.5, 2.55, 2.65, 2.3]
+    run.judged_ms = {"original": 30.0, "candidate": 25.0}
+    run.claimed_ms = {"original": 29.0, "candidate": 24.0}
+    return run
+
+
+def test_times_are_a_baseline_over_the_paired_speedup() -> None:
+    problem = load_problem(FIXTURE.read_text(), "native", "p")
+    own = paired_measurement(problem, _run(), device_name="NVIDIA H200", target="h200", config=PairedConfig())
+    assert own.speedup is not None and own.label == "measured"
+    assert own.time_ms == pytest.approx(own.checks["session_baseline_ms"] / own.speedup.point)
+    assert own.paired_ratio == pytest.approx(1 / own.speedup.point)
+    # a track's baseline: every time is that baseline over the speedup, cases scaled alike
+    fixed = paired_measurement(problem, _run(), device_name="NVIDIA H200", target="h200",
+                               config=PairedConfig(), baseline_ms=6.0)
+    assert fixed.time_ms == pytest.approx(6.0 / own.speedup.point)
+    scale = 6.0 / own.checks["session_baseline_ms"]
+    assert fixed.case_times_ms["a"] == pytest.approx(scale * 1.0 / 2.0)
+    assert fixed.case_times_ms["b"] == pytest.approx(scale * 2.0)
+    assert "k=10/4" in fixed.method and "verified by the judge" in fixed.method
+    assert "not kernel timings" not in fixed.method
+
+
+def test_measuring_cores_are_read_from_the_setting() -> None:
+    assert parse_cores("") == ()
+    assert parse_cores("0-3, 8") == (0, 1, 2, 3, 8)
+    with pytest.raises(ValueError, match="0-3,8"):
+        parse_cores("first four")
+
+
+def test_a_gpu_node_measures_paired_with_the_tracks_baseline(monkeypatch: pytest.MonkeyPatch) -> None:
+    from kernelband.profile import paired_gpu, sandboxed
+
+    speedup = PairedSpeedup(1.25, 1.2, 1.3, 20, "judge clock", "original")
+    measured = Measurement("measured", "judge clock", "NVIDIA H200", "h200", 4.0, {"n64": 4.0},
+                           checks={"parts_s": {"load_candidate": 0.4, "timed_rounds": 0.2}}, speedup=speedup)
+    features = Features((0.1, 32.0, 0.0, 7.0, 100.0), ("driver",) + ("static",) * 4,
+                        (1.0, 2.0, 3.0), ("estimate",) * 3)
+    seen: dict[str, Any] = {}
+
+    def fake(problem: Any, editable: Any, target: str, **kwargs: Any) -> Any:
+        seen.update(kwargs, target=target)
+        return measured, features, None
+
+    monkeypatch.setattr(sandboxed, "_on_gpu", lambda target: True)
+    monkeypatch.setattr(paired_gpu, "measure_paired_on_gpu", fake)
+    timings: dict[str, float] = {}
+    problem = load_problem(FIXTURE.read_text(), "native", "p")
+    out, _ = sandboxed.measure_candidate(problem, "x", "h200", baseline_ms=5.0, timings=timings)
+    assert out.speedup == speedup and seen["baseline_ms"] == 5.0 and seen["target"] == "h200"
+    assert timings == {"measure_load_candidate": 0.4, "measure_timed_rounds": 0.2}
+    assert Measurement.from_dict(out.to_dict()).speedup == speedup
