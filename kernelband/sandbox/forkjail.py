@@ -3,12 +3,12 @@
 The zygote runs in a bubblewrap jail that binds the folder of every run's work dir, keeping
 CAP_SYS_ADMIN inside its user namespace only. Each forked run (`enter`) then takes:
 
-- a new mount namespace where empty tmpfs mounts cover `/tmp` and that folder, and only its own
-  work dir (and the node's Triton cache) are bound back at their paths;
+- a new mount namespace where empty tmpfs mounts cover `/tmp`, `/dev/shm` and that folder, and
+  only its own work dir (and the node's Triton cache) are bound back at their paths;
 - a new pid namespace with its own `/proc`: no other run, no zygote; new network and IPC
   namespaces (no loopback, no abstract socket shared with another run);
-- a nested user namespace with the same uid and no capabilities, so nothing it runs can undo
-  those mounts.
+- a nested user namespace where it is the jail's uid (the zygote is uid 0 of its own), with no
+  capabilities, so nothing it runs can undo those mounts.
 
 Process chain (host view): zygote -> relay (the run's session leader, waits) -> pid 1 of the
 run's namespace (mounts, then waits) -> the run itself. A run killed by a signal is reported as
@@ -57,10 +57,11 @@ def drop_capabilities() -> None:
 
 
 def _own_view(workdir: str, keep: tuple[str, ...]) -> None:
-    """Cover /tmp and the runs folder; bind `workdir` and `keep` back; a fresh /proc."""
+    """Cover /tmp, /dev/shm (torch's shared tensors) and the runs folder with empty tmpfs
+    mounts; bind `workdir` and `keep` back; a fresh /proc."""
     _mount("none", "/", None, MS_REC | MS_PRIVATE)
     fds = {path: os.open(path, os.O_PATH | os.O_DIRECTORY) for path in (workdir, *keep)}
-    for cover in ("/tmp", os.path.dirname(workdir)):
+    for cover in ("/tmp", "/dev/shm", os.path.dirname(workdir)):
         if os.path.isdir(cover):  # the runs folder is gone already when it lies under /tmp
             _mount("tmpfs", cover, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755")
     for path, fd in fds.items():
