@@ -204,6 +204,21 @@ def require_usable_user(limits: SandboxLimits) -> None:
         raise privileges.SandboxUserError(_user_checks[limits.user])
 
 
+def prepare_run(limits: SandboxLimits, prefix: str = "kb-sandbox-") -> tuple[bool, str]:
+    """(jailed, a new work dir) for one run: every way of starting a runner calls this, writes
+    `"jailed"` into its request, and passes both to `pool.spawn`. Raises SandboxJailError
+    where the node must jail and cannot, SandboxUserError for an unusable sandbox user."""
+    # Nsight Compute passes stay outside the jail: ncu's launch and attach sessions need the
+    # host's view (docs/reliability.md); a node that must jail and cannot refuses them too
+    jailed = jail.jailed(limits.isolation) and not limits.profiled
+    if jailed and limits.user:
+        privileges.known_user(limits.user)  # the jail binds the runtime: any user can run it
+    elif not jailed:
+        require_usable_user(limits)
+    os.makedirs(default_triton_cache_dir(), exist_ok=True)
+    return jailed, tempfile.mkdtemp(prefix=prefix, dir=jail.runs_parent() if jailed else None)
+
+
 def run_sandboxed(
     target: str, payload: dict[str, Any], limits: SandboxLimits | None = None, *,
     collect: Callable[[str], Any] | None = None,
@@ -215,15 +230,7 @@ def run_sandboxed(
     returns is the result's `collected`. It is not called when the child was killed.
     """
     limits = limits or SandboxLimits.from_settings()
-    # Nsight Compute passes stay outside the jail: ncu's launch and attach sessions need the
-    # host's view (docs/reliability.md); a node that must jail and cannot refuses them too
-    jailed = jail.jailed(limits.isolation) and not limits.profiled
-    if jailed and limits.user:
-        privileges.known_user(limits.user)  # the jail binds the runtime: any user can run it
-    elif not jailed:
-        require_usable_user(limits)
-    os.makedirs(default_triton_cache_dir(), exist_ok=True)
-    workdir = tempfile.mkdtemp(prefix="kb-sandbox-", dir=jail.runs_parent() if jailed else None)
+    jailed, workdir = prepare_run(limits)
     request_path = os.path.join(workdir, ".request.json")
     with open(request_path, "w", encoding="utf-8") as f:
         json.dump({"target": target, "payload": payload, "limits": limits.to_dict(),
