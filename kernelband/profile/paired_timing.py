@@ -121,24 +121,22 @@ def _calibrate(pair: _Pair, cases: Sequence[str], config: PairedConfig) -> dict[
 def _verify(pair: _Pair, problem: KernelProblem, case: str, round_no: int) -> int:
     """Both runners save their last output of `case`; the judge compares them itself and
     returns the bytes the candidate's output spans (for the physical floor)."""
-    import torch
-
     from kernelband.evaluate.compare import compare_results, tensors
-    from kernelband.runner.timing import fingerprint
+    from kernelband.evaluate.raw_outputs import Unreadable, load_output
+    from kernelband.evaluate.verified_timing import output_fingerprint
 
     loaded = {}
     for role, runner in pair.runners.items():
         name = f"out-{role}-{round_no}.pt"
         pair.ask(role, {"cmd": "save_output", "case": case, "name": name})
-        try:
-            loaded[role] = torch.load(runner.session.path(name), weights_only=True, map_location="cpu")
-        except Exception as exc:
+        loaded[role] = load_output(runner.session.path(name))
+        if isinstance(loaded[role], Unreadable):
             raise TimingRejected(f"timing_output_not_plain:round={round_no}", f"the {role}'s output of "
-                                 f"{case} could not be read as plain tensors ({type(exc).__name__}); "
-                                 "return tensors, lists, tuples or numbers") from exc
+                                 f"{case} could not be read ({loaded[role].detail}); return tensors, "
+                                 "lists, tuples or numbers")
         committed = pair.committed.get(role)
         if role == "candidate" and not (isinstance(committed, float) and math.isclose(
-                committed, fingerprint(loaded[role]), rel_tol=1e-6, abs_tol=1e-9)):
+                committed, output_fingerprint(loaded[role]), rel_tol=1e-6, abs_tol=1e-9)):
             raise TimingRejected(f"timing_output_not_from_batch:round={round_no}", f"the output saved "
                                  f"for {case} is not the one the timed batch ended with; a timed call's "
                                  "result must be the result of that call")

@@ -96,6 +96,8 @@ class TimingServer:
         return {}
 
     def cmd_run_batch(self, msg: dict[str, Any]) -> dict[str, Any]:
+        from kernelband.evaluate.verified_timing import output_fingerprint
+
         prepared = self.cases[str(msg["case"])]
         k = max(1, min(int(msg["k"]), MAX_BATCH))
         self._synchronize()
@@ -108,7 +110,7 @@ class TimingServer:
         else:
             for _ in range(k):
                 prepared.last = prepared.run()
-        committed = fingerprint(self._output(prepared))
+        committed = output_fingerprint(self._output(prepared))
         self._synchronize()
         self.batches += 1
         return {"runner_ms": (time.perf_counter() - start) * 1e3, "fingerprint": committed}
@@ -156,23 +158,6 @@ def _salt(args: list[Any], salt: int) -> None:
     from kernelband.evaluate.verified_timing import salt as overwrite
 
     overwrite(args, SALT_ELEMENTS, random.Random(salt))
-
-
-def fingerprint(value: Any) -> float:
-    """Sum of squares of every element of a result, in float64 (the judge recomputes it from the
-    saved output: the runner cannot commit to one result and hand over another)."""
-    import torch
-
-    from kernelband.evaluate.compare import tensors
-
-    total = 0.0
-    for t in tensors(value):
-        if t.is_complex():
-            t = torch.view_as_real(t)
-        if t.dtype == torch.bool:
-            t = t.to(torch.int8)
-        total += float(t.detach().to(torch.float64).nan_to_num(0.0, 0.0, 0.0).square().sum())
-    return total
 
 
 def _capture(run: Callable[[], Any]) -> tuple[Any, Any]:

@@ -155,3 +155,32 @@ def test_the_idle_runner_is_stopped_while_the_other_is_timed(problem: KernelProb
 def _state(pid: int) -> str:
     raw = Path(f"/proc/{pid}/stat").read_text()
     return raw[raw.rfind(")") + 2 :].split()[0]
+
+
+LAZY = '''
+import torch as _torch
+_seen = []
+_save = _torch.save
+def _save_the_right_answer(obj, f, *args, **kwargs):
+    return _save(2 * _seen[-1], f, *args, **kwargs)
+_torch.save = _save_the_right_answer
+'''
+
+
+def test_an_output_computed_only_when_asked_for_is_rejected(problem: KernelProblem) -> None:
+    # zeros while timed (cheap), the right answer only when the judge asks for the output
+    cheap = problem.editable.replace("    out = torch.empty_like(x)\n",
+                                     "    _seen.append(x)\n    return torch.zeros_like(x)\n")
+    with pytest.raises(TimingRejected) as info:
+        _measure(problem, _with_prelude(problem, LAZY).replace(problem.editable, cheap),
+                 PairedConfig(rounds=3, batch_ms=10.0, seed=1, clock="cpu"))
+    assert info.value.reason.startswith("timing_output_not_from_batch:")
+
+
+def test_a_runner_that_dies_mid_session_is_a_result_with_its_reason(problem: KernelProblem) -> None:
+    dies = "import os as _os\n_calls = []\n\n" + problem.editable.replace(
+        "    out = torch.empty_like(x)\n",
+        "    _calls.append(1)\n    if len(_calls) > 4:\n        _os._exit(3)\n    out = torch.empty_like(x)\n")
+    with pytest.raises(TimingRejected) as info:
+        _measure(problem, dies, PairedConfig(rounds=3, batch_ms=10.0, seed=1, clock="cpu"))
+    assert info.value.reason == "runner_exited"
