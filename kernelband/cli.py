@@ -19,6 +19,7 @@ COMMAND_MODULES = (
     "optimize",
     "serve",
     "tokens",
+    "quotas",
     "report",
     "suite",
     "doctor",

@@ -8,9 +8,10 @@ from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from kernelband import usage
 from kernelband.config import Settings
 from kernelband.db import ConflictError
-from kernelband.db.models import Job, Problem, Team
+from kernelband.db.models import Job, Problem, Team, utcnow
 from services.api import problems, queries
 from services.api.errors import ApiError
 from services.api.problems import ProblemLoader
@@ -36,20 +37,32 @@ def validate_policy(name: str, params: dict[str, Any]) -> None:
 def check_concurrency(
     session: Session, team_id: int, settings: Settings, *, lock: bool = False
 ) -> None:
-    """429 when the team already has its maximum of unfinished jobs.
+    """429 when the team already has its maximum of unfinished jobs (its quota, else the
+    service's limit) or used up a daily quota (GPU-seconds, USD).
 
     With `lock`, the team row is locked first (Postgres) so two concurrent submissions cannot
     both pass the count; SQLite serialises writers by itself."""
     if lock:
         session.execute(select(Team.id).where(Team.id == team_id).with_for_update())
     active = queries.active_job_count(session, team_id)
-    limit = settings.max_concurrent_jobs_per_team
-    if active >= limit:
-        raise ApiError(
-            429, "too_many_jobs",
-            f"Your team has {active} unfinished jobs and the limit is {limit}; wait for one to "
-            "finish or cancel one with POST /v1/jobs/{id}/cancel.",
-        )
+    breach = (usage.concurrency_breach(session, team_id, active,
+                                       settings.max_concurrent_jobs_per_team)
+              or usage.teams_over_quota(session).get(team_id))
+    if breach is not None:
+        raise quota_error(breach)
+
+
+def quota_error(breach: usage.QuotaBreach) -> ApiError:
+    """429 naming the limit and when it resets (Retry-After in seconds for daily ones)."""
+    code = "too_many_jobs" if breach.limit == "concurrent_jobs" else "quota_exceeded"
+    headers = {"X-KernelBand-Quota": breach.limit}
+    if breach.resets_at is not None:
+        wait = max(1, int((breach.resets_at - utcnow()).total_seconds()))
+        headers["Retry-After"] = str(wait)
+    message = breach.message()
+    if breach.limit == "concurrent_jobs":
+        message += " Cancel one with POST /v1/jobs/{id}/cancel to submit now."
+    return ApiError(429, code, message, headers=headers)
 
 
 def check_suite_concurrency(session: Session, team_id: int, settings: Settings) -> None:

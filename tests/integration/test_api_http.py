@@ -224,3 +224,47 @@ def test_an_idle_event_stream_sends_heartbeats(server: tuple[str, ManagedProcess
                 if line.startswith(": heartbeat"):
                     break
         assert lines[0] == "retry: 2000" and lines[-1] == ": heartbeat"
+
+
+def test_usage_sums_match_the_attempts_and_a_quota_gives_429_over_http(
+    server: tuple[str, ManagedProcess], postgres_url: str
+) -> None:
+    from datetime import UTC, datetime, timedelta
+
+    from kernelband import usage
+    from kernelband.db import make_engine, make_session_factory, session_scope
+    from kernelband.db.models import Attempt, Job, LlmUsage, Team, Track
+
+    url, _ = server
+    with httpx.Client(base_url=url, timeout=60) as http:
+        team = "usage-team"
+        engine = make_engine(postgres_url)
+        factory = make_session_factory(engine)
+        from services.api.teams import create_token
+
+        with session_scope(factory) as s:
+            token = create_token(s, team, scope="submit")
+        auth = {"Authorization": f"Bearer {token}"}
+        job_id = http.post("/v1/jobs", json=_job_body(), headers=auth).json()["id"]
+        now = datetime.now(UTC)
+        spans = [("gpu.h100", 2.5), ("gpu.h100", 4.0), ("cpu", 1.5)]
+        with session_scope(factory) as s:
+            track = Track(job_id=job_id, target="cpu", status="running")
+            s.add(track)
+            s.flush()
+            s.add_all([Attempt(job_id=job_id, track_id=track.id, kind="profile", state="done",
+                               queue=q, started_at=now - timedelta(seconds=sec), finished_at=now)
+                       for q, sec in spans])
+            s.add(LlmUsage(job_id=job_id, model="m", tokens=321, usd=0.5, created_at=now))
+        body = http.get("/v1/usage", params={"days": 1}, headers=auth).json()
+        (job,) = [j for j in body["jobs"] if j["job_id"] == job_id]
+        assert job["gpu_s"] == {"h100": 6.5} and job["cpu_s"] == 1.5
+        assert job["llm_tokens"] == 321 and job["usd"] == 0.5
+        with session_scope(factory) as s:
+            usage.set_quotas(s, s.query(Team).filter_by(name=team).one().id, usd_per_day=0.25)
+        refused = http.post("/v1/jobs", json=_job_body(), headers=auth)
+        assert refused.status_code == 429 and refused.json()["error"] == "quota_exceeded"
+        assert "usd_per_day" in refused.json()["message"] and refused.headers["retry-after"]
+        with session_scope(factory) as s:
+            s.query(Job).filter_by(id=job_id).update({"status": "cancelled"})
+        engine.dispose()
