@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
 
@@ -20,10 +20,12 @@ from kernelband.commands.limit_options import (
     RunLimit,
     limits_given,
 )
+from kernelband.evaluate import evaluate_candidate
+from kernelband.evaluate.verdict import Verdict
+from kernelband.problem.editable import normalize_candidate
 from kernelband.problem.model import PROBLEM_FORMATS, KernelProblem, ProblemLoadError
-
-if TYPE_CHECKING:
-    from kernelband.evaluate.verdict import Verdict
+from kernelband.profile.perf_harness import HarnessError, with_perf_harness
+from kernelband.sandbox import job_limits, load_problem_sandboxed
 
 
 @dataclass(frozen=True)
@@ -43,9 +45,6 @@ def check_problem_source(
     source: str, format: str, name: str, *, seeds: int = 3, held_out: bool = True
 ) -> CheckOutcome:
     """Load `source` in the sandbox and check its original kernel (the `check` command's path)."""
-    from kernelband.evaluate import evaluate_candidate
-    from kernelband.sandbox import load_problem_sandboxed
-
     try:
         problem = load_problem_sandboxed(source, format, name)
     except ProblemLoadError as exc:
@@ -74,18 +73,12 @@ def check(
     config_compile_limit: ConfigCompileLimit = None,
 ) -> None:
     """Check the original kernel (or --candidate) against the reference, in the sandbox."""
-    from kernelband.sandbox import job_limits
-
     with job_limits(limits_given(run_limit, compile_limit, config_compile_limit)):
         _check(problem_file, format, candidate, seeds, public_only, as_json, perf)
 
 
 def _check(problem_file: Path, format: str, candidate: Path | None, seeds: int,  # noqa: A002
            public_only: bool, as_json: bool, perf: Path | None) -> None:
-    from kernelband.evaluate import evaluate_candidate
-    from kernelband.problem.editable import normalize_candidate
-    from kernelband.sandbox import load_problem_sandboxed
-
     if format not in PROBLEM_FORMATS:
         _fail_load("problem", f"unknown format {format!r}; use one of {', '.join(PROBLEM_FORMATS)}", as_json)
     try:
@@ -94,8 +87,6 @@ def _check(problem_file: Path, format: str, candidate: Path | None, seeds: int, 
     except (OSError, UnicodeDecodeError, ProblemLoadError) as exc:
         _fail_load("problem", str(exc), as_json)
     if perf is not None:
-        from kernelband.profile.perf_harness import HarnessError, with_perf_harness
-
         try:
             problem = with_perf_harness(problem, perf.read_text(encoding="utf-8"))
         except (OSError, UnicodeDecodeError, HarnessError) as exc:

@@ -11,7 +11,11 @@ from typing import Annotated
 
 import typer
 
+from kernelband.config import get_settings
+from kernelband.generate import GenerationRequest, get_strategy, make_generator
+from kernelband.generate.strategies import UnknownStrategyError
 from kernelband.problem.model import PROBLEM_FORMATS, ProblemLoadError
+from kernelband.sandbox import load_problem_sandboxed
 
 
 def generate(
@@ -22,11 +26,6 @@ def generate(
     format: Annotated[str, typer.Option("--format", help="native | tritonbench | kernelbench")] = "native",
 ) -> None:
     """Rewrite the problem's kernel once with one strategy and print the unified diff."""
-    from kernelband.config import get_settings
-    from kernelband.generate import GenerationRequest, get_strategy, make_generator
-    from kernelband.generate.strategies import UnknownStrategyError
-    from kernelband.sandbox import load_problem_sandboxed
-
     try:
         get_strategy(strategy)
     except UnknownStrategyError as exc:

@@ -5,8 +5,17 @@ from __future__ import annotations
 from typing import Annotated
 
 import typer
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import SQLAlchemyError
 
 from kernelband.config import get_settings
+from kernelband.db.session import (
+    DatabaseError,
+    current_revision,
+    head_revision,
+    make_engine,
+    upgrade_database,
+)
 
 
 def migrate(
@@ -15,17 +24,6 @@ def migrate(
     )] = "",
 ) -> None:
     """Run the bundled Alembic migrations up to head; safe to run again."""
-    from sqlalchemy.engine import make_url
-    from sqlalchemy.exc import SQLAlchemyError
-
-    from kernelband.db.session import (
-        DatabaseError,
-        current_revision,
-        head_revision,
-        make_engine,
-        upgrade_database,
-    )
-
     url = database_url or get_settings().effective_database_url
     shown = make_url(url).render_as_string(hide_password=True)
     try:

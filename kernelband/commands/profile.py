@@ -8,7 +8,10 @@ from typing import Annotated, Any
 
 import typer
 
-from kernelband.profile.archs import DEFAULT_REFERENCE_GPU, TARGETS
+from kernelband.problem.model import ProblemLoadError
+from kernelband.profile import MeasureError, UnknownTargetError, static_profile_candidate
+from kernelband.profile.archs import DEFAULT_REFERENCE_GPU, TARGETS, resolve_target
+from kernelband.sandbox import load_problem_sandboxed
 
 
 def _static_table(report: dict[str, Any]) -> Any:
@@ -87,16 +90,10 @@ def profile_command(
     reference_gpu: Annotated[str, typer.Option(help="GPU the `cpu` target estimates for.")] = DEFAULT_REFERENCE_GPU,
 ) -> None:
     """Profile the kernel of FILE for a GPU type without a GPU (static profile + estimate)."""
-    from kernelband.problem.model import ProblemLoadError
-    from kernelband.profile import MeasureError, UnknownTargetError, static_profile_candidate
-    from kernelband.sandbox import load_problem_sandboxed
-
     if output not in ("text", "json"):
         typer.echo(f"--format must be text or json, not {output!r}.", err=True)
         raise typer.Exit(2)
     try:
-        from kernelband.profile.archs import resolve_target
-
         resolve_target(target, reference_gpu)
     except UnknownTargetError as exc:
         typer.echo(f"cannot profile {file}: {exc}", err=True)

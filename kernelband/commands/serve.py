@@ -7,6 +7,7 @@ from typing import Annotated
 import typer
 
 from kernelband.config import get_settings
+from kernelband.db import open_database
 
 
 def serve(
@@ -16,9 +17,9 @@ def serve(
     scheduler: Annotated[bool, typer.Option(help="Run the embedded scheduler loop.")] = True,
 ) -> None:
     """Serve the REST API with the embedded scheduler (SQLite under the data dir by default)."""
+    # the API (fastapi, uvicorn: about 1.7 s) loads only for `serve`, not at every CLI start
     import uvicorn
 
-    from kernelband.db import open_database
     from services.api.app import create_app
     from services.api.embedded import EmbeddedScheduler, register_bootstrap_token
 

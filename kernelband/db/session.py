@@ -11,6 +11,7 @@ from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 from sqlalchemy.orm.exc import StaleDataError
 
+from kernelband.bundled import migrations_dir
 from kernelband.db import json_codec
 
 # Connection pool per engine (Postgres). Holders release connections within one call, so the
@@ -108,8 +109,6 @@ def session_scope(factory: sessionmaker[Session]) -> Iterator[Session]:
 
 def _alembic_config(url: str) -> object:
     from alembic.config import Config
-
-    from kernelband.bundled import migrations_dir
 
     config = Config()  # no alembic.ini needed: an installed wheel has none
     config.set_main_option("script_location", str(migrations_dir()))

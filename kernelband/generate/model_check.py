@@ -5,6 +5,8 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Any
 
+from kernelband.generate.budget import load_litellm
+
 # Failure reasons of the model call itself (llm.failure_reason, after its retries): the model,
 # provider, key or server is wrong or unreachable. A reply without usable code is not one of
 # them (the model works). A job whose every generation failed so ends failed, not completed.
@@ -19,8 +21,6 @@ def is_fatal_generator_reason(reason: str | None) -> bool:
 
 @lru_cache(maxsize=1)
 def _litellm() -> Any:
-    from kernelband.generate.budget import load_litellm
-
     return load_litellm()
 
 

@@ -18,6 +18,7 @@ from typing import Any
 import torch
 from torch.overrides import TorchFunctionMode
 
+from kernelband.problem import interpreter_compat
 from kernelband.problem.interpreter_driver import (
     CAPABILITY,
     DEVICE_NAME,
@@ -46,8 +47,6 @@ def use_interpreter_for(device: str) -> None:
             _saved_interpret[0] = os.environ.get(_INTERPRET)
         # triton reads TRITON_INTERPRET when a kernel is decorated, so set it before user imports.
         os.environ[_INTERPRET] = "1"
-        from kernelband.problem import interpreter_compat
-
         interpreter_compat.install()
     else:
         restore_interpreter_env()

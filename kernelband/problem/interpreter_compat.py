@@ -29,6 +29,8 @@ import functools
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from kernelband.problem import interpreter_fastpath, interpreter_memory
+
 _installed: list[bool] = []
 
 
@@ -324,8 +326,6 @@ def install() -> None:
             _patched_host_args(executor)
     _patch_libdevice()
     _patch_bool_ops(interpreter)
-    from kernelband.problem import interpreter_fastpath, interpreter_memory
-
     interpreter_fastpath.install(interpreter)
     interpreter_memory.install(interpreter)  # after the host-argument patch above: wraps it
     builder = getattr(interpreter, "InterpreterBuilder", None)

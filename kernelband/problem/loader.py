@@ -33,6 +33,7 @@ def load_problem(
         )
     if not source.strip():
         raise ProblemLoadError("the problem file is empty; submit the module text")
+    # the loaders import torch: only a process that loads a problem (a sandbox child) pays for it
     from kernelband.problem.devices import use_interpreter_for
     from kernelband.problem.kernelbench import load_kernelbench
     from kernelband.problem.native import load_native

@@ -15,9 +15,12 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from kernelband.problem import selfcheck
 from kernelband.problem.cases import check_unique, parse_tolerances
+from kernelband.problem.cuda_guard import guarded_launches
 from kernelband.problem.devices import device_scope
 from kernelband.problem.editable import extract_region, separator_line
+from kernelband.problem.fair import fair_scope, zero_free_cuda_memory
 from kernelband.problem.model import Case, KernelProblem, ProblemLoadError
 from kernelband.problem.native import parse_source, region_kernels
 from kernelband.problem.usercode import call_user, import_module_file
@@ -62,8 +65,6 @@ def runnable_source(source: str) -> str:
 def run_test(module: ModuleType, test_name: str, seed: int, device: str) -> dict[str, Any]:
     """Run the test function in a fair scope seeded with `seed`, free GPU memory zeroed first;
     results keyed by case name."""
-    from kernelband.problem.fair import fair_scope, zero_free_cuda_memory
-
     zero_free_cuda_memory()
     with device_scope(device), fair_scope(seed):
         result = call_user(getattr(module, test_name), f"running {test_name}()", module)
@@ -125,9 +126,6 @@ def _entry_name(
 def load_tritonbench(source: str, name: str, workdir: Path, device: str) -> KernelProblem:
     """Load a TritonBench-G file (imports it and runs its test `selfcheck.SELF_RUNS` times:
     sandbox child only)."""
-    from kernelband.problem import selfcheck
-    from kernelband.problem.cuda_guard import guarded_launches
-
     parse_source(source)
     region = extract_region(source, "tritonbench")
     kernels, region_names = region_kernels(region, "above the '#' separator line")
