@@ -6,7 +6,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from kernelband.bandit.arms import argmax_open, representative, ucb_scores
+from kernelband.bandit.arms import argmax_open, ucb_scores
 from kernelband.bandit.clustering import assign, recluster, should_recluster
 from kernelband.bandit.config import KernelBandConfig
 from kernelband.bandit.frontier_index import (
@@ -81,8 +81,3 @@ class KernelBandPolicy(Policy):
         state.labels[-1] = assign(state, state.frontier[-1])
         if should_recluster(state, self.cfg.k, self.cfg.tau):
             recluster(state, self.cfg.k, self.cfg.kmeans_n_init, rng)
-
-    @staticmethod
-    def representatives(state: PolicyState, members: list[list[int]]) -> list[int | None]:
-        """Representative frontier index of each cluster (None: empty or without signatures)."""
-        return [representative(state, idx) if idx else None for idx in members]
