@@ -20,6 +20,7 @@ COMMAND_MODULES = (
     "serve",
     "tokens",
     "quotas",
+    "webhooks",
     "report",
     "suite",
     "doctor",

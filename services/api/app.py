@@ -23,7 +23,17 @@ from services.api.logs import install_log_redaction
 from services.api.metrics import ApiMetrics, MetricsMiddleware
 from services.api.openapi import install_openapi
 from services.api.problems import ProblemLoader, sandboxed_loader
-from services.api.routers import fleet, health, jobs, loop, results, suites, tokens, usage
+from services.api.routers import (
+    fleet,
+    health,
+    jobs,
+    loop,
+    results,
+    suites,
+    tokens,
+    usage,
+    webhooks,
+)
 from services.api.schemas import WorkerOut
 from services.api.sse import JobWatcher
 from services.api.suite_schemas import SuiteCreate
@@ -88,7 +98,7 @@ def create_app(
     install_error_handlers(app)
     install_log_redaction()
     _install_middleware(app, _body_limit(settings))
-    for module in (health, jobs, results, loop, fleet, suites, tokens, usage):
+    for module in (health, jobs, results, loop, fleet, suites, tokens, usage, webhooks):
         app.include_router(module.router)
     app.include_router(dashboard_router)  # HTML dashboard under /ui (engineer H)
     install_openapi(app, [SuiteCreate])  # POST /v1/suites reads JSON or multipart by hand
