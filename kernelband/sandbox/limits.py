@@ -72,7 +72,7 @@ class SandboxLimits:
     max_file_bytes: int = 256 * 1024 * 1024
     max_result_bytes: int = 64 * 1024 * 1024
     interpret: bool = False  # set TRITON_INTERPRET=1 (CPU device) in the child
-    network: bool = False  # False: a private network namespace where the OS permits it
+    network: bool = False  # False: a private network namespace where the OS permits it (jailed: always)
     audit: bool = True  # install the runtime audit hook (writes, sockets, processes)
     warm: bool = True  # fork from the pre-imported zygote; False: a fresh interpreter
     # fork from the zygote that `ncu --mode=launch` started, loopback up in the child's network
@@ -126,6 +126,14 @@ class SandboxResult:
     warm: bool = False
     network_isolated: bool | None = None
     collected: Any = field(default=None, compare=False, repr=False)  # run_sandboxed's collect()
+
+    def __post_init__(self) -> None:
+        """Message and stderr go back to teams (API answers, events): however a result is built,
+        they carry no secret value this process holds (kernelband/sandbox/secrets.py)."""
+        from kernelband.sandbox.secrets import scrub_secrets
+
+        object.__setattr__(self, "message", scrub_secrets(self.message))
+        object.__setattr__(self, "stderr_tail", scrub_secrets(self.stderr_tail))
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -17,7 +17,6 @@ from typing import Any
 
 from kernelband.sandbox import jail, pool, privileges
 from kernelband.sandbox.limits import SandboxLimits, SandboxResult, default_triton_cache_dir
-from kernelband.sandbox.secrets import scrub_secrets
 from kernelband.sandbox.watch import kill_session, session_usage, signal_reason
 
 log = logging.getLogger(__name__)
@@ -135,13 +134,7 @@ def _wait_killed(
 
 
 def _interpret(code: int | None, reason: str, out: _Outputs, wall: float, warm: bool) -> SandboxResult:
-    """The result; its message and stderr go back to teams, so they are scrubbed of secrets."""
-    result = _interpret_raw(code, reason, out, wall, warm)
-    return replace(result, message=scrub_secrets(result.message),
-                   stderr_tail=scrub_secrets(result.stderr_tail))
-
-
-def _interpret_raw(code: int | None, reason: str, out: _Outputs, wall: float, warm: bool) -> SandboxResult:
+    """The result (SandboxResult scrubs its message and stderr of the node's secrets)."""
     tail = out.stderr.decode(errors="replace")
     common = {"wall_s": wall, "stderr_tail": tail, "warm": warm}
     if reason:

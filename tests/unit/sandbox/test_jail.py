@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 
 from kernelband.bundled import example
-from kernelband.sandbox import SandboxLimits, jail, run_sandboxed, shutdown_pool
+from kernelband.sandbox import SandboxLimits, SandboxResult, jail, run_sandboxed, shutdown_pool
 from kernelband.sandbox.secrets import REDACTED, scrub_secrets
 
 ATTACK = r'''
@@ -235,3 +235,12 @@ def test_the_gpu_is_visible_inside_the_jail(warm: bool) -> None:
         shutdown_pool()
     assert result.ok, result.message + result.stderr_tail
     assert result.value["available"] is True and result.value["count"] >= 1, result.value
+
+
+def test_a_result_built_anywhere_is_scrubbed(monkeypatch: pytest.MonkeyPatch) -> None:
+    # runner sessions and deserialised task results build SandboxResult themselves
+    monkeypatch.setenv("KERNELBAND_LLM_API_KEY", "sk-canary-built-by-hand")
+    result = SandboxResult(False, reason="exit:1", message="key sk-canary-built-by-hand",
+                           stderr_tail="sk-canary-built-by-hand")
+    assert (result.message, result.stderr_tail) == (f"key {REDACTED}", REDACTED)
+    assert SandboxResult.from_dict(result.to_dict()) == result
