@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from kernelband.evaluate import judge
+from kernelband.evaluate.compare import bitwise_equal
 from kernelband.evaluate.judge import Entry, Material, RunnerReport
 from kernelband.evaluate.raw_outputs import Unreadable, collector
 from kernelband.evaluate.references import STORE, problem_key
@@ -95,6 +96,20 @@ def _keep_references(check: _Check, collected: dict[str, Any], entries: list[Ent
     return fresh
 
 
+def _keep_still_spreads(check: _Check, collected: dict[str, Any], reference: dict[int, Any]) -> None:
+    """A case whose reference and two runs of the original as candidate agree bit for bit has
+    no spread (three runs of the original's code): kept, so a candidate's check need not
+    start a runner of the original just to measure it."""
+    for e in check.entries:
+        again = collected.get(e.file("reference_again"), Unreadable("missing", "not run"))
+        if e.k != 0 or not isinstance(again, Unreadable):
+            continue  # a later seed, or measured by the reference's re-run
+        runs = [reference[e.index], collected.get(e.file("candidate")), collected.get(e.file("candidate_again"))]
+        if all(r is not None and not isinstance(r, Unreadable) for r in runs) \
+                and bitwise_equal(runs[0], runs[1]) and bitwise_equal(runs[1], runs[2]):
+            STORE.keep_spread(check.key, e.case.name, 0.0)
+
+
 def _check_original(check: _Check, count_launches: bool) -> Verdict:
     """The original against itself in one child that loads only the problem module."""
     result, report = _run(check, None, {
@@ -106,6 +121,7 @@ def _check_original(check: _Check, count_launches: bool) -> Verdict:
     collected = result.collected or {}
     if not report.rejected:
         reference = _keep_references(check, collected, check.entries)
+        _keep_still_spreads(check, collected, reference)
     else:
         reference = {e.index: collected.get(e.file("reference"), Unreadable("missing", "not written"))
                      for e in check.entries}
