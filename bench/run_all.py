@@ -49,17 +49,35 @@ def evaluator_section(data: dict[str, Any] | None, rerun: bool) -> str:
     if data is None:
         return ("## Evaluator overhead\n\nNo result yet: run `python -m bench.evaluator_overhead` "
                 "(or `make bench` without --skip-evaluator).")
-    rows = [(r["problem"], fmt(r["cold_overhead_s"], 3), fmt(r["warm_overhead_s"], 3),
-             fmt(r["cold_overhead_s"] / r["warm_overhead_s"], 1)) for r in data["rows"]]
     when = "re-run by this `make bench`" if rerun else "read from the last run's JSON"
-    return ("## Evaluator overhead\n\n"
+    text = ("## Evaluator overhead\n\n"
             f"Command: `python -m bench.evaluator_overhead` ({when}); {data['label']} on "
             f"{data['device']}, median of {data['repeats']} runs. Overhead = wall time of "
-            "`evaluate_candidate` minus the time inside the reference and candidate calls; cold = "
-            "fresh interpreter per evaluation, warm = forked from the zygote. Zygote start "
-            f"(once per process): {data['zygote_start_s']:.2f} s.\n\n"
-            + markdown_table(("problem", "cold overhead s", "warm overhead s", "cold / warm"),
-                             rows))
+            "`evaluate_candidate` minus the time inside the reference and candidate calls (as the "
+            "runners report it); cold = fresh interpreter per evaluation, warm = forked from the "
+            "zygote; original = the problem's own kernel (one runner), candidate = its region "
+            "passed as a candidate (its own runner, the original's references kept from the "
+            "checks before), first candidate = the same with no references kept (a runner of the "
+            "original starts too). Zygote start "
+            f"(once per process): {data['zygote_start_s']:.2f} s.\n\n" + _overhead_table(data))
+    if data.get("before"):
+        text += (f"\n\nBefore ({data['before'].get('note', '')}):\n\n" + _overhead_table(data["before"]))
+    return text
+
+
+def _overhead_table(data: dict[str, Any]) -> str:
+    columns = ["problem", "cold overhead s", "warm overhead s (original)", "cold / warm"]
+    extra = [(key, label) for key, label in (
+        ("warm_candidate_overhead_s", "warm overhead s (candidate)"),
+        ("warm_first_candidate_overhead_s", "warm overhead s (first candidate)"))
+        if all(key in r for r in data["rows"])]
+    columns[3:3] = [label for _, label in extra]
+    rows = []
+    for r in data["rows"]:
+        row = [r["problem"], fmt(r["cold_overhead_s"], 3), fmt(r["warm_overhead_s"], 3)]
+        row += [fmt(r[key], 3) for key, _ in extra]
+        rows.append((*row, fmt(r["cold_overhead_s"] / r["warm_overhead_s"], 1)))
+    return markdown_table(tuple(columns), rows)
 
 
 def measured_replay(quick: bool) -> str:
