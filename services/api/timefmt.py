@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Annotated
 
-from pydantic import PlainSerializer
+from pydantic import PlainSerializer, WithJsonSchema
 
 
 def utc_z(value: datetime) -> str:
@@ -16,4 +16,5 @@ def utc_z(value: datetime) -> str:
 
 
 # A datetime field of a response model: the same text on POST and GET, SQLite and Postgres.
-UtcTime = Annotated[datetime, PlainSerializer(utc_z, return_type=str, when_used="json")]
+UtcTime = Annotated[datetime, PlainSerializer(utc_z, return_type=str, when_used="json"),
+                    WithJsonSchema({"type": "string", "format": "date-time"}, mode="serialization")]
