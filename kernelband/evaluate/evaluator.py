@@ -68,8 +68,8 @@ def _run(check: _Check, editable: str | None, payload: dict[str, Any],
     result = run_sandboxed(TARGET, payload, check.limits, collect=collector(names))
     report = RunnerReport.parse(result.value) if result.ok else RunnerReport(True, result.reason)
     check.account(result, report if result.ok else None)
-    if report.step is not None and 0 <= report.step < len(entries):
-        report = replace(report, step=entries[report.step].index)
+    if report.step is not None:  # a step it was not given names no check
+        report = replace(report, step=entries[report.step].index if 0 <= report.step < len(entries) else None)
     return result, report
 
 

@@ -93,12 +93,15 @@ def test_runner_words_about_a_held_out_case_are_not_shown(vector_add: KernelProb
     assert "3001" not in verdict.message and "777" not in verdict.message
 
 
-def test_held_out_cases_reach_only_a_runner_whose_words_are_not_shown(vector_add: KernelProblem) -> None:
-    text = (FORGERY / "heldout_reads_the_payload.py").read_text()
+@pytest.mark.parametrize(("name", "reason"), [("heldout_reads_the_payload", "load_error"),
+                                              ("heldout_forges_a_report", "candidate_error")])
+def test_held_out_cases_reach_only_a_runner_whose_words_are_not_shown(vector_add: KernelProblem, name: str,
+                                                                       reason: str) -> None:
+    text = (FORGERY / f"{name}.py").read_text()
     public = _evaluate(vector_add, text, held_out=False)
     assert public.correct, public.message  # the public cases' runner never held the held-out ones
     verdict = _evaluate(vector_add, text)
-    assert verdict.reason == "load_error", verdict.message
+    assert verdict.reason == reason, verdict.message
     assert "n3001" not in verdict.message and "n777" not in verdict.message
     assert "held-out" in verdict.message
     assert "stderr_tail" not in verdict.details or "n3001" not in verdict.details["stderr_tail"]
