@@ -48,12 +48,18 @@ class ClaimedAttempt:
 
 
 def claim_pending(session: Session, now: datetime, lease_expires_at: datetime,
-                  limit: int) -> list[ClaimedAttempt]:
+                  limit: int, claimable_after: int = 0) -> list[ClaimedAttempt]:
     """Mark up to `limit` pending (or expired) attempts dispatched, oldest first, in one
     UPDATE ... RETURNING: one more try each, a lease, a task id `kb-<attempt>-<try>`. The
     rows are locked (FOR UPDATE) until the transaction ends; send them only after it commits.
+
+    `claimable_after`: no pending or expired attempt has an id at or below it (the caller
+    claimed every one up to there, and none expired since), so the search starts above it.
+    Every attempt leaves `pending` with a new row version; where nothing vacuums, a search
+    from the first id reads every version left behind, a cost that grows with the history.
     """
-    oldest = (select(Attempt.id).where(Attempt.state.in_(("pending", "expired")))
+    oldest = (select(Attempt.id)
+              .where(Attempt.id > claimable_after, Attempt.state.in_(("pending", "expired")))
               .order_by(Attempt.id).limit(limit).with_for_update())
     task_id = literal("kb-") + cast(Attempt.id, String) + "-" + cast(Attempt.tries + 1, String)
     claim = (update(Attempt).where(Attempt.id.in_(oldest.scalar_subquery()))

@@ -45,6 +45,10 @@ from kernelband.scheduling.state_cache import dirty_tracks
 
 log = logging.getLogger(__name__)
 
+# Attempt ids below the highest claimed one that a claim still looks at: room for an attempt
+# whose transaction committed after a later one's (none in one scheduler thread).
+CLAIM_WINDOW = 1024
+
 
 @dataclass
 class EngineContext:
@@ -73,6 +77,11 @@ class EngineContext:
     # in this process (`state.keep_states_hot`); 0: with every change (embedded mode, tests).
     # The leader process sets Settings.state_writeback_s.
     state_writeback_s: float = 0.0
+    # The highest attempt id a claim took: every pending attempt at or below it was claimed
+    # (claims go oldest first, one transaction at a time), so the next claim looks above
+    # `claimed_upto - CLAIM_WINDOW` only. Back to 0 whenever tries expire (an expired try
+    # is claimed again, whatever its id). In memory; a new scheduler starts from 0.
+    claimed_upto: int = 0
 
     def housekeeping_due(self) -> bool:
         """Whether this pass starts jobs, expires leases and finishes tracks: at most every
@@ -136,6 +145,8 @@ def step(ctx: EngineContext, drain_timeout_s: float = 0.0) -> StepReport:
             report.expired = expire_leases(session, ctx.clock(), ctx.settings.max_tries,
                                            ctx.settings.lease_s, ctx.dispatcher.waiting,
                                            ctx.settings.queue_timeout_s)
+        if report.expired:
+            ctx.claimed_upto = 0  # their tries are claimed again, whatever their ids
     report.ingested, report.ignored = ingest_batch(ctx, ctx.dispatcher.drain(drain_timeout_s))
     if housekeeping:
         with fenced(ctx) as session:
@@ -227,8 +238,10 @@ def dispatch_pending(ctx: EngineContext, limit: int = 256) -> int:
     """Claim pending attempts in one committed transaction, then hand them to the dispatcher."""
     now = ctx.clock()
     with fenced(ctx) as session:
-        claimed = claim_pending(session, now, lease_deadline(now, ctx.settings.lease_s), limit)
+        claimed = claim_pending(session, now, lease_deadline(now, ctx.settings.lease_s), limit,
+                                max(ctx.claimed_upto - CLAIM_WINDOW, 0))
         payloads = task_payloads(session, claimed)
+    ctx.claimed_upto = max([ctx.claimed_upto, *(attempt.id for attempt in claimed)])
     messages = [TaskMessage(attempt.id, attempt.kind, attempt.queue, payload, attempt.task_id)
                 for attempt, payload in zip(claimed, payloads, strict=True)]
     # After commit: a crash here, or a broker that is down, is recovered by lease expiry.

@@ -2,7 +2,7 @@
 
 Free slots (parallelism minus pulls in flight, bounded by the iteration budget) are ordered
 round-robin between teams, then jobs (`fairshare`); a team's slots beyond its in-flight cap
-are dropped. Each pull is committed as a pending generate attempt with its decision.
+are dropped (pulls in flight per team, from the track counters: `pulls_by_team`). Each pull is committed as a pending generate attempt with its decision.
 """
 
 from __future__ import annotations
@@ -54,14 +54,15 @@ def select_pulls(session: Session, now: datetime, cap: int | None = None,
     track in the fair order is always served), leaves the rest to the next pass without
     starving any job.
     """
-    rows = tracks_with_free_slots(session)
+    running = running_tracks(session)
+    rows = with_free_slots(running)
     slots: list[Any] = []  # one row per free slot
     for row in rows:
         if budget_reason(row, now):
             continue
         free = min(row.parallelism - row.pulls, row.budget_iterations - row.iterations_dispatched)
         slots.extend([row] * max(free, 0))
-    in_flight = in_flight_by_team(session)
+    in_flight = pulls_by_team(running)
     rank = job_rank(rows)
     ordered = fair_order(slots, lambda r: r.team_id, lambda r: rank[r.job_id], in_flight)
     kept = cap_per_team(ordered, lambda r: r.team_id, in_flight, cap)[:limit]
@@ -98,12 +99,30 @@ def tracks_with_free_slots(session: Session) -> list[Any]:
     """A row per running track with a free slot (parallelism and iteration budget), in one
     query of plain columns (no ORM objects): `track_id`, `job_id`, `team_id`, `parallelism`,
     `budget_iterations`, `iterations_dispatched`, its pulls in flight (`pulls`), its job's
-    pulls in flight over all running tracks (`job_pulls`) and the job's budget fields.
+    pulls in flight over all running tracks (`job_pulls`) and the job's budget fields."""
+    return with_free_slots(running_tracks(session))
 
-    Tracks and jobs are joined once and every running track is read (its pulls count for its
-    job); those without a free slot are dropped here, not in a second join in SQL."""
-    return [row for row in session.execute(_RUNNING_TRACKS).all()
+
+def running_tracks(session: Session) -> list[Any]:
+    """Every running track of a running job as a row of `tracks_with_free_slots`."""
+    return list(session.execute(_RUNNING_TRACKS).all())
+
+
+def with_free_slots(rows: Sequence[Any]) -> list[Any]:
+    """The rows of `running_tracks` with a free slot; the rest still count their pulls for
+    their job (`job_pulls`) and team (`pulls_by_team`)."""
+    return [row for row in rows
             if row.pulls < row.parallelism and row.iterations_dispatched < row.budget_iterations]
+
+
+def pulls_by_team(rows: Sequence[Any]) -> dict[int, int]:
+    """Pulls in flight per team over running tracks (rows of `running_tracks`), from the
+    track counters: the in-flight count a pass needs without reading attempts, whose old row
+    versions pile up where nothing vacuums (`in_flight_by_team` read thousands per pass)."""
+    counts: dict[int, int] = {}
+    for row in rows:
+        counts[row.team_id] = counts.get(row.team_id, 0) + int(row.pulls)
+    return counts
 
 
 def _running_tracks() -> Any:
@@ -161,5 +180,6 @@ def in_flight_by_team(session: Session) -> dict[int, int]:
     return {int(team): int(count) for team, count in session.execute(query).all()}
 
 
-__all__ = ["TimeBudget", "in_flight_by_team", "job_rank", "load_tracks", "select_for_track",
-           "select_pulls", "tracks_with_free_slots"]
+__all__ = ["TimeBudget", "in_flight_by_team", "job_rank", "load_tracks", "pulls_by_team",
+           "running_tracks", "select_for_track", "select_pulls", "tracks_with_free_slots",
+           "with_free_slots"]

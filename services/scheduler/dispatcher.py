@@ -28,7 +28,7 @@ from kombu.message import Message
 
 from kernelband.config import Settings
 from kernelband.scheduling.dispatch import Dispatcher, TaskMessage, TaskResult
-from services.scheduler.liveness import Liveness
+from services.scheduler.liveness import Liveness, WorkerSeen
 from services.scheduler.results_queue import ResultsQueueReader
 from services.scheduler.workers import note_current
 from services.worker.app import make_app
@@ -50,12 +50,26 @@ POLL_STEP_S = 0.05
 MAX_REDELIVERIES = 5
 
 
-def _task_id(raw: bytes) -> str | None:
-    """The Celery task id of an entry of kombu's `unacked` hash (`[message, exchange, key]`)."""
+def _delivery(raw: bytes) -> tuple[str | None, str | None]:
+    """(Celery task id, queue) of an entry of kombu's `unacked` hash (`[message, exchange,
+    routing key]`; a task's routing key is its queue name)."""
     try:
-        return str(json.loads(raw)[0]["headers"]["id"])
+        message, _, routing_key = json.loads(raw)
+        return str(message["headers"]["id"]), str(routing_key)
     except (ValueError, KeyError, IndexError, TypeError):
-        return None
+        return None, None
+
+
+def _task_id(raw: bytes) -> str | None:
+    return _delivery(raw)[0]
+
+
+def _attempt_of(task_id: str | None) -> int | None:
+    """The attempt a task id names (`kb-<attempt>-<try>`, `attempts.claim_pending`)."""
+    parts = (task_id or "").split("-")
+    if len(parts) == 3 and parts[0] == "kb" and parts[1].isdigit():
+        return int(parts[1])
+    return None
 
 
 def results_connection(broker_url: str, visibility_timeout: float = RESULTS_VISIBILITY_S) -> Connection:
@@ -151,7 +165,8 @@ class CeleryDispatcher(Dispatcher):
             settled.append(message)  # redelivering it would fail the same way forever
             return None
         if isinstance(parsed, Heartbeat):
-            self.liveness.heard(parsed.worker, parsed.interval_s)
+            self.liveness.heard(parsed.worker, parsed.interval_s,
+                                queues=tuple(q for q in parsed.queue.split(",") if q))
             self._heartbeats.append(parsed)
             settled.append(message)  # a lost heartbeat is replaced by the next one
             return None
@@ -230,10 +245,28 @@ class CeleryDispatcher(Dispatcher):
         changed, self._current_changed = self._current_changed, set()
         return {name: self._current.get(name) for name in sorted(changed)}
 
-    def take_gone_workers(self) -> dict[str, dict[int, str]]:
+    def take_gone_workers(self) -> dict[str, WorkerSeen]:
         """Workers silent for their missed beats, with the tries they held (none while the
         results queue is backlogged: their beats may be waiting in it)."""
         return {} if self.backlogged else self.liveness.take_gone()
+
+    def unreported_deliveries(self, queues: set[str], older_than_s: float) -> dict[int, str]:
+        """Tries of these queues a consumer took (kombu's `unacked` set) `older_than_s` ago or
+        more, with no lease beat from a live worker: attempt id -> task id. A worker beats as
+        soon as it starts a task, so such a delivery belongs to a consumer that died."""
+        live = self.liveness.held_by_live()
+        with self._app.connection_for_write() as connection:
+            channel = connection.default_channel
+            client, qos = channel.client, channel.qos
+            tags = client.zrangebyscore(qos.unacked_index_key, 0, time.time() - older_than_s)
+            raws = client.hmget(qos.unacked_key, tags) if tags else []
+        tries: dict[int, str] = {}
+        for raw in raws:
+            task_id, queue = _delivery(raw) if raw else (None, None)
+            attempt_id = _attempt_of(task_id)
+            if attempt_id is not None and queue in queues and attempt_id not in live:
+                tries[attempt_id] = str(task_id)
+        return tries
 
     def forget_deliveries(self, task_ids: Sequence[str]) -> int:
         """Drop these tasks' deliveries from the broker's unacknowledged set.

@@ -221,26 +221,26 @@ def guarded_step(ctx: EngineContext, dispatcher: CeleryDispatcher, stats: Leader
 
 def resend_from_gone_workers(ctx: EngineContext, dispatcher: CeleryDispatcher, name: str) -> int:
     """Tries held by workers that stopped beating are sent again now (not at lease expiry),
-    and their dead deliveries leave the broker; returns how many tries were sent again."""
+    with the deliveries of their queues nobody reported, and their dead deliveries leave the
+    broker; returns how many tries were sent again."""
     gone = dispatcher.take_gone_workers()
-    tries = {attempt: task for held in gone.values() for attempt, task in held.items()}
     if not gone:
         return 0
-    why = "worker gone"
+    tries = {attempt: task for seen in gone.values() for attempt, task in seen.holds.items()}
     try:
+        queues = {queue for seen in gone.values() for queue in seen.queues}
+        # a live worker beats the moment it starts a task: one interval without is enough
+        tries |= dispatcher.unreported_deliveries(queues, min(s.interval_s for s in gone.values()))
         with fenced(ctx) as session:
-            given_up = resend_tries(session, tries, ctx.settings.max_tries, why)
-    except (DatabaseError, SQLAlchemyError) as exc:
+            given_up = resend_tries(session, tries, ctx.settings.max_tries, "worker gone")
+        ctx.claimed_upto = 0  # their tries are claimed again, whatever their ids
+        forgotten = dispatcher.forget_deliveries(given_up)
+    except (DatabaseError, SQLAlchemyError, *BROKER_ERRORS) as exc:
         log.warning("%s: tries of gone workers %s not sent again (%s); their leases will",
                     name, sorted(gone), exc)
         return 0
-    try:
-        forgotten = dispatcher.forget_deliveries(given_up)
-    except BROKER_ERRORS as exc:
-        forgotten = 0
-        log.warning("%s: dead deliveries not dropped from the broker (%s)", name, exc)
-    log.warning("%s: workers %s stopped beating; %s tries sent again, %s dead deliveries "
-                "dropped", name, sorted(gone), len(given_up), forgotten)
+    log.warning("%s: workers %s stopped beating; %s of %s tries they held sent again, %s dead "
+                "deliveries dropped", name, sorted(gone), len(given_up), len(tries), forgotten)
     return len(given_up)
 
 

@@ -1,7 +1,9 @@
-"""A worker killed mid-task and a result delivered three times: each attempt counts once."""
+"""A worker killed mid-task (short lease; default lease, noticed by its silence) and a result
+delivered three times: each attempt counts once."""
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -11,8 +13,10 @@ import redis
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
-from kernelband.db.models import Attempt, Event, Measurement
+from kernelband.config import Settings
+from kernelband.db.models import Attempt, Event, Measurement, Worker
 from kernelband.db.session import session_scope
+from services.api.fleet import fleet_worker
 from services.scheduler.dispatcher import RESULTS_UNACKED_KEYS
 from services.worker.app import app as celery_app
 from services.worker.messages import ResultMessage, publish
@@ -77,6 +81,51 @@ def test_worker_killed_during_profile_is_redispatched_and_counted_once(
         tally["rewards_duplicated"] += ledger.duplicate_decisions
         tally["rewards_lost"] += ledger.lost_pulls
         assert_consistent(ledger)
+    finally:
+        for process in started:
+            process.terminate()
+
+
+def test_a_killed_worker_is_noticed_by_its_silence_and_its_task_sent_again_in_seconds(
+        factory: sessionmaker[Session], make_job: Callable[..., int], postgres_url: str,
+        private_broker: str, log_dir: Path, tally: Counter[str]) -> None:
+    """Default lease (300 s) and heartbeat interval: the job still completes within 60 s of a
+    kill -9 mid-attempt, because the leader counts the silent worker gone after 3 missed
+    beats and sends its try again; the dead delivery leaves Redis's unacked set."""
+    worker_env = service_env(POISON_DATABASE_URL, private_broker, private_broker)
+    sched_env = service_env(postgres_url, private_broker, private_broker,
+                            KERNELBAND_POLL_INTERVAL_S="0.1")
+    llm = start_worker("gone-llm", "llm", worker_env, log_dir)
+    cpu = start_worker("gone-cpu-1", "cpu", worker_env, log_dir)
+    scheduler = start_scheduler("gone-scheduler", sched_env, log_dir)
+    started = [llm, cpu, scheduler]
+    try:
+        job_id = make_job("vector_add", ("cpu",), budget_iterations=1, parallelism=1)
+        victim = kill_on_receipt(cpu, "profile", skip=set(), timeout_s=180)  # the baseline
+        killed_at = time.monotonic()
+        assert victim is not None, f"no profile task reached the worker\n{cpu.log_tail()}"
+        tally["faults_injected"] += 1
+        tally["worker_kill9"] += 1
+        replacement = start_worker("gone-cpu-2", "cpu", worker_env, log_dir)
+        started.append(replacement)
+        assert wait_finished(factory, job_id, (scheduler, replacement, llm), 60) == "completed"
+        took_s = time.monotonic() - killed_at
+        tally["jobs_completed"] += 1
+        with session_scope(factory) as session:
+            attempt = session.get_one(Attempt, victim)
+            dead = session.scalars(select(Worker).where(Worker.name.like("gone-cpu-1@%"))).one()
+            view = fleet_worker(dead, Settings())
+        assert attempt.state == "done" and attempt.tries == 2, (attempt.state, attempt.tries)
+        assert view.status == "gone" and view.gone_at is not None and view.isolation
+        ledger = reward_ledger(factory, job_id)
+        tally["rewards_duplicated"] += ledger.duplicate_decisions
+        tally["rewards_lost"] += ledger.lost_pulls
+        assert_consistent(ledger)
+        client = redis.Redis.from_url(private_broker)
+        leftover = client.hlen("unacked")  # kombu's unacked tasks: the dead delivery is gone
+        client.close()
+        assert leftover == 0
+        print(f"worker kill -9 to job completed: {took_s:.1f} s (lease 300 s)")
     finally:
         for process in started:
             process.terminate()

@@ -50,3 +50,19 @@ def test_claims_the_oldest_with_a_new_try_a_lease_and_a_task_id(
                                                    (ids[3], f"kb-{ids[3]}-1")]
     with session_scope(db_factory) as session:
         assert claim_pending(session, now, lease, limit=10) == []
+
+
+def test_a_claim_above_what_was_claimed_finds_the_rest_and_an_expiry_reopens_the_search(
+        db_factory: sessionmaker[Session]) -> None:
+    ids = _pending_attempts(db_factory, 4)
+    now, lease = utcnow(), utcnow() + timedelta(seconds=60)
+    with session_scope(db_factory) as session:
+        first = claim_pending(session, now, lease, limit=2)
+    with session_scope(db_factory) as session:  # looks above the highest id claimed
+        rest = claim_pending(session, now, lease, limit=10, claimable_after=first[-1].id)
+    assert [a.id for a in first + rest] == ids
+    with session_scope(db_factory) as session:
+        session.get_one(Attempt, ids[0]).state = "expired"
+    with session_scope(db_factory) as session:  # below the mark: the caller starts from 0
+        assert claim_pending(session, now, lease, limit=10, claimable_after=ids[-1]) == []
+        assert [a.id for a in claim_pending(session, now, lease, limit=10)] == [ids[0]]

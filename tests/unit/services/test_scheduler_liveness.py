@@ -12,7 +12,7 @@ from kernelband.config import Settings
 from kernelband.db import session_scope
 from kernelband.db.models import Worker
 from services.api.fleet import fleet_worker
-from services.scheduler.liveness import Liveness
+from services.scheduler.liveness import Liveness, WorkerSeen
 from services.scheduler.workers import record_heartbeats, scheduler_heartbeat
 from services.worker.heartbeat import build_heartbeat
 from services.worker.messages import Heartbeat, parse_message
@@ -25,10 +25,11 @@ def test_a_worker_silent_for_its_missed_beats_is_gone_with_the_tries_it_held() -
     live.took("cpu@a", 8, "attempt-8-y", now=0.6)
     live.answered("cpu@a", 8, now=1.0)  # answered: no longer held
     live.took("gpu@b", 9, "attempt-9-z", now=1.0)  # interval unknown: the scheduler's 5 s
+    assert live.held_by_live() == {7, 9}
     assert live.take_gone(now=3.9) == {}
-    assert live.take_gone(now=4.1) == {"cpu@a": {7: "attempt-7-x"}}
+    assert held(live.take_gone(now=4.1)) == {"cpu@a": {7: "attempt-7-x"}}
     assert live.take_gone(now=10.0) == {}  # reported once
-    assert live.take_gone(now=16.1) == {"gpu@b": {9: "attempt-9-z"}}
+    assert held(live.take_gone(now=16.1)) == {"gpu@b": {9: "attempt-9-z"}}
     live.heard("cpu@a", interval_s=1.0, now=20.0)  # back: alive again, holding nothing
     assert live.take_gone(now=20.5) == {} and live.workers["cpu@a"].holds == {}
 
@@ -37,7 +38,11 @@ def test_a_result_frees_its_attempt_whichever_worker_reported_it() -> None:
     live = Liveness(default_interval_s=1.0, missed_beats=2)
     live.took("old@a", 5, "attempt-5-1", now=0.0)
     live.answered("new@b", 5, now=0.1)  # the re-sent try answered elsewhere
-    assert live.take_gone(now=5.0) == {"old@a": {}, "new@b": {}}
+    assert held(live.take_gone(now=5.0)) == {"old@a": {}, "new@b": {}}
+
+
+def held(gone: dict[str, WorkerSeen]) -> dict[str, dict[int, str]]:
+    return {name: seen.holds for name, seen in gone.items()}
 
 
 def test_heartbeats_carry_interval_and_runner_isolation(monkeypatch) -> None:  # type: ignore[no-untyped-def]
