@@ -300,7 +300,8 @@ class ArmOut(BaseModel):
 
     cluster: int
     strategy: str
-    pulls: float
+    pulls: float = Field(description="The policy's count of this arm, prior pseudo-counts "
+                                     "included (fractional); whole pulls are per track.")
     mean_reward: float
     masked: bool = Field(description="True when the cluster is saturated in this dimension.")
     ucb_score: float | None = Field(
@@ -313,7 +314,11 @@ class BanditOut(BaseModel):
 
     job_id: int
     target: str
-    total_pulls: float
+    pulls_done: int = Field(default=0, description="Whole pulls answered on this track.")
+    pulls_dispatched: int = Field(default=0, description="Whole pulls sent (answered or not).")
+    total_pulls: float = Field(description=(
+        "The policy's count over all arms: whole pulls plus the prior's pseudo-counts, so it "
+        "can be fractional and larger than pulls_done."))
     arms: list[ArmOut]
 
 

@@ -50,13 +50,14 @@ class DashboardSuite(BaseModel):
 
 
 PAGES = {"signin": "Sign in", "jobs": "Jobs", "job": "Job", "fleet": "Fleet",
-         "suites": "Suites", "suite": "Suite"}
+         "suites": "Suites", "suite": "Suite", "notfound": "Not found"}
 SuiteId = Annotated[str, Path(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.\-]+$")]
 
 
-def _page(request: Request, name: str, **context: object) -> HTMLResponse:
+def _page(request: Request, name: str, status_code: int = 200, **context: object) -> HTMLResponse:
     return templates.TemplateResponse(
-        request, f"{name}.html", {"title": PAGES[name], "page": name, **context}
+        request, f"{name}.html", {"title": PAGES[name], "page": name, **context},
+        status_code=status_code,
     )
 
 
@@ -80,8 +81,15 @@ def jobs_page(request: Request) -> HTMLResponse:
 
 
 @router.get("/ui/jobs/{job_id}", response_class=HTMLResponse, include_in_schema=False)
-def job_page(request: Request, job_id: JobId) -> HTMLResponse:
-    """One job: chart, bandit arms, lineage, best kernel diff."""
+def job_page(request: Request, job_id: JobId, db: DbDep) -> HTMLResponse:
+    """One job: chart, bandit arms, lineage, best kernel diff; a 404 page for no such job.
+
+    The page request carries no token (it lives in the tab's storage), so this says only
+    that the id exists; the page's API calls show another team's job as not found."""
+    with session_scope(db) as session:
+        exists = session.scalar(select(Job.id).where(Job.id == job_id)) is not None
+    if not exists:
+        return _page(request, "notfound", what=f"job {job_id}", status_code=404)
     return _page(request, "job", job_id=job_id)
 
 
@@ -167,10 +175,13 @@ def candidate_source(
         candidate, track = row
         original = session.get(Candidate, track.original_candidate_id) if track.original_candidate_id else None
         problem = session.get(Problem, job.problem_id)
+        own = queries.measurements_by_candidate(session, [candidate.id])[candidate.id]
+        timed = [m for m in own if m.target == track.target]
         return {
             "candidate_id": candidate.id, "target": track.target, "status": candidate.status,
+            "label": timed[-1].label if timed else None,
             "reason": candidate.reason, "strategy": candidate.strategy,
             "editable": candidate.editable,
             "original_editable": original.editable if original else None,
-            "problem_name": problem.name if problem else None,
+            "problem_name": job.problem_name or (problem.name if problem else None),
         }

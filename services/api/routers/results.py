@@ -148,6 +148,8 @@ def bandit_arms(job_id: JobId, target: Target, team: CurrentTeam, db: DbDep) -> 
         arms = queries.arm_stats(session, track.id) if track is not None else []
         return BanditOut(
             job_id=job.id, target=target.value, total_pulls=sum(a.pulls for a in arms),
+            pulls_done=track.iterations_done if track is not None else 0,
+            pulls_dispatched=track.iterations_dispatched if track is not None else 0,
             arms=[
                 ArmOut(cluster=a.cluster, strategy=a.strategy, pulls=a.pulls,
                        mean_reward=a.mean_reward, masked=a.masked, ucb_score=a.ucb_score)

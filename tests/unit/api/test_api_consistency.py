@@ -144,3 +144,19 @@ def test_metrics_can_require_a_token(client: TestClient, metrics_app: FastAPI) -
         assert guarded.get("/metrics", headers={"Authorization": "Bearer nope"}).status_code == 401
         ok = guarded.get("/metrics", headers={"Authorization": "Bearer scrape-secret"})
         assert ok.status_code == 200 and "kernelband_jobs" in ok.text
+
+
+def test_dashboard_job_page_is_404_for_no_such_job_and_pulls_are_whole(
+    client: TestClient, auth: dict[str, str], job_body: Body,
+    seed_results: Callable[[int], dict[str, int]],
+) -> None:
+    missing = client.get("/ui/jobs/999")
+    assert missing.status_code == 404 and "There is no job 999" in missing.text
+    job = client.post("/v1/jobs", json=job_body(), headers=auth).json()
+    assert client.get(f"/ui/jobs/{job['id']}").status_code == 200
+    ids = seed_results(job["id"])
+    bandit = client.get(f"/v1/jobs/{job['id']}/tracks/h100/bandit", headers=auth).json()
+    assert (bandit["pulls_done"], bandit["pulls_dispatched"]) == (2, 3)
+    source = client.get(f"/ui/api/jobs/{job['id']}/candidates/{ids['child']}/source",
+                        headers=auth).json()
+    assert (source["status"], source["label"]) == ("measured", "measured")

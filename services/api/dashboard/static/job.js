@@ -80,12 +80,13 @@ function renderBandit() {
   const blocks = view.job.targets.map((target) => {
     const b = view.bandits[target];
     const rows = (b ? b.arms : []).map((a) => el("tr", { class: a.masked ? "masked" : "" }, [
-      el("td", {}, [String(a.cluster)]), el("td", {}, [a.strategy]), el("td", {}, [num(a.pulls, 3)]),
+      el("td", {}, [String(a.cluster)]), el("td", {}, [a.strategy]), el("td", {}, [Number(a.pulls).toFixed(1)]),
       el("td", {}, [num(a.mean_reward, 3)]), el("td", {}, [a.masked ? "masked" : "open"]), el("td", {}, [num(a.ucb_score, 3)]),
     ]));
     return el("div", { class: "bandit-track", "data-target": target }, [
-      el("h3", {}, [`${target}: ${b ? b.total_pulls : 0} pulls`]),
-      rows.length ? el("table", {}, [el("thead", {}, [el("tr", {}, ["Cluster", "Strategy", "Pulls", "Mean reward", "Mask", "UCB score"].map((h) => el("th", {}, [h])))]), el("tbody", {}, rows)])
+      // Whole pulls come from the track; the arms' counts include the prior's pseudo-counts.
+      el("h3", {}, [`${target}: ${b ? b.pulls_done : 0} pulls answered (${b ? b.pulls_dispatched : 0} sent)`]),
+      rows.length ? el("table", {}, [el("thead", {}, [el("tr", {}, ["Cluster", "Strategy", "Policy count (with prior)", "Mean reward", "Mask", "UCB score"].map((h) => el("th", {}, [h])))]), el("tbody", {}, rows)])
         : el("p", { class: "muted" }, ["no arm statistics yet"]),
     ]);
   });
@@ -156,7 +157,9 @@ async function showDiff(candidateId) {
     const src = await kb.api(`/ui/api/jobs/${jobId}/candidates/${candidateId}/source`);
     view.diffShown = candidateId;
     const body = kb.el("div");
-    panel.replaceChildren(kb.el("p", {}, [`candidate #${src.candidate_id} (${src.target}, ${src.strategy || "original"}, ${src.status}${src.reason ? ": " + src.reason : ""}) against the original kernel`]), body);
+    // The label of its time (measured | estimated), not the bare status, so it agrees with the result beside it.
+    const state = src.status === "measured" && src.label ? src.label : src.status;
+    panel.replaceChildren(kb.el("p", {}, [`candidate #${src.candidate_id} (${src.target}, ${src.strategy || "original"}, ${state}${src.reason ? ": " + src.reason : ""}) against the original kernel`]), body);
     kbDiff.render(body, src.original_editable, src.editable);
   } catch (err) { kb.showError(err); }
 }
