@@ -10,16 +10,19 @@ from __future__ import annotations
 import atexit
 import hashlib
 import json
+import threading
 from dataclasses import dataclass, replace
 
 from kernelband.evaluate.verified_timing import TimingRejected
 from kernelband.problem.model import KernelProblem
+from kernelband.profile.measure import MeasureError
 from kernelband.sandbox.limits import SandboxLimits, SandboxResult
 from kernelband.sandbox.session import RunnerSession, SessionError
 
 RUNNER_TARGET = "kernelband.runner.timing:serve_task"
 # a TritonBench-G harness draws its inputs when it loads: every runner draws them from this seed
 HARNESS_SEED = 0
+RECYCLE_CPU_SHARE = 0.5  # a warm original is replaced once it used this share of its CPU limit
 
 
 @dataclass(frozen=True)
@@ -55,6 +58,22 @@ class PairedConfig:
         return f"{clock} around batches of {calls}, ABBA rounds, two runners"
 
 
+class OriginalRunnerError(MeasureError):
+    """The original's runner failed: no verdict on the candidate; `reason` names what failed."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+def runner_error(role: str, reason: str, message: str) -> Exception:
+    """A candidate's runner breaking a rule is its rejection; the original's is a failure to
+    measure, retried or reported, never held against the candidate."""
+    if role == "original":
+        return OriginalRunnerError(f"original_{reason}", message)
+    return TimingRejected(reason, message)
+
+
 @dataclass
 class Runner:
     """A live runner session with a problem loaded: the cases it times, whether outputs are checked."""
@@ -72,8 +91,9 @@ class Runner:
 
 
 def start_runner(problem: KernelProblem, editable: str | None, device: str, config: PairedConfig,
-                 limits: SandboxLimits | None) -> Runner:
-    """A runner session with `editable` loaded; a candidate that cannot load is rejected."""
+                 limits: SandboxLimits | None, role: str = "candidate") -> Runner:
+    """A runner session with `editable` loaded. A candidate that cannot load is rejected
+    (TimingRejected); an original that cannot is not the candidate's fault (OriginalRunnerError)."""
     limits = limits or SandboxLimits.from_settings()
     limits = replace(limits, interpret=not device.startswith("cuda"), compile_s=0.0,
                      wall_s=max(limits.wall_s, config.load_timeout_s))
@@ -84,10 +104,11 @@ def start_runner(problem: KernelProblem, editable: str | None, device: str, conf
                                 config.load_timeout_s).value
     except SessionError as exc:
         session.close()
-        raise TimingRejected(f"runner_{exc.reason}", f"the runner failed to load: {exc}") from exc
+        raise runner_error(role, f"runner_{exc.reason}", f"the {role}'s runner failed to load: {exc}") from exc
     if not reply.get("ok"):
         session.close()
-        raise TimingRejected("runner_load_failed", f"the runner could not load the kernel: {reply.get('error')}")
+        raise runner_error(role, "runner_load_failed", f"the {role}'s runner could not load the kernel: "
+                           f"{reply.get('error')}")
     return Runner(session, [str(c) for c in reply["cases"]], bool(reply.get("verifiable")))
 
 
@@ -95,37 +116,50 @@ class OriginalRunners:
     """Warm runners of originals, one per (problem, device, timing mode), reused by candidates.
 
     Each keeps the original's compiled module loaded; its inputs are rebuilt per round (fresh
-    seeds), and its baseline is re-timed beside every candidate, since a speedup is paired."""
+    seeds), and its baseline is re-timed beside every candidate, since a speedup is paired. A
+    runner is taken for one measurement and given back after it (two measurements at once get
+    two runners); one that has used half its CPU-time limit is replaced before it hits it."""
 
     def __init__(self, size: int = 2) -> None:
         self.size = size
-        self.sessions: dict[str, Runner] = {}
+        self.idle: dict[str, Runner] = {}
+        self.lock = threading.Lock()
 
     @staticmethod
     def key(problem: KernelProblem, device: str, config: PairedConfig) -> str:
         text = json.dumps([problem.to_dict(), device, config.graphs, list(config.cores)], sort_keys=True, default=str)
         return hashlib.sha256(text.encode()).hexdigest()
 
-    def get(self, problem: KernelProblem, device: str, config: PairedConfig,
-            limits: SandboxLimits | None) -> Runner:
-        key = self.key(problem, device, config)
-        session = self.sessions.get(key)
-        if session is not None and not session.closed:
-            return session
-        while len(self.sessions) >= self.size:
-            self.sessions.pop(next(iter(self.sessions))).close()
-        session = start_runner(problem, None, device, config, limits)
-        self.sessions[key] = session
-        return session
+    def take(self, problem: KernelProblem, device: str, config: PairedConfig,
+             limits: SandboxLimits | None) -> Runner:
+        with self.lock:
+            runner = self.idle.pop(self.key(problem, device, config), None)
+        if runner is not None and not runner.closed and not _worn(runner):
+            return runner
+        if runner is not None:
+            runner.close()
+        return start_runner(problem, None, device, config, limits, role="original")
 
-    def drop(self, problem: KernelProblem, device: str, config: PairedConfig) -> None:
-        session = self.sessions.pop(self.key(problem, device, config), None)
-        if session is not None:
-            session.close()
+    def give_back(self, problem: KernelProblem, device: str, config: PairedConfig, runner: Runner) -> None:
+        if runner.closed:
+            return
+        runner.session.pause()  # idle until the next candidate: it takes no core meanwhile
+        with self.lock:
+            old = self.idle.pop(self.key(problem, device, config), None)
+            self.idle[self.key(problem, device, config)] = runner
+            evicted = [self.idle.pop(next(iter(self.idle))) for _ in range(len(self.idle) - self.size)]
+        for other in ([old] if old is not None else []) + evicted:
+            other.close()
 
     def close_all(self) -> None:
-        while self.sessions:
-            self.sessions.popitem()[1].close()
+        with self.lock:
+            runners, self.idle = list(self.idle.values()), {}
+        for runner in runners:
+            runner.close()
+
+
+def _worn(runner: Runner) -> bool:
+    return runner.session.cpu_seconds() > RECYCLE_CPU_SHARE * runner.session.limits.cpu_s
 
 
 ORIGINALS = OriginalRunners()

@@ -29,7 +29,14 @@ from kernelband.evaluate.verified_timing import TimingRejected
 from kernelband.problem.model import KernelProblem
 from kernelband.profile.measure import MeasureError, Measurement
 from kernelband.profile.paired import paired_speedup
-from kernelband.profile.paired_runners import ORIGINALS, PairedConfig, Runner, start_runner
+from kernelband.profile.paired_runners import (
+    ORIGINALS,
+    OriginalRunnerError,
+    PairedConfig,
+    Runner,
+    runner_error,
+    start_runner,
+)
 from kernelband.sandbox.limits import SandboxLimits
 from kernelband.sandbox.session import CLOCK_TICKS, SessionError
 
@@ -74,10 +81,10 @@ class _Pair:
         try:
             reply = self.runners[role].session.request(command, timeout_s or self.config.command_timeout_s)
         except SessionError as exc:
-            raise TimingRejected(f"runner_{exc.reason}", f"the {role}'s runner failed: {exc}") from exc
+            raise runner_error(role, f"runner_{exc.reason}", f"the {role}'s runner failed: {exc}") from exc
         if not reply.value.get("ok"):
-            reason = "runner_error" if role == "candidate" else "original_runner_error"
-            raise TimingRejected(reason, f"the {role}'s runner refused {command['cmd']}: {reply.value.get('error')}")
+            raise runner_error(role, "runner_error", f"the {role}'s runner refused {command['cmd']}: "
+                               f"{reply.value.get('error')}")
         return reply.value, reply.wall_s * 1e3
 
     def batch(self, role: str, case: str, k: int, salt: int | None = None) -> float:
@@ -167,8 +174,12 @@ def time_pair(problem: KernelProblem, pair: _Pair, config: PairedConfig, rng: ra
     run.case_candidate_ms = {c: [] for c in cases}
     run.parts_s["calibrate"] = time.perf_counter() - started
     timed_s = verify_s = 0.0
+    prepare_s = 0.0
     for round_no in range(config.rounds):
-        pair.prepare(cases, rng.randrange(1, 1 << 30))
+        if run.verifiable:  # fresh inputs per round; a harness's inputs are fixed
+            start = time.perf_counter()
+            pair.prepare(cases, rng.randrange(1, 1 << 30))
+            prepare_s += time.perf_counter() - start
         order = ("original", "candidate") if round_no % 2 == 0 else ("candidate", "original")
         start = time.perf_counter()
         checked = rng.choice(cases)  # drawn now, revealed only after both batches replied
@@ -199,6 +210,7 @@ def time_pair(problem: KernelProblem, pair: _Pair, config: PairedConfig, rng: ra
         verify_s += time.perf_counter() - start
     pair.pause_both()
     run.claimed_ms, run.judged_ms = pair.claimed_ms, pair.judged_ms
+    run.parts_s["prepare"] = prepare_s
     run.parts_s["timed_rounds"] = timed_s
     run.parts_s["verify"] = verify_s
     return run
@@ -212,34 +224,54 @@ def measure_paired_runners(
     """Time `editable` against the problem's original in two runners (see the module doc).
 
     `after(candidate, run)` runs before the candidate's runner closes (e.g. its features);
-    what it returns is `run.extras`."""
+    what it returns is `run.extras`. A warm original whose runner fails is replaced and the
+    measurement taken once more; the candidate is never blamed for it."""
     config = config or PairedConfig()
+    try:
+        return _measure_once(problem, editable, device, config, limits, keep_original, after)
+    except OriginalRunnerError:
+        if not keep_original:
+            raise
+        return _measure_once(problem, editable, device, config, limits, False, after)
+
+
+def _measure_once(problem: KernelProblem, editable: str | None, device: str, config: PairedConfig,
+                  limits: SandboxLimits | None, keep_original: bool,
+                  after: Callable[[Runner, PairedRun], dict[str, Any]] | None) -> PairedRun:
     rng = random.Random(config.seed if config.seed is not None else random.SystemRandom().randrange(1 << 30))
     parts: dict[str, float] = {}
     start = time.perf_counter()
-    original = ORIGINALS.get(problem, device, config, limits) if keep_original else \
-        start_runner(problem, None, device, config, limits)
+    original = ORIGINALS.take(problem, device, config, limits) if keep_original else \
+        start_runner(problem, None, device, config, limits, role="original")
     parts["load_original"] = time.perf_counter() - start
-    start = time.perf_counter()
-    candidate = start_runner(problem, editable, device, config, limits)
-    parts["load_candidate"] = time.perf_counter() - start
     try:
-        run = time_pair(problem, _Pair(original, candidate, config), config, rng)
-        if after is not None:
-            run.extras = after(candidate, run)
-    except TimingRejected as rej:
-        if keep_original and rej.reason.startswith("original_runner"):
-            ORIGINALS.drop(problem, device, config)
+        start = time.perf_counter()
+        candidate = start_runner(problem, editable, device, config, limits)
+        parts["load_candidate"] = time.perf_counter() - start
+        try:
+            run = time_pair(problem, _Pair(original, candidate, config), config, rng)
+            if after is not None:
+                start = time.perf_counter()
+                run.extras = after(candidate, run)
+                parts["after"] = time.perf_counter() - start
+        finally:
+            candidate.close()
+    except TimingRejected:
+        _release(original, problem, device, config, keep_original)  # the candidate's fault
         raise
-    finally:
-        candidate.close()
-        if not keep_original:
-            original.close()
-        elif original.closed:
-            ORIGINALS.drop(problem, device, config)
+    except BaseException:
+        original.close()  # after another failure its state is not worth keeping
+        raise
+    _release(original, problem, device, config, keep_original)
     run.parts_s = parts | run.parts_s
     return run
 
+
+def _release(original: Runner, problem: KernelProblem, device: str, config: PairedConfig, keep: bool) -> None:
+    if keep:
+        ORIGINALS.give_back(problem, device, config, original)
+    else:
+        original.close()
 
 
 def paired_measurement(problem: KernelProblem, run: PairedRun, *, device_name: str, target: str,

@@ -180,7 +180,22 @@ def test_an_output_computed_only_when_asked_for_is_rejected(problem: KernelProbl
 def test_a_runner_that_dies_mid_session_is_a_result_with_its_reason(problem: KernelProblem) -> None:
     dies = "import os as _os\n_calls = []\n\n" + problem.editable.replace(
         "    out = torch.empty_like(x)\n",
-        "    _calls.append(1)\n    if len(_calls) > 4:\n        _os._exit(3)\n    out = torch.empty_like(x)\n")
+        "    _calls.append(1)\n    if len(_calls) > 2:\n        _os._exit(3)\n    out = torch.empty_like(x)\n")
     with pytest.raises(TimingRejected) as info:
         _measure(problem, dies, PairedConfig(rounds=3, batch_ms=10.0, seed=1, clock="cpu"))
     assert info.value.reason == "runner_exited"
+
+
+def test_the_originals_runner_stays_warm_between_candidates(problem: KernelProblem) -> None:
+    from kernelband.profile.paired_runners import OriginalRunnerError, runner_error
+
+    quick = PairedConfig(rounds=3, batch_ms=10.0, seed=2, clock="cpu")
+    key = ORIGINALS.key(problem, "cpu", quick)
+    _measure(problem, None, quick)
+    first = ORIGINALS.idle[key].session.pid
+    _measure(problem, None, quick)
+    assert ORIGINALS.idle[key].session.pid == first and ORIGINALS.idle[key].session.paused
+    # a failing original is a failure to measure, never the candidate's rejection
+    assert isinstance(runner_error("original", "runner_exited", "x"), OriginalRunnerError)
+    assert runner_error("original", "runner_exited", "x").reason == "original_runner_exited"  # type: ignore[attr-defined]
+    assert isinstance(runner_error("candidate", "runner_exited", "x"), TimingRejected)

@@ -1,0 +1,164 @@
+"""A/A on a lent GPU: each corpus original measured against itself through the real measure path.
+
+    python -m bench.gpu.paired_aa --corpus ../shared/corpus/tritonbench-g --problems 8 [--graphs]
+
+For each TritonBench-G problem (with a performance harness) the script loads the problem in the
+sandbox, checks the original as a candidate (the evaluator), then measures it as its own
+candidate with `measure_candidate` (two live runners, ABBA rounds, the judge's clock). Every
+interval should contain 1.00 and every point should be within 3% of 1.00. `--graphs` measures
+each problem twice, with many launches per batch and with CUDA-graph replays, for comparison.
+The profile step's parts (load, correctness, the original's runner = reference, candidate's
+runner, calibration, timed rounds, output checks, features) are printed per problem.
+
+Writes paired-aa-<target>.json and .md to --out (default bench/gpu). `--cpu` rehearses the same
+flow on the CPU interpreter (runner CPU time as the clock; not kernel timings).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+WITHIN = 0.03
+PARTS = ("load", "correctness", "load_original", "load_candidate", "calibrate", "prepare", "timed_rounds", "verify",
+         "after", "measure")
+
+
+def _problems(corpus: Path, count: int, only: list[str]) -> list[str]:
+    """Problems with a harness: `only`, else the fastest on the last H200 perf run, else sorted."""
+    harnessed = {p.name.removesuffix("_perf.py") for p in (corpus / "perf").glob("*_perf.py")}
+    names = [n for n in only if n in harnessed] if only else []
+    if not names:
+        recorded = ROOT / "bench" / "gpu" / "corpus-h200-perf.json"
+        if recorded.exists():
+            rows = json.loads(recorded.read_text()).get("perf", [])
+            timed = sorted((r["ours_ms"], r["problem"]) for r in rows if r.get("problem") in harnessed)
+            names = [name for ms, name in timed if ms < 2.0]
+        names = names or sorted(harnessed)
+    return names[:count]
+
+
+def _target() -> str:
+    from kernelband.profile.paired_gpu import gpu_name
+
+    name = gpu_name("h200").upper()
+    return next((t for t in ("h200", "h100", "a100", "rtx4090") if t.upper().replace("RTX", "") in name), "h200")
+
+
+def measure_one(name: str, corpus: Path, target: str, graphs: bool, cpu: bool) -> dict[str, Any]:
+    from kernelband.evaluate import evaluate_candidate
+    from kernelband.profile.paired_gpu import config_from_settings
+    from kernelband.profile.perf_harness import with_perf_harness
+    from kernelband.sandbox import load_problem_sandboxed
+
+    parts: dict[str, float] = {}
+    start = time.perf_counter()
+    source = (corpus / "kernels" / f"{name}.py").read_text()
+    problem = load_problem_sandboxed(source, "tritonbench", name)
+    problem = with_perf_harness(problem, (corpus / "perf" / f"{name}_perf.py").read_text())
+    parts["load"] = time.perf_counter() - start
+    start = time.perf_counter()
+    verdict = evaluate_candidate(problem, problem.editable, device="cpu" if cpu else None)
+    parts["correctness"] = time.perf_counter() - start
+    row: dict[str, Any] = {"problem": name, "graphs": graphs, "correct": verdict.correct}
+    start = time.perf_counter()
+    try:
+        measurement = _measure(problem, target, replace(config_from_settings(), graphs=graphs), cpu)
+    except Exception as exc:  # a row says why; the table goes on
+        return row | {"error": f"{type(exc).__name__}: {str(exc)[:300]}", "parts_s": parts}
+    parts["measure"] = time.perf_counter() - start
+    parts |= {k: float(v) for k, v in (measurement.checks.get("parts_s") or {}).items()}
+    speedup = measurement.speedup
+    assert speedup is not None
+    return row | {"point": speedup.point, "low": speedup.low, "high": speedup.high, "rounds": speedup.rounds,
+                  "contains_one": speedup.contains_one, "within_3pct": abs(speedup.point - 1.0) <= WITHIN,
+                  "time_ms": measurement.time_ms, "batch": measurement.checks.get("batch"),
+                  "device": measurement.device, "method": measurement.method, "parts_s": parts}
+
+
+def _measure(problem: Any, target: str, config: Any, cpu: bool) -> Any:
+    if cpu:
+        from kernelband.profile.paired_timing import measure_speedup
+
+        return measure_speedup(problem, problem.editable, "cpu", target="cpu", device_name="host",
+                               config=replace(config, clock="cpu", batch_ms=50.0, rounds=8))
+    from kernelband.profile import measure_candidate
+
+    return measure_candidate(problem, problem.editable, target, hardware_signature=False, paired_config=config)[0]
+
+
+def table(rows: list[dict[str, Any]]) -> str:
+    lines = ["| problem | mode | point | [low, high] | contains 1.0 | within 3% | k per case |",
+             "| --- | --- | --- | --- | --- | --- | --- |"]
+    for r in rows:
+        mode = "graphs" if r["graphs"] else "launches"
+        if "error" in r:
+            lines.append(f"| {r['problem']} | {mode} | error | {r['error'][:80]} | - | - | - |")
+            continue
+        batch = "/".join(str(k) for k in (r.get("batch") or {}).values())
+        lines.append(f"| {r['problem']} | {mode} | {r['point']:.3f} | [{r['low']:.3f}, {r['high']:.3f}] | "
+                     f"{'yes' if r['contains_one'] else 'NO'} | {'yes' if r['within_3pct'] else 'NO'} | {batch} |")
+    return "\n".join(lines)
+
+
+def parts_table(rows: list[dict[str, Any]]) -> str:
+    lines = ["| problem | mode | " + " | ".join(PARTS) + " |", "| --- | --- |" + " --- |" * len(PARTS)]
+    for r in rows:
+        parts = r.get("parts_s", {})
+        cells = " | ".join(f"{parts[p]:.2f}" if p in parts else "-" for p in PARTS)
+        lines.append(f"| {r['problem']} | {'graphs' if r['graphs'] else 'launches'} | {cells} |")
+    medians = {p: statistics.median(v) for p in PARTS if (v := [r["parts_s"][p] for r in rows if p in r.get("parts_s", {})])}
+    lines.append("| median | | " + " | ".join(f"{medians[p]:.2f}" if p in medians else "-" for p in PARTS) + " |")
+    return "\n".join(lines)
+
+
+def summary(rows: list[dict[str, Any]]) -> str:
+    out = []
+    for graphs in sorted({r["graphs"] for r in rows}):
+        ok = [r for r in rows if r["graphs"] == graphs and "error" not in r]
+        mode = "graphs" if graphs else "launches"
+        width = [r["high"] / r["low"] for r in ok]
+        out.append(f"{mode}: {sum(r['contains_one'] for r in ok)}/{len(ok)} intervals contain 1.00, "
+                   f"{sum(r['within_3pct'] for r in ok)}/{len(ok)} points within 3%"
+                   + (f", median interval width (high/low) {statistics.median(width):.3f}" if width else ""))
+    return "\n".join(out)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--corpus", type=Path, default=ROOT.parent / "shared" / "corpus" / "tritonbench-g")
+    parser.add_argument("--problems", type=int, default=8)
+    parser.add_argument("--only", default="", help="comma-separated problem names")
+    parser.add_argument("--graphs", action="store_true", help="also measure with CUDA-graph replays")
+    parser.add_argument("--cpu", action="store_true", help="rehearse on the CPU interpreter")
+    parser.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", ROOT / "bench" / "gpu")))
+    args = parser.parse_args(argv)
+    if not (args.corpus / "kernels").is_dir():
+        print(f"no corpus at {args.corpus}: pass --corpus ../shared/corpus/tritonbench-g", file=sys.stderr)
+        return 2
+    target = "cpu" if args.cpu else _target()
+    names = _problems(args.corpus, args.problems, [n for n in args.only.split(",") if n])
+    rows = []
+    for name in names:
+        for graphs in ((False, True) if args.graphs else (False,)):
+            rows.append(measure_one(name, args.corpus, target, graphs, args.cpu))
+            print(table(rows[-1:]).splitlines()[-1], flush=True)
+    text = (f"# A/A paired timing on {target} ({rows[0].get('device', '?') if rows else '?'})\n\n"
+            f"{table(rows)}\n\n{summary(rows)}\n\n## Profile step parts (seconds)\n\n{parts_table(rows)}\n")
+    print("\n" + text)
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / f"paired-aa-{target}.json").write_text(json.dumps(rows, indent=1, default=str))
+    (args.out / f"paired-aa-{target}.md").write_text(text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
