@@ -77,7 +77,7 @@ class Zygote:
         self.lock = threading.Lock()
         self.sock: socket.socket | None = None
         self.proc: subprocess.Popen[bytes] | None = None
-        self.start_failed = ""  # profiled only: why it could not start (not tried again)
+        self.start_failed = ""  # profiled or jailed: why it could not start (not tried again)
 
     def _start(self) -> None:
         base = tempfile.gettempdir()
@@ -97,8 +97,11 @@ class Zygote:
             child.close()
             self.sock = parent
         self.sock.settimeout(ZYGOTE_START_S)
-        if json.loads(self.sock.recv(4096) or b"{}").get("ready") is not True:
-            raise OSError("the sandbox zygote did not start")
+        ready = json.loads(self.sock.recv(4096) or b"{}")
+        if ready.get("ready") is not True:
+            if ready.get("why"):  # its runs cannot be jailed here: not tried again
+                self.start_failed = f"a forked run cannot take its own namespaces: {ready['why']}"
+            raise OSError(f"the sandbox zygote did not start: {ready.get('why') or 'no answer'}")
         self.sock.settimeout(30)
 
     def _start_jailed(self, command: list[str], env: dict[str, str]) -> socket.socket:
@@ -178,8 +181,8 @@ class Zygote:
             with self.lock:
                 if not self._alive():
                     self.close()
-                    if self.start_failed:  # an ncu that cannot launch it will not next time
-                        raise OSError(f"the ncu-launched zygote failed to start: {self.start_failed}")
+                    if self.start_failed:  # an ncu or a jail that cannot start it will not next time
+                        raise OSError(f"the zygote failed to start: {self.start_failed}")
                     try:
                         self._start()
                     except (OSError, ValueError) as exc:

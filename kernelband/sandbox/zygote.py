@@ -80,6 +80,26 @@ def _enter_run_jail(request_path: str, ids: str) -> None:
         os._exit(70)
 
 
+def _run_jail_problem() -> str:
+    """"" when a forked run can take its own namespaces here, else why not: tried once at
+    start, so a runtime that refuses them (a nested /proc mount, say) costs no run."""
+    import tempfile
+
+    workdir = tempfile.mkdtemp(prefix="kb-zygote-check-", dir=os.getcwd())  # the runs folder
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.dup2(write_end, 2)
+        _enter_run_jail(os.path.join(workdir, ".request.json"), os.environ[JAILED_ENV])
+        os._exit(0)
+    os.close(write_end)
+    _, status = os.waitpid(pid, 0)
+    with os.fdopen(read_end, "rb") as err:
+        why = err.read().decode(errors="replace").strip()
+    os.rmdir(workdir)
+    return "" if os.waitstatus_to_exitcode(status) == 0 else (why or f"wait status {status}")
+
+
 def _reap(status_fds: dict[int, int]) -> None:
     while True:
         try:
@@ -109,7 +129,10 @@ def serve(sock: socket.socket) -> None:
     signal.set_wakeup_fd(wake_w)
     signal.signal(signal.SIGCHLD, lambda *_: None)
     status_fds: dict[int, int] = {}
-    sock.send(b'{"ready": true}')
+    problem = _run_jail_problem() if os.environ.get(JAILED_ENV) else ""
+    sock.send(json.dumps({"ready": not problem, "why": problem}).encode())
+    if problem:
+        return
     while True:
         readable, _, _ = select.select([sock.fileno(), wake_r], [], [])
         if wake_r in readable:
