@@ -18,6 +18,7 @@ after the measurement. A disagreement raises `TimingRejected` with its own reaso
 
 from __future__ import annotations
 
+import math
 import random
 import time
 from collections.abc import Callable
@@ -246,17 +247,28 @@ class VerifiedRuns:
 
 
 def output_fingerprint(value: Any) -> float:
-    """Sum of squares of every element of a result, in float64. A timing runner reports it with
-    each batch; the judge recomputes it from the output it later asks for, so a runner cannot
-    commit to one result and hand over another."""
+    """Sum of squares of every element of a result (float32 products, one read of each tensor).
+
+    A timing runner reports it with each batch, inside the timed window (one pass over the
+    output per batch, not per call); the judge recomputes it from the output it later asks
+    for, so a runner cannot commit to one result and hand over another."""
     total = 0.0
     for t in tensors(value):
-        if t.is_complex():
-            t = torch.view_as_real(t)
-        if t.dtype == torch.bool:
-            t = t.to(torch.int8)
-        total += float(t.detach().to(torch.float64).nan_to_num(0.0, 0.0, 0.0).square().sum())
+        flat = (torch.view_as_real(t) if t.is_complex() else t).detach().reshape(-1)
+        if flat.numel():
+            flat = flat if flat.dtype == torch.float32 else flat.to(torch.float32)
+            total += float(torch.dot(flat, flat))
     return total
+
+
+def same_fingerprint(committed: Any, recomputed: float) -> bool:
+    """Whether a reported fingerprint is the recomputed one (device and host sum in different
+    orders; NaN and Inf outputs give equal non-finite fingerprints)."""
+    if not isinstance(committed, float):
+        return False
+    if math.isnan(committed) or math.isnan(recomputed):
+        return math.isnan(committed) and math.isnan(recomputed)
+    return math.isclose(committed, recomputed, rel_tol=1e-3, abs_tol=1e-6)
 
 
 def _result_bytes(value: Any) -> int:

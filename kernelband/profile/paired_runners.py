@@ -81,6 +81,7 @@ class Runner:
     session: RunnerSession
     cases: list[str]
     verifiable: bool
+    unpinned: str = ""  # why it is not on the measuring cores it was asked to use ("" when it is)
 
     @property
     def closed(self) -> bool:
@@ -109,7 +110,8 @@ def start_runner(problem: KernelProblem, editable: str | None, device: str, conf
         session.close()
         raise runner_error(role, "runner_load_failed", f"the {role}'s runner could not load the kernel: "
                            f"{reply.get('error')}")
-    return Runner(session, [str(c) for c in reply["cases"]], bool(reply.get("verifiable")))
+    return Runner(session, [str(c) for c in reply["cases"]], bool(reply.get("verifiable")),
+                  str(reply.get("unpinned") or ""))
 
 
 class OriginalRunners:

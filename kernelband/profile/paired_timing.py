@@ -56,7 +56,8 @@ class PairedRun:
     verified_rounds: int = 0
     verifiable: bool = True
     output_bytes: dict[str, int] = field(default_factory=dict)  # of outputs the judge loaded
-    extras: dict[str, Any] = field(default_factory=dict)  # what `measure_paired_runners(after=)` asked
+    extras: dict[str, Any] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)  # e.g. a runner that could not be pinned  # what `measure_paired_runners(after=)` asked
     # what each runner said its batches took, over what the judge saw (kept only as evidence)
     claimed_ms: dict[str, float] = field(default_factory=lambda: {"original": 0.0, "candidate": 0.0})
     judged_ms: dict[str, float] = field(default_factory=lambda: {"original": 0.0, "candidate": 0.0})
@@ -130,7 +131,7 @@ def _verify(pair: _Pair, problem: KernelProblem, case: str, round_no: int) -> in
     returns the bytes the candidate's output spans (for the physical floor)."""
     from kernelband.evaluate.compare import compare_results, tensors
     from kernelband.evaluate.raw_outputs import Unreadable, load_output
-    from kernelband.evaluate.verified_timing import output_fingerprint
+    from kernelband.evaluate.verified_timing import output_fingerprint, same_fingerprint
 
     loaded = {}
     for role, runner in pair.runners.items():
@@ -142,8 +143,7 @@ def _verify(pair: _Pair, problem: KernelProblem, case: str, round_no: int) -> in
                                  f"{case} could not be read ({loaded[role].detail}); return tensors, "
                                  "lists, tuples or numbers")
         committed = pair.committed.get(role)
-        if role == "candidate" and not (isinstance(committed, float) and math.isclose(
-                committed, output_fingerprint(loaded[role]), rel_tol=1e-6, abs_tol=1e-9)):
+        if role == "candidate" and not same_fingerprint(committed, output_fingerprint(loaded[role])):
             raise TimingRejected(f"timing_output_not_from_batch:round={round_no}", f"the output saved "
                                  f"for {case} is not the one the timed batch ended with; a timed call's "
                                  "result must be the result of that call")
@@ -170,6 +170,7 @@ def time_pair(problem: KernelProblem, pair: _Pair, config: PairedConfig, rng: ra
     started = time.perf_counter()
     pair.prepare(cases, rng.randrange(1, 1 << 30))
     run = PairedRun(cases, _calibrate(pair, cases, config), verifiable=candidate.verifiable)
+    run.notes = [f"{role}'s runner {r.unpinned}" for role, r in pair.runners.items() if r.unpinned]
     run.case_original_ms = {c: [] for c in cases}
     run.case_candidate_ms = {c: [] for c in cases}
     run.parts_s["calibrate"] = time.perf_counter() - started
@@ -300,7 +301,8 @@ def paired_measurement(problem: KernelProblem, run: PairedRun, *, device_name: s
                 "verified_rounds": run.verified_rounds, "rounds": len(run.original_ms),
                 "batch": dict(run.batch), "parts_s": {k: round(v, 4) for k, v in run.parts_s.items()},
                 "runner_claims": {role: round(run.claimed_ms[role] / run.judged_ms[role], 4)
-                                  for role in run.judged_ms if run.judged_ms[role] > 0}},
+                                  for role in run.judged_ms if run.judged_ms[role] > 0},
+                "notes": run.notes},
         speedup=speedup,
     )
 

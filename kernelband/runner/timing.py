@@ -50,6 +50,7 @@ class TimingServer:
         self.cases: dict[str, _Case] = {}
         self.harness: dict[str, Callable[[], Callable[[], Any]]] = {}
         self.batches = 0
+        self.pinning: dict[str, Any] = {}  # the cores this runner runs on (told with `load`)
 
     def handle(self, msg: dict[str, Any]) -> dict[str, Any]:
         handler = getattr(self, f"cmd_{msg.get('cmd')}", None)
@@ -72,8 +73,8 @@ class TimingServer:
         if self.problem.format == "tritonbench":
             _seed_everything(int(msg.get("seed", 0)))  # both runners draw the same harness inputs
             self.harness = dict(self._harness_cases())
-            return {"cases": list(self.harness), "verifiable": False}
-        return {"cases": [c.name for c in self.problem.cases], "verifiable": True}
+            return {"cases": list(self.harness), "verifiable": False, **self.pinning}
+        return {"cases": [c.name for c in self.problem.cases], "verifiable": True, **self.pinning}
 
     def _harness_cases(self) -> list[tuple[str, Callable[[], Callable[[], Any]]]]:
         """What TritonBench-G times: the performance harness's inputs (call_op alone), or the
@@ -236,17 +237,23 @@ def _to_cpu(value: Any) -> Any:
     return value
 
 
-def pin_cores(cores: list[int] | None) -> list[int]:
-    """Run this process on `cores` only (the measuring core set); returns the set in force."""
-    if cores:
-        os.sched_setaffinity(0, cores)
-    return sorted(os.sched_getaffinity(0))
+def pin_cores(cores: list[int] | None) -> tuple[list[int], str]:
+    """Run this process on `cores` only (the measuring core set): (the set in force, why not)."""
+    if not cores:
+        return sorted(os.sched_getaffinity(0)), ""
+    try:
+        for tid in os.listdir("/proc/self/task"):  # every thread (torch's pools started earlier)
+            os.sched_setaffinity(int(tid), cores)
+    except OSError as exc:  # cores this node does not have, or a jail that forbids it
+        return sorted(os.sched_getaffinity(0)), f"not pinned to {cores}: {exc.strerror}"
+    return sorted(os.sched_getaffinity(0)), ""
 
 
 def serve_task(payload: dict[str, Any]) -> dict[str, Any]:
     """Sandbox target: serve commands until `close`; returns how many batches ran."""
-    cores = pin_cores(payload.get("cores"))
+    cores, unpinned = pin_cores(payload.get("cores"))
     server = TimingServer()
+    server.pinning = {"cores": cores, "unpinned": unpinned}
     with open(payload["commands"], "rb") as commands, open(payload["replies"], "wb", buffering=0) as replies:
         for line in commands:
             msg = json.loads(line)
@@ -257,4 +264,4 @@ def serve_task(payload: dict[str, Any]) -> dict[str, Any]:
             except Exception as exc:  # a failing command is an answer, the session goes on
                 reply = {"ok": False, "error": f"{type(exc).__name__}: {str(exc)[:1500]}"}
             replies.write(json.dumps(reply, default=repr).encode() + b"\n")
-    return {"batches": server.batches, "cores": cores}
+    return {"batches": server.batches, "cores": cores, "unpinned": unpinned}

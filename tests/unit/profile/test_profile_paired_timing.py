@@ -9,6 +9,7 @@ own process (its timers, its replies, threads meant to slow the original) buys i
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Iterator
 from dataclasses import replace
@@ -199,3 +200,23 @@ def test_the_originals_runner_stays_warm_between_candidates(problem: KernelProbl
     assert isinstance(runner_error("original", "runner_exited", "x"), OriginalRunnerError)
     assert runner_error("original", "runner_exited", "x").reason == "original_runner_exited"  # type: ignore[attr-defined]
     assert isinstance(runner_error("candidate", "runner_exited", "x"), TimingRejected)
+
+
+def test_a_measuring_runner_is_pinned_to_the_measuring_cores(problem: KernelProblem) -> None:
+    from kernelband.profile.paired_runners import start_runner
+    from kernelband.sandbox.watch import session_members
+
+    pinned = start_runner(problem, None, "cpu", replace(CONFIG, cores=(0,)), None)
+    try:
+        threads = [int(tid) for pid, _ in session_members(pinned.session.pid)
+                   if Path(f"/proc/{pid}/comm").read_text().startswith("python")
+                   for tid in os.listdir(f"/proc/{pid}/task")]
+        assert threads and all(os.sched_getaffinity(tid) == {0} for tid in threads)
+        assert pinned.unpinned == ""
+    finally:
+        pinned.close()
+    missing = start_runner(problem, None, "cpu", replace(CONFIG, cores=(4095,)), None)
+    try:
+        assert "not pinned to [4095]" in missing.unpinned  # said, not silently ignored
+    finally:
+        missing.close()
