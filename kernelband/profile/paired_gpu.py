@@ -19,7 +19,7 @@ from kernelband.problem.model import KernelProblem
 from kernelband.profile.archs import resolve_target
 from kernelband.profile.features import Features
 from kernelband.profile.measure import MeasureError, Measurement
-from kernelband.profile.paired_runners import PairedConfig, Runner
+from kernelband.profile.paired_runners import PairedConfig, Runner, timed_call
 from kernelband.profile.paired_timing import PairedRun, measure_paired_runners, measurement_of
 from kernelband.sandbox.session import SessionError
 
@@ -63,9 +63,15 @@ def gpu_name(target: str) -> str:
     return f"{resolve_target(target).name} (name not read: nvidia-smi unavailable)"
 
 
-def _features_after(target: str) -> Any:
+def _features_after(target: str, placeholder: bool) -> Any:
+    """The candidate runner's features command; the PyTorch placeholder of a KernelBench file
+    launches no Triton kernel, so it gets the reference's features (its time only)."""
     def after(candidate: Runner, run: PairedRun) -> dict[str, Any]:
         medians = {c: sorted(run.case_candidate_ms[c])[len(run.case_candidate_ms[c]) // 2] for c in run.cases}
+        if placeholder:
+            from kernelband.profile.reference import reference_features
+
+            return {"features": reference_features(sum(medians.values()), "driver").to_dict()}
         slowest = max(range(len(run.cases)), key=lambda i: medians[run.cases[i]])
         try:
             reply = candidate.session.request({"cmd": "features", "target": target, "slowest": slowest,
@@ -93,7 +99,7 @@ def measure_paired_on_gpu(
     if strict:
         limits = replace(limits, warm=False)
     run = measure_paired_runners(problem, editable, "cuda", config, limits=limits, keep_original=not strict,
-                                 after=_features_after(target))
+                                 after=_features_after(target, timed_call(problem, editable) == "reference"))
     measurement = measurement_of(problem, run, device_name=gpu_name(target), target=target, config=config,
                                  baseline_ms=baseline_ms)
     gpu = resolve_target(target if target != "cpu" else "h100")

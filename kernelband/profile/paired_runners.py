@@ -91,6 +91,12 @@ class Runner:
         return self.session.close()
 
 
+def timed_call(problem: KernelProblem, editable: str | None) -> str:
+    """What a runner times: the region's entry, or the PyTorch reference of a KernelBench file
+    not yet translated (the baseline its translations are compared with, and itself)."""
+    return "reference" if problem.needs_translation and editable is None else "candidate"
+
+
 def start_runner(problem: KernelProblem, editable: str | None, device: str, config: PairedConfig,
                  limits: SandboxLimits | None, role: str = "candidate") -> Runner:
     """A runner session with `editable` loaded. A candidate that cannot load is rejected
@@ -101,7 +107,8 @@ def start_runner(problem: KernelProblem, editable: str | None, device: str, conf
     session = RunnerSession(RUNNER_TARGET, {"cores": list(config.cores) or None}, limits)
     try:
         reply = session.request({"cmd": "load", "problem": problem.to_dict(), "editable": editable,
-                                 "device": device, "graphs": config.graphs, "seed": HARNESS_SEED},
+                                 "device": device, "graphs": config.graphs, "seed": HARNESS_SEED,
+                                 "call": timed_call(problem, editable)},
                                 config.load_timeout_s).value
     except SessionError as exc:
         session.close()

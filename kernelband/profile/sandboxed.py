@@ -54,8 +54,8 @@ def measure_candidate(
     carries `speedup` (original / candidate, 95% interval) and its `time_ms` is `baseline_ms`
     (default: the original's time in this run) divided by the speedup, so every time the bandit
     compares is paired against the same original (`parent_editable` is not used there: the
-    baseline is always the original). `paired=False` (or a KernelBench file still in PyTorch)
-    keeps the single-process CUDA-event path, whose times are unpaired.
+    baseline is always the original; for a KernelBench file still in PyTorch, its Model).
+    `paired=False` keeps the single-process CUDA-event path, whose times are unpaired.
     A second sandboxed run measures h with Nsight Compute (its wall seconds go to
     `timings["signature"]`); `hardware_signature=False` skips it and h stays the estimate.
     `strict`: fresh runners, every timed call verified (the implausibility gate's protocol).
@@ -63,7 +63,7 @@ def measure_candidate(
     """
     resolve_target(target)  # fail fast, in this process, on an unknown target
     on_gpu = _on_gpu(target)
-    if on_gpu and paired and not problem.needs_translation:
+    if on_gpu and paired:
         measurement, features, case = _measure_paired(problem, editable, target, strict, limits,
                                                       baseline_ms, paired_config, timings)
     else:

@@ -3,8 +3,9 @@
 Started by `kernelband.sandbox.session.RunnerSession` (target `serve_task`). Commands arrive as
 JSON lines on one FIFO, replies leave on another (see that module):
 
-- `load {problem, editable, device, seed, graphs}`: import the problem with `editable` as its
-  region (None: the original). Replies the names of the timed cases.
+- `load {problem, editable, device, seed, graphs, call}`: import the problem with `editable` as
+  its region (None: the original); `call` "reference" times the reference instead of the
+  region's entry. Replies the names of the timed cases.
 - `prepare {case, seed}`: build the case's inputs for `seed`, run it once (compiles, autotunes)
   and synchronize; with `graphs`, capture one call as a CUDA graph.
 - `run_batch {case, k, salt}`: overwrite a few input elements (chosen by `salt`, the same in
@@ -47,6 +48,7 @@ class TimingServer:
         self.runtime: Any = None
         self.device = "cpu"
         self.graphs = False
+        self.call = "candidate"
         self.cases: dict[str, _Case] = {}
         self.harness: dict[str, Callable[[], Callable[[], Any]]] = {}
         self.batches = 0
@@ -67,6 +69,9 @@ class TimingServer:
         self.problem = KernelProblem.from_dict(msg["problem"])
         self.device = str(msg.get("device") or "cpu")
         self.graphs = bool(msg.get("graphs"))
+        # "reference": time the problem's reference (a KernelBench file's PyTorch Model, the
+        # baseline of its translations); "candidate": the loaded region's entry
+        self.call = "reference" if msg.get("call") == "reference" else "candidate"
         if self.graphs and not self.device.startswith("cuda"):
             raise ValueError("CUDA graphs need a GPU; time with many launches (graphs=False) on the CPU")
         self.runtime = load_runtime(self.problem, msg.get("editable"), self.device, workdir=os.getcwd())
@@ -98,7 +103,8 @@ class TimingServer:
             known = self.cases.get(name)
             if known is not None and _refill(known.args, args):
                 return {"refilled": True}  # compiled already; a captured graph stays valid
-            prepared = _Case(lambda: self.runtime.candidate(args), args)
+            call = getattr(self.runtime, self.call)
+            prepared = _Case(lambda: call(args), args)
         prepared.last = prepared.run()  # compiles and autotunes, outside any timed batch
         self._synchronize()
         if self.graphs:

@@ -220,3 +220,21 @@ def test_a_measuring_runner_is_pinned_to_the_measuring_cores(problem: KernelProb
         assert "not pinned to [4095]" in missing.unpinned  # said, not silently ignored
     finally:
         missing.close()
+
+
+def test_a_kernelbench_translation_is_paired_against_the_pytorch_model() -> None:
+    source = (Path(__file__).resolve().parents[3] / "examples" / "kernelbench" / "relu.py").read_text()
+    begin, end = "# kernelband: editable begin\n", "# kernelband: editable end"
+    published = load_problem(source[: source.index(begin)], "kernelbench", "relu")  # Model only
+    translation = source[source.index(begin) + len(begin): source.index(end)]
+    assert published.needs_translation
+    quick = PairedConfig(rounds=3, batch_ms=20.0, seed=3, clock="cpu")
+    try:
+        placeholder = measure_speedup(published, None, "cpu", target="cpu", device_name="host", config=quick)
+        translated = measure_speedup(published, translation, "cpu", target="cpu", device_name="host",
+                                     config=quick)
+    finally:
+        ORIGINALS.close_all()
+    assert placeholder.speedup is not None and translated.speedup is not None
+    # outputs were compared with the Model's: the translation computes ReLU right
+    assert translated.checks["verified_rounds"] >= 1 and translated.label == "measured"
