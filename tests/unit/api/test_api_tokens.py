@@ -126,3 +126,15 @@ def test_cli_revoke_with_part_of_a_prefix_does_what_its_help_says(cli_env: str) 
     assert "revoked" in listed.stdout and "read" in listed.stdout
     none = runner.invoke(app, ["revoke", part])
     assert none.exit_code == 1
+
+
+def test_the_dashboard_accepts_a_read_token(client: TestClient, auth: dict[str, str],
+                                            job_body: Body) -> None:
+    job = client.post("/v1/jobs", json=job_body(), headers=auth).json()
+    read = _bearer(_new(client, auth, name="wall screen", scope="read")["token"])
+    listed = client.get("/ui/api/jobs", headers=read)
+    assert listed.status_code == 200 and [j["id"] for j in listed.json()] == [job["id"]]
+    for path in (f"/v1/jobs/{job['id']}", f"/v1/jobs/{job['id']}/events",
+                 f"/v1/jobs/{job['id']}/candidates", f"/v1/jobs/{job['id']}/stages",
+                 "/v1/fleet", "/v1/usage"):
+        assert client.get(path, headers=read).status_code == 200, path
