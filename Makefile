@@ -4,7 +4,7 @@ PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 export LITELLM_LOCAL_MODEL_COST_MAP := True
 
-.PHONY: install lock wheelhouse demo test lint bench up down migrate worker gpu-validate screenshot reliability
+.PHONY: install lock wheelhouse demo test lint bench bench-gpu up down migrate worker screenshot reliability
 
 # Every package comes from the committed lock at its exact version (pip-tools; `make lock`).
 # A CPU machine takes the lock as it is, with the CPU build of torch (torch==2.13.0 is in it);
@@ -65,8 +65,18 @@ lint: install
 	$(VENV)/bin/ruff check kernelband services tests bench
 	$(VENV)/bin/mypy kernelband services
 
+# Named benchmark scenarios (bench/scenarios.py; `$(PY) -m bench.scenarios` lists them).
+# `make bench` runs every CPU benchmark into bench/RESULTS.md; `make bench SCENARIO=api-load` one;
+# on a GPU node `make bench-gpu SCENARIO=paired-aa [OUT=DIR] [ARGS="..."]` (ARGS replace its defaults).
+SCENARIO ?=
+ARGS ?=
+OUT ?=
 bench: install
-	$(PY) -m bench.run_all
+	$(PY) -m bench.scenarios $(or $(SCENARIO),all) $(if $(OUT),--out $(OUT)) $(ARGS)
+
+bench-gpu: install
+	@test -n "$(SCENARIO)" || { $(PY) -m bench.scenarios; echo 'make bench-gpu SCENARIO=<a gpu scenario above>'; exit 2; }
+	$(PY) -m bench.scenarios --gpu $(SCENARIO) $(if $(OUT),--out $(OUT)) $(ARGS)
 
 # Distributed deployment (docker-compose.yml); POSTGRES_PASSWORD and KERNELBAND_BOOTSTRAP_TOKEN
 # must be set. GPU workers: `docker compose --profile gpu-h100 up -d worker-gpu-h100`.
@@ -103,11 +113,3 @@ screenshot: install browser-deps
 # adversarial kernels in a running job, API fuzzing and auth; see docs/reliability.md.
 reliability: install
 	$(PY) -m pytest -q -p no:cacheprovider -s tests/reliability
-
-# On a GPU machine: correctness, timing vs do_bench, static vs driver, ncu, embedded optimize
-# (3 policies, T=20), then bench/gpu/RESULTS.md and bench/gpu/replay/measured.json (CPU step).
-GPU_OUT ?= /tmp/kernelband-gpu-validate/out
-gpu-validate: install
-	$(PY) -m bench.gpu.validate --all --out $(GPU_OUT)
-	$(PY) -m bench.gpu.validate --optimize --scaled --out $(GPU_OUT)-scaled
-	TRITON_INTERPRET=1 $(PY) -m bench.gpu.validate --report --from $(GPU_OUT) --scaled-from $(GPU_OUT)-scaled

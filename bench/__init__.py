@@ -1,1 +1,1 @@
-"""Benchmarks: `make bench` runs bench.run_all."""
+"""Benchmarks: named scenarios (bench/scenarios.py) that `make bench` and `make bench-gpu` run."""

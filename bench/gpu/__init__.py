@@ -1,1 +1,1 @@
-"""GPU validation of KernelBand on a real accelerator (`make gpu-validate`, bench/gpu/RESULTS.md)."""
+"""GPU benchmarks (`make bench-gpu SCENARIO=...`, bench/scenarios.py) and their results pages."""

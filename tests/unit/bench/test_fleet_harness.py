@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import stat
 import zipfile
 from pathlib import Path
@@ -13,7 +12,6 @@ from bench.gpu.fleet_deploy import base_env, measure_queue, worker_specs
 from bench.gpu.fleet_one_gpu import pick_problems
 from bench.gpu.fleet_servers import ServerStartError, locate
 from bench.gpu.fleet_snapshot import featured_job, snapshot_urls
-from bench.gpu.render_dashboard import answer, banner_text
 
 
 def test_problem_picks_prefer_the_default_list_then_fill_in_order(tmp_path: Path) -> None:
@@ -72,18 +70,3 @@ def test_snapshot_features_the_running_job_with_most_progress() -> None:
     assert "/v1/jobs/2/candidates?limit=1000&offset=0" in urls
     assert not any("/source" in url for url in urls)  # no kernel source leaves the run
     assert featured_job([]) is None
-
-
-def test_snapshot_server_answers_saved_urls_and_nothing_new_after_them(tmp_path: Path) -> None:
-    (tmp_path / "r000.json").write_text('{"id": 2}')
-    manifest = {"captured_at": 0, "moment": "mid-run", "t_s": 42.0, "device": "NVIDIA H100",
-                "target": "h100",
-                "responses": {"/v1/jobs/2": {"file": "r000.json", "status": 200,
-                                             "content_type": "application/json"}}}
-    assert answer(manifest, tmp_path, "/v1/jobs/2") == (200, "application/json", b'{"id": 2}')
-    status, _, body = answer(manifest, tmp_path, "/v1/jobs/2/events?after=7&limit=1000")
-    assert status == 200 and json.loads(body) == {"events": [], "next_after": 7, "has_more": False}
-    assert answer(manifest, tmp_path, "/v1/fleet")[0] == 404
-    status, _, body = answer(manifest, tmp_path, "/ui/api/jobs/2/candidates/5/source")
-    assert status == 200 and "not saved" in json.loads(body)["editable"]
-    assert "captured mid-run" in banner_text(manifest) and "NVIDIA H100" in banner_text(manifest)

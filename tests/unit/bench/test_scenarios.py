@@ -1,0 +1,80 @@
+"""The named benchmark scenarios: each is runnable, and every script under bench/ is reachable."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+from bench import scenarios
+
+BENCH = Path(scenarios.__file__).parent
+# Scripts a scenario starts as a child process rather than naming them itself.
+CHILDREN = {"bench.fleet_worker": "fleet-simulated", "bench.gpu.fleet_one_gpu": "fleet-scaling",
+            "bench.gpu.corpus_gpu": "corpus"}
+GPU_NAMES = {"corpus", "judge-forgeries", "paired-aa", "suite-twice", "fleet-scaling",
+             "step-profile", "jail-startup"}
+
+
+def _script(scenario: scenarios.Scenario) -> str:
+    return scenario.command[1] if scenario.command[0] == "sh" else scenario.command[0]
+
+
+def test_every_scenario_names_a_script_that_exists() -> None:
+    for scenario in scenarios.SCENARIOS.values():
+        script = _script(scenario)
+        found = ((BENCH.parent / script).is_file() if scenario.command[0] == "sh"
+                 else importlib.util.find_spec(script) is not None)
+        assert found, f"{scenario.name}: {script} is missing"
+        assert scenario.device in ("cpu", "gpu", "any") and scenario.purpose
+
+
+def test_the_gpu_scenarios_of_the_other_issues_are_named() -> None:
+    runnable_on_gpu = {s.name for s in scenarios.SCENARIOS.values() if s.device != "cpu"}
+    assert runnable_on_gpu >= GPU_NAMES
+
+
+def test_every_script_under_bench_is_reachable_from_a_scenario() -> None:
+    named = {_script(s).removesuffix(".sh").replace("/", ".") for s in scenarios.SCENARIOS.values()}
+    for path in BENCH.rglob("*.py"):
+        if '__name__ == "__main__"' not in path.read_text() or path.name == "scenarios.py":
+            continue
+        module = ".".join(path.relative_to(BENCH.parent).with_suffix("").parts)
+        assert module in named or module in CHILDREN, f"{module} is in no scenario"
+    shells = {str(p.relative_to(BENCH.parent)) for p in BENCH.rglob("*.sh")}
+    sourced = {"bench/gpu/fleet_venv.sh"}  # the venv every fleet script sources first
+    assert shells - sourced <= {_script(s) for s in scenarios.SCENARIOS.values()}
+
+
+def test_placeholders_are_filled_and_args_replace_the_defaults(tmp_path: Path) -> None:
+    suite = scenarios.SCENARIOS["suite-twice"]
+    argv = suite.argv([], tmp_path, "h200", 2)
+    assert argv[-4:] == ["--target", "h200", "--run", "A"] and argv[1:3] == ["-m", "bench.gpu.suite_twice"]
+    assert suite.argv(["--run", "B"], tmp_path, "h200", 2)[-2:] == ["--run", "B"]
+    fleet = scenarios.SCENARIOS["fleet-scaling"].argv([], tmp_path, "h200", 4)
+    assert fleet[:3] == ["sh", "bench/gpu/fleet_scaling.sh", str(tmp_path)] and "4,1" in fleet
+
+
+def test_device_names_map_to_targets() -> None:
+    assert scenarios.target_for_device("NVIDIA H100 80GB HBM3") == "h100"
+    assert scenarios.target_for_device("NVIDIA H200") == "h200"
+    with pytest.raises(SystemExit, match="pass the target"):
+        scenarios.target_for_device("Some Other GPU")
+
+
+def test_a_gpu_scenario_is_refused_without_a_gpu_and_a_cpu_one_by_bench_gpu(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(scenarios, "gpu_facts", lambda: ("", 0))
+    with pytest.raises(SystemExit, match="needs a GPU"):
+        scenarios.main(["paired-aa"])
+    with pytest.raises(SystemExit, match="CPU scenario"):
+        scenarios.main(["--gpu", "api-load"])
+    with pytest.raises(SystemExit, match="unknown scenario 'nope'"):
+        scenarios.main(["nope"])
+
+
+def test_the_listing_names_every_scenario(capsys: pytest.CaptureFixture[str]) -> None:
+    assert scenarios.main([]) == 0
+    listed = capsys.readouterr().out
+    assert all(name in listed for name in scenarios.SCENARIOS)
