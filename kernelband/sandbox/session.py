@@ -19,13 +19,12 @@ import os
 import select
 import shutil
 import signal
-import tempfile
 import time
 from dataclasses import dataclass, replace
 from typing import Any
 
 from kernelband.sandbox import pool
-from kernelband.sandbox.limits import SandboxLimits, SandboxResult, default_triton_cache_dir
+from kernelband.sandbox.limits import SandboxLimits, SandboxResult
 from kernelband.sandbox.watch import kill_session, session_members, session_usage
 
 COMMANDS_FIFO = "commands.fifo"
@@ -58,9 +57,10 @@ class RunnerSession:
     """A running sandbox child serving `target(payload)`; see the module doc."""
 
     def __init__(self, target: str, payload: dict[str, Any], limits: SandboxLimits | None = None) -> None:
+        from kernelband.sandbox.runner import prepare_run
+
         self.limits = limits or SandboxLimits.from_settings()
-        os.makedirs(default_triton_cache_dir(), exist_ok=True)
-        self.workdir = tempfile.mkdtemp(prefix="kb-session-")
+        jailed, self.workdir = prepare_run(self.limits, prefix="kb-session-")
         for name in (COMMANDS_FIFO, REPLIES_FIFO):
             os.mkfifo(os.path.join(self.workdir, name), 0o666)
             os.chmod(os.path.join(self.workdir, name), 0o666)  # a sandbox user other than ours
@@ -68,13 +68,13 @@ class RunnerSession:
         body = {**payload, "commands": COMMANDS_FIFO, "replies": REPLIES_FIFO}
         with open(request_path, "w", encoding="utf-8") as f:
             json.dump({"target": target, "payload": body, "limits": self.limits.to_dict(),
-                       "workdir": self.workdir}, f)
+                       "workdir": self.workdir, "jailed": jailed}, f)
         # read-write on our side: opening never blocks, and a reader never sees end-of-file
         # before the child has opened its end
         self._commands = os.open(os.path.join(self.workdir, COMMANDS_FIFO), os.O_RDWR)
         self._replies = os.open(os.path.join(self.workdir, REPLIES_FIFO), os.O_RDWR | os.O_NONBLOCK)
         self.started = time.monotonic()
-        self.handle = pool.spawn(request_path, self.limits, self.workdir)
+        self.handle = pool.spawn(request_path, self.limits, self.workdir, jailed)
         os.set_blocking(self.handle.stderr_r, False)
         self._stderr = bytearray()
         self._buffer = bytearray()
