@@ -8,6 +8,7 @@ from kernelband.profile.features import Features
 from kernelband.profile.launches import LaunchRecord, capture_launches
 from kernelband.profile.measure import MeasureError, Measurement, measure_candidate_local
 from kernelband.profile.occupancy import Occupancy, theoretical_occupancy
+from kernelband.profile.paired import PairedSpeedup
 from kernelband.profile.sandboxed import measure_candidate, static_profile_candidate
 from kernelband.profile.specialize import StaticProfileError
 from kernelband.profile.static import StaticProfile, static_profile
@@ -20,6 +21,7 @@ __all__ = [
     "MeasureError",
     "Measurement",
     "Occupancy",
+    "PairedSpeedup",
     "StaticProfile",
     "StaticProfileError",
     "UnknownTargetError",

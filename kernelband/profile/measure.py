@@ -60,7 +60,10 @@ class Measurement:
 
     def describe(self) -> str:
         """One line for people, with the label first so an estimate never reads as a measurement."""
-        ratio = f", child/parent {self.paired_ratio:.3f}" if self.paired_ratio is not None else ""
+        if self.speedup is not None:
+            ratio = f", {self.speedup.describe()} against the original"
+        else:
+            ratio = f", child/parent {self.paired_ratio:.3f}" if self.paired_ratio is not None else ""
         return f"{self.label}: {self.time_ms:.4f} ms on {self.device} ({self.method}{ratio})"
 
     def to_dict(self) -> dict[str, Any]:

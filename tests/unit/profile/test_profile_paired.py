@@ -65,3 +65,9 @@ def test_unusable_rounds_are_refused_with_the_reason() -> None:
         paired_speedup([1.0], [1.0], method="m")
     with pytest.raises(PairedStatsError, match="positive and finite"):
         paired_speedup([1.0, 0.0, 1.0], [1.0, 1.0, 1.0], method="m")
+
+
+def test_a_measurement_reads_with_its_interval() -> None:
+    speedup = PairedSpeedup(1.18, 1.12, 1.24, 20, "judge clock", "original")
+    text = Measurement("measured", "judge clock", "H200", "h200", 0.5, speedup=speedup).describe()
+    assert text.startswith("measured:") and "1.18x [1.12, 1.24] against the original" in text

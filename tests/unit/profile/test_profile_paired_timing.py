@@ -246,3 +246,14 @@ def _serves_fifos(pid: int) -> bool:
         return any(os.readlink(fd).endswith("commands.fifo") for fd in fds.iterdir())
     except OSError:
         return False
+
+
+def test_a_runner_that_hangs_is_stopped_with_its_reason(problem: KernelProblem) -> None:
+    hangs = "import time as _time\n_calls = []\n\n" + problem.editable.replace(
+        "    out = torch.empty_like(x)\n",
+        "    _calls.append(1)\n    if len(_calls) > 2:\n        _time.sleep(600)\n    out = torch.empty_like(x)\n")
+    quick = PairedConfig(rounds=3, batch_ms=10.0, seed=1, clock="cpu", command_timeout_s=5.0)
+    started = time.monotonic()
+    with pytest.raises(TimingRejected) as info:
+        _measure(problem, hangs, quick)
+    assert info.value.reason == "runner_timeout" and time.monotonic() - started < 60
