@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import platform
 import re
+import subprocess
 import time
 import uuid
 from collections.abc import Iterator, Sequence
@@ -71,14 +72,29 @@ def python_reference_ms(repeats: int = 5) -> float:
     return 1000 * best
 
 
+def commit() -> str:
+    """The checkout's commit, and whether code the benchmarks run differs from it."""
+    def git(*args: str) -> str:
+        try:
+            return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True,
+                                  timeout=10, check=False).stdout.strip()
+        except (OSError, subprocess.TimeoutExpired):
+            return ""
+
+    sha = git("rev-parse", "--short", "HEAD") or "unknown"
+    dirty = git("status", "--porcelain", "--untracked-files=no", "--", "kernelband", "services",
+                "bench/*.py", "bench/gpu/*.py")
+    return sha + (" with uncommitted changes" if dirty else "")
+
+
 def machine_line() -> str:
-    """One Markdown line naming the machine, its speed, its load and the time of the run."""
+    """One Markdown line naming the machine, its speed, its load, the time and the commit."""
     now = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     return (f"Machine: {cpu_model()}, {os.cpu_count()} cores, {memory_gib():.0f} GiB RAM, "
             f"{platform.system()} {platform.machine()}, Python {platform.python_version()}; "
             f"Python reference loop ({REFERENCE_LOOP:,} integer additions, best of 5) "
             f"{python_reference_ms():.0f} ms; load average {load_average()} (1/5/15 min) "
-            f"at {now}.")
+            f"at {now}; commit {commit()}.")
 
 
 def percentile_ms(seconds: Sequence[float], q: float) -> float:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from sqlalchemy.orm import Session, sessionmaker
@@ -120,4 +121,5 @@ def test_the_machine_line_states_the_machines_python_speed() -> None:
     line = machine_line()
     assert "Python reference loop (1,000,000 integer additions, best of 5)" in line
     assert "load average" in line
+    assert re.search(r"; commit ([0-9a-f]{7,}|unknown)( with uncommitted changes)?\.$", line)
     assert 0 < python_reference_ms(repeats=1) < 60_000
