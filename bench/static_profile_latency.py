@@ -1,6 +1,6 @@
 """Latency of the static profile per candidate: cold (nothing cached) and cached.
 
-Run: .venv/bin/python -m bench.static_profile_latency [--runs 3]
+Run: `make bench SCENARIO=static-profile-latency [ARGS="--examples softmax matmul"]`
 A candidate here is one bundled native example; its launches are captured dry (no kernel runs)
 and each distinct launch is compiled for sm_80, sm_89 and sm_90. "Cold" uses a fresh Triton
 cache and a fresh profile cache; "cached" repeats the same calls in the same process (memory
