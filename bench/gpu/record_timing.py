@@ -18,6 +18,7 @@ from types import ModuleType
 from typing import Any
 
 from kernelband.problem.model import KernelProblem
+from kernelband.problem.runtime import TritonBenchRuntime
 
 MAX_TIMED_CALLS = 4  # entry calls timed per candidate (the first ones the test makes)
 
@@ -56,6 +57,7 @@ class Recorder:
         from kernelband.problem.tritonbench import run_test
 
         if seed not in self._expected:
+            assert isinstance(self.original, TritonBenchRuntime), "records TritonBench-G files only"
             module = self.original.original_module
             self._expected[seed] = run_test(module, self.original.test_name, seed, self.device)
         return self._expected[seed]
