@@ -7,6 +7,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Query, Request, Response, status
 from fastapi.concurrency import run_in_threadpool
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, ValidationError
 from sqlalchemy import select
@@ -226,7 +227,9 @@ async def _parse_upload(request: Request) -> tuple[SuiteSettingsIn, list[SuiteSo
     return body, sources
 
 
-def _invalid(exc: Exception) -> ApiError:
-    detail = exc.errors(include_url=False) if isinstance(exc, ValidationError) else str(exc)
-    return ApiError(422, "invalid_suite", f"The suite settings are invalid: {detail}. Fix them "
-                    "and submit again (see SuiteCreate in /docs).")
+def _invalid(exc: Exception) -> RequestValidationError:
+    """The same 422 body as every other request body: a sentence and a field per problem."""
+    if isinstance(exc, ValidationError):
+        return RequestValidationError(exc.errors(include_url=False))
+    return RequestValidationError([{"type": "json_invalid", "loc": ("body",),
+                                    "msg": "Invalid JSON", "ctx": {"error": str(exc)}}])

@@ -160,3 +160,19 @@ def test_dashboard_job_page_is_404_for_no_such_job_and_pulls_are_whole(
     source = client.get(f"/ui/api/jobs/{job['id']}/candidates/{ids['child']}/source",
                         headers=auth).json()
     assert (source["status"], source["label"]) == ("measured", "measured")
+
+
+def test_suite_body_errors_name_the_field_like_job_bodies(
+    client: TestClient, auth: dict[str, str], job_body: Body
+) -> None:
+    source = job_body()["problem"]["source"]
+    resp = client.post("/v1/suites", headers=auth, json={
+        "problems": [{"name": "bad name!", "source": source}], "targets": ["cpu"]})
+    assert resp.status_code == 422 and resp.json()["error"] == "invalid_request"
+    assert [d["field"] for d in resp.json()["details"]] == ["problems.0.name"]
+    broken = client.post("/v1/suites", content=b'{"problems": [', headers={
+        **auth, "Content-Type": "application/json"})
+    assert broken.status_code == 422 and broken.json()["details"][0]["field"] == "body"
+    upload = client.post("/v1/suites", headers=auth, files={"archive": ("a.zip", b"x")},
+                         data={"settings": '{"budget": {"iters": 2}}'})
+    assert upload.status_code == 422 and upload.json()["details"][0]["field"] == "budget.iters"
