@@ -33,6 +33,7 @@ from kernelband.scheduling.ingest_batch import BATCH_SIZE, apply_batch, apply_lo
 from kernelband.scheduling.leases import expire_leases, extend_lease, lease_deadline
 from kernelband.scheduling.lifecycle import finish_tracks_and_jobs, start_queued_jobs
 from kernelband.scheduling.payloads import task_payloads
+from kernelband.scheduling.quotas import teams_out_of_quota
 from kernelband.scheduling.row_updates import batch_row_updates
 from kernelband.scheduling.selection import TimeBudget, select_pulls
 from kernelband.scheduling.state import (
@@ -82,6 +83,8 @@ class EngineContext:
     # `claimed_upto - CLAIM_WINDOW` only. Back to 0 whenever tries expire (an expired try
     # is claimed again, whatever its id). In memory; a new scheduler starts from 0.
     claimed_upto: int = 0
+    # Teams whose jobs get no new pulls (a daily quota used up), refreshed with housekeeping.
+    over_quota: frozenset[int] = frozenset()
 
     def housekeeping_due(self) -> bool:
         """Whether this pass starts jobs, expires leases and finishes tracks: at most every
@@ -151,6 +154,7 @@ def step(ctx: EngineContext, drain_timeout_s: float = 0.0) -> StepReport:
     if housekeeping:
         with fenced(ctx) as session:
             report.finished = finish_tracks_and_jobs(session, ctx.clock())
+            ctx.over_quota = teams_out_of_quota(session, ctx.over_quota)
         if ctx.state_writeback_s > 0:  # tracks gone quiet: their replay stays short
             write_back_states(ctx, ctx.state_writeback_s)
     report.selected, report.dispatched = select_and_dispatch(ctx)
@@ -229,7 +233,7 @@ def select_and_dispatch(ctx: EngineContext) -> tuple[int, int]:
     budget = ctx.selection_budget()
     with fenced(ctx) as session:
         selected = select_pulls(session, ctx.clock(), ctx.settings.max_in_flight_per_team,
-                                ctx.settings.max_pulls_per_pass, budget)
+                                ctx.settings.max_pulls_per_pass, budget, ctx.over_quota)
     ctx.out_of_time = budget is not None and budget.spent
     return selected, dispatch_pending(ctx, ctx.settings.max_dispatch_per_pass)
 

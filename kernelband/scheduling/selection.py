@@ -8,7 +8,7 @@ are dropped (pulls in flight per team, from the track counters: `pulls_by_team`)
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -44,7 +44,8 @@ class TimeBudget:
 
 
 def select_pulls(session: Session, now: datetime, cap: int | None = None,
-                 limit: int | None = None, budget: TimeBudget | None = None) -> int:
+                 limit: int | None = None, budget: TimeBudget | None = None,
+                 skip_teams: Collection[int] = ()) -> int:
     """Ask each running track's policy for new pulls while it has free capacity and budget.
 
     Every free slot is one item: slots are ordered round-robin between teams, then jobs
@@ -52,13 +53,13 @@ def select_pulls(session: Session, now: datetime, cap: int | None = None,
     Inside a team, jobs with fewer pulls in flight come first, so a pass that stops after
     `limit` pulls, or when its time `budget` is spent (checked after each track, so the first
     track in the fair order is always served), leaves the rest to the next pass without
-    starving any job.
+    starving any job. Jobs of `skip_teams` (over a usage quota) get no pulls.
     """
     running = running_tracks(session)
     rows = with_free_slots(running)
     slots: list[Any] = []  # one row per free slot
     for row in rows:
-        if budget_reason(row, now):
+        if row.team_id in skip_teams or budget_reason(row, now):
             continue
         free = min(row.parallelism - row.pulls, row.budget_iterations - row.iterations_dispatched)
         slots.extend([row] * max(free, 0))
