@@ -147,6 +147,61 @@ def write_section(name: str, body: str, results_md: Path = RESULTS_MD, at_top: b
     else:
         content = content.rstrip("\n") + "\n\n" + section + "\n"
     results_md.write_text(content)
+    if name != INDEX:
+        write_section(INDEX, provenance_index(results_md), results_md, at_top=True)
+
+
+INDEX = "index"
+_SECTION = re.compile(r"<!-- ([\w-]+):begin -->\n(.*?)\n<!-- \1:end -->", re.S)
+
+
+def provenance_index(results_md: Path) -> str:
+    """A table of the page's sections: when, on which machine and at which commit each ran.
+
+    Date, machine and commit come from the section's own machine line. A section that names no
+    commit (written before machine lines did) gets the last commit that changed it; one without
+    a date or machine gets those of the Run section written in the same commit (one `make
+    bench`), else the commit's date."""
+    content, rows, run = results_md.read_text(), [], ("-", "-", "")
+    for match in _SECTION.finditer(content):
+        name, body = match.group(1), match.group(2)
+        if name == INDEX:
+            continue
+        first = content[:match.start()].count("\n") + 2
+        sha, day = _last_commit(results_md, first, first + body.count("\n"))
+        date = re.search(r"\d{4}-\d{2}-\d{2}(?: \d{2}:\d{2} UTC)?", body)
+        machine = re.search(r"Machine: ([^,]+, \d+ cores)", body)
+        named = re.search(r"; commit ([0-9a-f]{7,}(?: with uncommitted changes)?)\.", body)
+        if name == "bench-run":
+            run = (date.group(0) if date else "-", machine.group(1) if machine else "-", sha)
+        same_run = sha == run[2] and sha not in ("unknown", "not committed yet")
+        title = next((ln[3:] for ln in body.splitlines() if ln.startswith("## ")), name)
+        rows.append((title,
+                     date.group(0) if date else (run[0] if same_run else day),
+                     machine.group(1) if machine else (run[1] if same_run else "-"),
+                     named.group(1) if named else sha))
+    return ("## Sections\n\nThe CPU benchmarks (`make bench`, bench/scenarios.py); the GPU families "
+            "have their own pages: bench/gpu/RESULTS.md (timing), bench/gpu/RESULTS-corpus.md, "
+            "bench/gpu/RESULTS-fleet.md.\n\n"
+            + markdown_table(("section", "date", "machine", "commit"), rows))
+
+
+def _last_commit(path: Path, first: int, last: int) -> tuple[str, str]:
+    """The newest commit among lines first..last of `path` (git blame) and its date."""
+    try:
+        done = subprocess.run(["git", "blame", "--line-porcelain", "-L", f"{first},{last}", "--",
+                               str(path)], cwd=ROOT, capture_output=True, text=True, timeout=30,
+                              check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return "unknown", "-"
+    newest, sha, current = 0, "unknown", ""
+    for line in done.stdout.splitlines():
+        if re.match(r"[0-9a-f]{40} \d+ \d+", line):
+            current = line[:7]
+        elif line.startswith("author-time ") and int(line.split()[1]) >= newest:
+            newest, sha = int(line.split()[1]), current
+    day = f"{datetime.fromtimestamp(newest, UTC).date().isoformat()} (committed)" if newest else "-"
+    return ("not committed yet" if sha == "0000000" else sha), day
 
 
 def markdown_table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> str:

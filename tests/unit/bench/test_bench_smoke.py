@@ -104,6 +104,19 @@ def test_sections_are_replaced_in_place_and_summary_goes_on_top(tmp_path: Path) 
     assert text.index("summary") < text.index("kept") < text.index("second")
 
 
+def test_the_index_names_each_sections_date_machine_and_commit(tmp_path: Path) -> None:
+    md = tmp_path / "RESULTS.md"  # outside the repository: no commit to fall back on
+    md.write_text("# Benchmark results\n")
+    write_section("api-load", "## API load\n\nMachine: AMD EPYC, 2 cores, 24 GiB RAM; load "
+                  "average 1/1/1 (1/5/15 min) at 2026-11-28 18:01 UTC; commit 82359fb.", md)
+    write_section("policy-benchmark", "## Policy benchmark\n\nno machine line", md)
+    text = md.read_text()
+    assert text.index("## Sections") < text.index("## API load")
+    assert "| API load | 2026-11-28 18:01 UTC | AMD EPYC, 2 cores | 82359fb |" in text
+    assert "| Policy benchmark | - | - | unknown |" in text
+    assert text.count(markers("index")[0]) == 1
+
+
 def test_evaluator_section_reads_the_overhead_json_shape() -> None:
     data = {"label": "measured", "device": "cpu", "repeats": 1, "zygote_start_s": 1.0,
             "rows": [{"problem": "p", "cold_overhead_s": 2.0, "warm_overhead_s": 0.5}]}
