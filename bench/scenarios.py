@@ -84,7 +84,7 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
         "the judge against forged verdicts on CUDA", TIMING, defaults=("--out", "{out}")),
     _py("paired-aa", "gpu", "bench.gpu.paired_aa", "A/A: corpus originals measured against "
         "themselves through the paired measurement", "docs/measurement.md",
-        defaults=("--out", "{out}", "--graphs")),
+        defaults=("--graphs",)),
     _py("suite-twice", "gpu", "bench.gpu.suite_twice", "one suite run twice: do speedups repeat "
         "(ARGS='--run B' for the second, '--compare' for the table)", TIMING,
         fixed=("--target", "{target}"), defaults=("--run", "A")),
