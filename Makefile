@@ -74,9 +74,12 @@ OUT ?=
 bench: install
 	$(PY) -m bench.scenarios $(or $(SCENARIO),all) $(if $(OUT),--out $(OUT)) $(ARGS)
 
-bench-gpu: install
-	@test -n "$(SCENARIO)" || { $(PY) -m bench.scenarios; echo 'make bench-gpu SCENARIO=<a gpu scenario above>'; exit 2; }
-	$(PY) -m bench.scenarios --gpu $(SCENARIO) $(if $(OUT),--out $(OUT)) $(ARGS)
+# A GPU node often has no network to install from: bench-gpu uses the venv when there is one,
+# else the node's own python (its CUDA torch and triton), and installs nothing.
+GPU_PY ?= $(if $(wildcard $(PY)),$(PY),python3)
+bench-gpu:
+	@test -n "$(SCENARIO)" || { $(GPU_PY) -m bench.scenarios; echo 'make bench-gpu SCENARIO=<a gpu scenario above>'; exit 2; }
+	$(GPU_PY) -m bench.scenarios --gpu $(SCENARIO) $(if $(OUT),--out $(OUT)) $(ARGS)
 
 # Distributed deployment (docker-compose.yml); POSTGRES_PASSWORD and KERNELBAND_BOOTSTRAP_TOKEN
 # must be set. GPU workers: `docker compose --profile gpu-h100 up -d worker-gpu-h100`.
