@@ -118,8 +118,11 @@ def describe_isolation() -> str:
     """One line for logs, `kernelband doctor` and the demo."""
     level = isolation_level()
     if level == "jail:bwrap":
-        return (f"jail:bwrap: runners run as uid {jail_ids()[0]} in their own user, pid, network "
-                "and mount namespaces, seeing only their work dir and the runtime "
+        # an unprivileged user namespace can map only the service's own uid: for a root service
+        # that is host uid 0, without capabilities; what the jail does not bind is the wall
+        outside = f"uid {os.geteuid()} outside, no capabilities"
+        return (f"jail:bwrap: runners run as uid {jail_ids()[0]} ({outside}) in their own user, "
+                "pid, network and mount namespaces, seeing only their work dir and the runtime "
                 "(Nsight Compute passes: weak)")
     if level == "refused:no-jail":
         return f"refused:no-jail: {jail_problem()}; submitted code is not run"
