@@ -127,8 +127,12 @@ def read_job_events(factory: sessionmaker[Session], job_id: int, after: int) -> 
 
 
 async def job_stream(factory: sessionmaker[Session], watcher: JobWatcher, job_id: int,
-                     after: int, heartbeat_s: float) -> AsyncIterator[str]:
-    """Every event of the job after `after`, in order, then each new one as it is committed."""
+                     after: int, heartbeat_s: float,
+                     still_allowed: Callable[[], bool] = lambda: True) -> AsyncIterator[str]:
+    """Every event of the job after `after`, in order, then each new one as it is committed.
+
+    `still_allowed` is asked at each heartbeat: a token revoked or expired while its stream
+    is open ends the stream (a reconnect then gets the 401)."""
     yield f"retry: {RETRY_MS}\n\n"
     cursor = after
     while True:
@@ -142,6 +146,8 @@ async def job_stream(factory: sessionmaker[Session], watcher: JobWatcher, job_id
         if finished:
             return  # the finishing event was sent (a reconnect gets 204)
         if not await watcher.wait({job_id: version}, heartbeat_s):
+            if not await anyio.to_thread.run_sync(still_allowed):
+                return
             yield heartbeat()
 
 

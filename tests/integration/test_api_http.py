@@ -268,3 +268,22 @@ def test_usage_sums_match_the_attempts_and_a_quota_gives_429_over_http(
         with session_scope(factory) as s:
             s.query(Job).filter_by(id=job_id).update({"status": "cancelled"})
         engine.dispose()
+
+
+def test_a_stream_ends_when_its_token_is_revoked(server: tuple[str, ManagedProcess]) -> None:
+    url, _ = server
+    with httpx.Client(base_url=url, timeout=30) as http:
+        job_id = http.post("/v1/jobs", json=_job_body(), headers=ADMIN).json()["id"]
+        made = http.post("/v1/tokens", json={"scope": "read"}, headers=ADMIN).json()
+        headers = {"Authorization": f"Bearer {made['token']}", "Accept": "text/event-stream"}
+        started = time.monotonic()
+        with http.stream("GET", f"/v1/jobs/{job_id}/events", headers=headers) as resp:
+            assert resp.status_code == 200
+            revoked = False
+            for line in resp.iter_lines():
+                if line.startswith(": heartbeat") and not revoked:
+                    http.delete(f"/v1/tokens/{made['prefix']}", headers=ADMIN)
+                    revoked = True
+        assert revoked and time.monotonic() - started < 20  # ended at the next heartbeat
+        again = http.get(f"/v1/jobs/{job_id}/events", headers=headers)
+        assert again.status_code == 401 and again.json()["error"] == "revoked_token"

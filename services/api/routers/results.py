@@ -194,18 +194,26 @@ def list_events(
                 next_after=events[-1].seq if events else after,
                 has_more=more,
             )
-    return _event_stream(request, db, job_id, after)  # its session comes after this one
+    return _event_stream(request, db, token, job_id, after)  # its session comes after this one
 
 
-def _event_stream(request: Request, db: DbDep, job_id: int, after: int) -> Response:
+def _event_stream(request: Request, db: DbDep, token: str, job_id: int, after: int) -> Response:
     """The job's event stream from `after` (or Last-Event-ID); 204 when there is nothing left."""
     start = last_event_id(request.headers.get("last-event-id"), after)
     events, _, finished, _ = read_job_events(db, job_id, start)
     if finished and not events:
         return Response(status_code=204)
+
+    def still_allowed() -> bool:
+        try:
+            with session_scope(db) as session:
+                return authenticate_for_job(session, token, job_id)[1] is not None
+        except ApiError:
+            return False
+
     settings = request.app.state.settings
     stream = job_stream(db, request.app.state.job_watcher, job_id, start,
-                        settings.sse_heartbeat_s)
+                        settings.sse_heartbeat_s, still_allowed)
     return StreamingResponse(stream, media_type=EVENT_STREAM, headers=STREAM_HEADERS)
 
 
