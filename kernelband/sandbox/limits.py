@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import re
 import tempfile
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -11,12 +10,8 @@ from contextvars import ContextVar
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-# Variables whose name matches this never reach untrusted code (credentials, service URLs).
-SECRET_NAME = re.compile(
-    r"KEY|TOKEN|SECRET|PASSW|PASSWD|CREDENTIAL|AUTH|COOKIE|SESSION|DATABASE_URL|DSN|BROKER"
-    r"|_URL$|^AWS_|^GCP_|^GOOGLE_|^AZURE_|^OPENAI|^ANTHROPIC|^HF_|^PG|^REDIS|^CELERY",
-    re.IGNORECASE,
-)
+from kernelband.sandbox.secrets import SECRET_NAME, scrub_secrets
+
 # Harmless basics a Python process needs; anything else is dropped. PYTHONPATH: children import
 # the same kernelband as the parent (a checkout run with PYTHONPATH, not the installed copy).
 # The NVLink-multicast switches stay as the node set them: a shared multi-GPU host may require
@@ -130,8 +125,6 @@ class SandboxResult:
     def __post_init__(self) -> None:
         """Message and stderr go back to teams (API answers, events): however a result is built,
         they carry no secret value this process holds (kernelband/sandbox/secrets.py)."""
-        from kernelband.sandbox.secrets import scrub_secrets
-
         object.__setattr__(self, "message", scrub_secrets(self.message))
         object.__setattr__(self, "stderr_tail", scrub_secrets(self.stderr_tail))
 

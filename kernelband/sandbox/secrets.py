@@ -3,9 +3,15 @@
 from __future__ import annotations
 
 import os
+import re
 from urllib.parse import unquote, urlsplit
 
-from kernelband.sandbox.limits import SECRET_NAME
+# Variables whose name matches this never reach untrusted code (credentials, service URLs).
+SECRET_NAME = re.compile(
+    r"KEY|TOKEN|SECRET|PASSW|PASSWD|CREDENTIAL|AUTH|COOKIE|SESSION|DATABASE_URL|DSN|BROKER"
+    r"|_URL$|^AWS_|^GCP_|^GOOGLE_|^AZURE_|^OPENAI|^ANTHROPIC|^HF_|^PG|^REDIS|^CELERY",
+    re.IGNORECASE,
+)
 
 REDACTED = "[redacted]"
 MIN_SECRET_CHARS = 4  # shorter values ("1", "on") would redact ordinary text and hide nothing
@@ -20,7 +26,7 @@ def _url_password(value: str) -> str:
 
 
 def secret_values() -> set[str]:
-    """Values of secret-named variables (limits.SECRET_NAME) and the settings' secrets,
+    """Values of secret-named variables (SECRET_NAME) and the settings' secrets,
     with the passwords inside any URL among them."""
     values = {v for k, v in os.environ.items() if SECRET_NAME.search(k)}
     try:

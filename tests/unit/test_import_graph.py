@@ -20,7 +20,6 @@ PACKAGES = ("kernelband", "services", "bench")
 KNOWN_CIRCLES: frozenset[frozenset[str]] = frozenset({
     frozenset({"kernelband.profile.gpu", "kernelband.profile.measure",
                "kernelband.profile.reference"}),
-    frozenset({"kernelband.sandbox.limits", "kernelband.sandbox.secrets"}),
 })
 
 Graph = dict[str, dict[str, int]]  # module -> imported module -> first line
