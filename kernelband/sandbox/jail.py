@@ -190,6 +190,14 @@ def runtime_args() -> tuple[str, ...]:
     return tuple(args + _masked_data_dir(seen))
 
 
+@functools.lru_cache(maxsize=4)
+def runtime_paths_under(covers: Iterable[str] = ("/tmp", "/dev/shm")) -> tuple[str, ...]:
+    """Runtime folders inside the folders a forked run covers with its own empty tmpfs: the run
+    binds them back, so a checkout or venv under /tmp still imports there."""
+    inside = {p for p in _project_paths() for c in covers if p.startswith(c.rstrip("/") + os.sep)}
+    return tuple(p for p in sorted(inside) if os.path.isdir(p))
+
+
 def _masked_data_dir(bound: Iterable[str]) -> list[str]:
     """An empty tmpfs over the service's data dir where it lies inside a bound folder."""
     from kernelband.config import get_settings
@@ -221,7 +229,9 @@ def jail_argv(command: list[str], workdir: str, env: Mapping[str, str], *,
         argv.append("--die-with-parent")
     for cap in caps:
         argv += ["--cap-add", cap]
-    argv += [*runtime_args(), "--tmpfs", "/tmp"]
+    # the private /tmp first: a runtime that lives under /tmp (a checkout or venv there) is bound
+    # on top of it, not hidden by it
+    argv += ["--tmpfs", "/tmp", *runtime_args()]
     for path in (*writable, workdir):
         argv += ["--bind", path, path]
     for key, value in sorted(env.items()):

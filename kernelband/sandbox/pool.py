@@ -22,7 +22,8 @@ from kernelband.sandbox.limits import SandboxLimits, default_triton_cache_dir, s
 
 log = logging.getLogger(__name__)
 # modules every evaluation needs; importing them once in the zygote is what makes it warm
-WARM_MODULES = ("kernelband.sandbox.child", "kernelband.sandbox.guard", "kernelband.sandbox.forkjail")
+WARM_MODULES = ("kernelband.sandbox.child", "kernelband.sandbox.guard", "kernelband.sandbox.forkjail",
+                "kernelband.sandbox.jail")
 ZYGOTE_START_S = 120.0  # importing torch and triton; slower under ncu on a GPU node
 
 

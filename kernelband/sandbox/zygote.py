@@ -68,13 +68,13 @@ def _child(sock: socket.socket, wake: tuple[int, int], path: str, fds: list[int]
 def _enter_run_jail(request_path: str, ids: str) -> None:
     """This run's own namespaces, as UID:GID; a run that cannot have them ends before any code
     runs."""
-    from kernelband.sandbox import forkjail
+    from kernelband.sandbox import forkjail, jail
 
     try:
         uid, gid = (int(part) for part in ids.split(":"))
         cache = os.environ.get("TRITON_CACHE_DIR", "")
-        forkjail.enter(os.path.dirname(request_path), (uid, gid),
-                       (cache,) if os.path.isdir(cache) else ())
+        keep = ((cache,) if os.path.isdir(cache) else ()) + jail.runtime_paths_under()
+        forkjail.enter(os.path.dirname(request_path), (uid, gid), keep)
     except BaseException as exc:  # noqa: BLE001 - never run the request unjailed
         os.write(2, f"run jail could not be set up: {exc}\n".encode(errors="replace"))
         os._exit(70)
