@@ -84,7 +84,7 @@ bench-gpu:
 # Distributed deployment (docker-compose.yml); POSTGRES_PASSWORD and KERNELBAND_BOOTSTRAP_TOKEN
 # must be set. GPU workers: `docker compose --profile gpu-h100 up -d worker-gpu-h100`.
 up:
-	docker compose up -d --build postgres redis migrate api scheduler worker-llm worker-cpu
+	docker compose up -d --build postgres redis migrate api scheduler webhooks worker-llm worker-cpu
 
 down:
 	docker compose down
