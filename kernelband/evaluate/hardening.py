@@ -1,4 +1,4 @@
-"""The hooks the correctness checks (`kernelband.evaluate.checks`) call for evaluator hardening.
+"""The hooks the correctness runner (`kernelband.runner.correctness`) calls for its in-process checks.
 
 One place for them keeps the checks readable: host-side work, timer integrity, side-stream
 launches, plain-tensor outputs and scrubbing the reference's memory.
@@ -23,7 +23,7 @@ from kernelband.evaluate.integrity import (
 __all__ = ["TimerSeal", "after_candidate_call", "live_threads", "changed_after_return", "early_copy", "host_work",
            "host_work_problem", "output_problem", "scrub_reference"]
 
-# Must match kernelband.evaluate.checks.TORCH_SHARE_LIMIT: host exports weigh like torch work.
+# Must match kernelband.runner.correctness.TORCH_SHARE_LIMIT: host exports weigh like torch work.
 HOST_SHARE_LIMIT = 1.0
 
 
