@@ -2,8 +2,8 @@
 their own process: the verdict the judge returns is unchanged by every forgery.
 
 Each forgery reaches its target through attribute chains of allowed modules
-(`getattr(torch, "sy" + "s").modules`, `getattr(torch, "o" + "s")`), so the static checks are
-switched off to test what the runtime does with it. The stored figures (`max_abs_err`) are
+(`getattr(torch, "sy" + "s").modules`, `getattr(torch, "o" + "s")`); most pass the static checks
+as they are, and the static checks are switched off elsewhere to test what the runtime does. The stored figures (`max_abs_err`) are
 checked against the judge's own reference outputs, not just the reason.
 """
 
@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from kernelband.evaluate import Verdict, evaluate_candidate
+from kernelband.evaluate import Verdict, check_source, evaluate_candidate
 from kernelband.evaluate.references import STORE, problem_key
 from kernelband.problem import KernelProblem
 from kernelband.sandbox import SandboxLimits, load_problem_sandboxed, shutdown_pool
@@ -71,6 +71,16 @@ def _assert_wrong_with_the_judges_error(problem: KernelProblem, verdict: Verdict
 def test_a_candidates_forgery_in_its_own_process_changes_nothing(vector_add: KernelProblem,
                                                                   name: str) -> None:
     verdict = _evaluate(vector_add, (FORGERY / f"{name}.py").read_text())
+    _assert_wrong_with_the_judges_error(vector_add, verdict)
+
+
+@pytest.mark.parametrize("name", ["forge_json_serializer", "forge_verdict_class", "forge_compare_functions"])
+def test_forgeries_the_static_checks_let_through_are_refused_on_the_service_path(
+    vector_add: KernelProblem, name: str,
+) -> None:
+    text = (FORGERY / f"{name}.py").read_text()
+    assert check_source(text) is None  # attribute chains: no denied name, import or call
+    verdict = evaluate_candidate(vector_add, text, held_out=True, seeds=3, limits=LIMITS, device="cpu")
     _assert_wrong_with_the_judges_error(vector_add, verdict)
 
 
