@@ -85,6 +85,9 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
     _py("paired-aa", "gpu", "bench.gpu.paired_aa", "A/A: corpus originals measured against "
         "themselves through the paired measurement", "docs/measurement.md",
         defaults=("--graphs",)),
+    _py("paired-adversarial", "gpu", "bench.gpu.paired_adversarial", "candidates that try to "
+        "change their own measured speedup, through the paired measurement",
+        "bench/gpu/paired-adversarial-<target>.md"),
     _py("suite-twice", "gpu", "bench.gpu.suite_twice", "one suite run twice: do speedups repeat "
         "(ARGS='--run B' for the second, '--compare' for the table)", TIMING,
         fixed=("--target", "{target}"), defaults=("--run", "A")),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import re
 from pathlib import Path
 
 import pytest
@@ -78,3 +79,13 @@ def test_the_listing_names_every_scenario(capsys: pytest.CaptureFixture[str]) ->
     assert scenarios.main([]) == 0
     listed = capsys.readouterr().out
     assert all(name in listed for name in scenarios.SCENARIOS)
+
+
+def test_every_gpu_run_record_follows_the_layout_and_a_page_cites_it() -> None:
+    pages = [p for p in BENCH.rglob("*.md") if "runs" not in p.parts]
+    pages += list((BENCH.parent / "docs").glob("*.md"))
+    cited = "\n".join(p.read_text() for p in pages)
+    for folder in sorted((BENCH / "gpu" / "runs").iterdir()):
+        assert re.fullmatch(r"[a-z-]+-[a-z0-9]+-\d{4}-\d{2}-\d{2}(-[a-z])?", folder.name), (
+            f"{folder.name}: run records go in runs/<family>-<device>-<date>/")
+        assert f"runs/{folder.name}" in cited, f"no results page cites runs/{folder.name}"
