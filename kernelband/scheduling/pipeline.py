@@ -165,10 +165,11 @@ def step(ctx: EngineContext, drain_timeout_s: float = 0.0) -> StepReport:
 def write_back_states(ctx: EngineContext, older_than_s: float = 0.0) -> int:
     """Write back the policy states this process holds newer than their rows (written
     `older_than_s` or longer ago; 0: all, as a leader handing over does); returns how many."""
+    with ctx.factory() as probe:  # memory only: no transaction while nothing is held
+        if not dirty_tracks(probe, older_than_s):
+            return 0
     with fenced(ctx) as session:
         ids = dirty_tracks(session, older_than_s)
-        if not ids:
-            return 0
         tracks = session.scalars(select(Track).where(Track.id.in_(ids))
                                  .options(WITHOUT_STORED_STATE)).all()
         write_back(session, [(track, load_state(track, shared=True)) for track in tracks])
