@@ -173,48 +173,50 @@ def time_pair(problem: KernelProblem, pair: _Pair, config: PairedConfig, rng: ra
     run.notes = [f"{role}'s runner {r.unpinned}" for role, r in pair.runners.items() if r.unpinned]
     run.case_original_ms = {c: [] for c in cases}
     run.case_candidate_ms = {c: [] for c in cases}
-    run.parts_s["calibrate"] = time.perf_counter() - started
-    timed_s = verify_s = 0.0
-    prepare_s = 0.0
+    run.parts_s = {"calibrate": time.perf_counter() - started, "prepare": 0.0, "timed_rounds": 0.0,
+                   "verify": 0.0}
     for round_no in range(config.rounds):
-        if run.verifiable:  # fresh inputs per round; a harness's inputs are fixed
-            start = time.perf_counter()
-            pair.prepare(cases, rng.randrange(1, 1 << 30))
-            prepare_s += time.perf_counter() - start
-        order = ("original", "candidate") if round_no % 2 == 0 else ("candidate", "original")
-        start = time.perf_counter()
-        checked = rng.choice(cases)  # drawn now, revealed only after both batches replied
-        commitments: dict[str, Any] = {}
-        for case in cases:
-            salt = rng.randrange(1 << 30)
-            for role in order:
-                per_call = pair.batch(role, case, run.batch[case], salt)
-                (run.case_original_ms if role == "original" else run.case_candidate_ms)[case].append(per_call)
-            if case == checked:
-                commitments = dict(pair.committed)
-        timed_s += time.perf_counter() - start
-        run.original_ms.append(sum(run.case_original_ms[c][-1] for c in cases))
-        run.candidate_ms.append(sum(run.case_candidate_ms[c][-1] for c in cases))
-        last = round_no == config.rounds - 1
-        if run.verifiable and (last or rng.random() < config.verify_fraction):
-            start = time.perf_counter()
-            pair.committed = commitments
-            run.output_bytes[checked] = _verify(pair, problem, checked, round_no)
-            run.verified_rounds += 1
-            verify_s += time.perf_counter() - start
+        _one_round(problem, pair, run, config, rng, round_no)
     if run.verifiable:  # every case's last batch is checked (and gives its output's size)
-        start = time.perf_counter()
+        started = time.perf_counter()
         for case in cases:
             if case not in run.output_bytes:
                 _rerun_for_check(pair, case, run.batch[case], rng.randrange(1 << 30))
                 run.output_bytes[case] = _verify(pair, problem, case, config.rounds)
-        verify_s += time.perf_counter() - start
+        run.parts_s["verify"] += time.perf_counter() - started
     pair.pause_both()
     run.claimed_ms, run.judged_ms = pair.claimed_ms, pair.judged_ms
-    run.parts_s["prepare"] = prepare_s
-    run.parts_s["timed_rounds"] = timed_s
-    run.parts_s["verify"] = verify_s
     return run
+
+
+def _one_round(problem: KernelProblem, pair: _Pair, run: PairedRun, config: PairedConfig,
+               rng: random.Random, round_no: int) -> None:
+    """Fresh inputs, one batch per case in each runner (AB or BA), then maybe a check."""
+    cases = run.cases
+    started = time.perf_counter()
+    if run.verifiable:  # fresh inputs per round; a harness's inputs are fixed
+        pair.prepare(cases, rng.randrange(1, 1 << 30))
+    run.parts_s["prepare"] += time.perf_counter() - started
+    order = ("original", "candidate") if round_no % 2 == 0 else ("candidate", "original")
+    started = time.perf_counter()
+    checked = rng.choice(cases)  # drawn now, revealed only after both batches replied
+    commitments: dict[str, Any] = {}
+    for case in cases:
+        salt = rng.randrange(1 << 30)
+        for role in order:
+            per_call = pair.batch(role, case, run.batch[case], salt)
+            (run.case_original_ms if role == "original" else run.case_candidate_ms)[case].append(per_call)
+        if case == checked:
+            commitments = dict(pair.committed)
+    run.parts_s["timed_rounds"] += time.perf_counter() - started
+    run.original_ms.append(sum(run.case_original_ms[c][-1] for c in cases))
+    run.candidate_ms.append(sum(run.case_candidate_ms[c][-1] for c in cases))
+    if run.verifiable and (round_no == config.rounds - 1 or rng.random() < config.verify_fraction):
+        started = time.perf_counter()
+        pair.committed = commitments
+        run.output_bytes[checked] = _verify(pair, problem, checked, round_no)
+        run.verified_rounds += 1
+        run.parts_s["verify"] += time.perf_counter() - started
 
 
 def measure_paired_runners(
