@@ -127,8 +127,9 @@ def _payload(session: Session, attempt: ClaimedAttempt, job: Row[Any], track: Ro
         payload["hardware_signature"] = POLICIES[job.policy].policy.reads_signature
     if attempt.kind == "profile" and candidate.parent_id is not None:
         payload["parent_editable"] = candidate.parent_editable
-    if attempt.kind == "profile" and track.original_time_ms:
+    if attempt.kind in ("profile", "verify") and track.original_time_ms:
         # a paired measurement's time is this baseline over its speedup against the original
+        # (verify: the final re-measure of the best)
         payload["baseline_ms"] = track.original_time_ms
     return payload
 
