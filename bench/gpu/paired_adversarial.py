@@ -73,15 +73,20 @@ def measure(problem: Any, editable: str | None, cpu: bool) -> str:
                                 config=PairedConfig(rounds=10, batch_ms=60.0, clock="cpu"))
         else:
             from kernelband.profile import measure_candidate
-            from kernelband.profile.paired_gpu import gpu_name
 
-            target = "h100" if "H100" in gpu_name("h200") else "h200"
-            m = measure_candidate(problem, editable or problem.editable, target, hardware_signature=False)[0]
+            m = measure_candidate(problem, editable or problem.editable, _target(), hardware_signature=False)[0]
     except (TimingRejected, TimingCheckError) as rej:
         return f"rejected: {rej.reason}"
     assert m.speedup is not None
     claims = m.checks.get("runner_claims", {}).get("candidate")
     return f"{m.speedup.describe()} (runner claimed {claims} of the judge's time)"
+
+
+def _target() -> str:
+    """The node's KernelBand target, from its GPU's name (H100, else H200)."""
+    from kernelband.profile.paired_gpu import gpu_name
+
+    return "h100" if "H100" in gpu_name("h200").upper() else "h200"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -97,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
         lines.append(f"| {name} | {measure(problem, editable, args.cpu)} |")
         print(lines[-1], flush=True)
     args.out.mkdir(parents=True, exist_ok=True)
-    target = "cpu" if args.cpu else "gpu"
+    target = "cpu" if args.cpu else _target()
     (args.out / f"paired-adversarial-{target}.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
     return 0
