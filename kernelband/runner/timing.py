@@ -133,12 +133,12 @@ class TimingServer:
         return {"runner_ms": (time.perf_counter() - start) * 1e3, "fingerprint": committed}
 
     def cmd_save_output(self, msg: dict[str, Any]) -> dict[str, Any]:
-        import torch
+        from kernelband.runner.outputs import save_file  # torch: loaded in the runner only
 
         name = str(msg["name"])
         if os.path.basename(name) != name:
             raise ValueError(f"{name!r} is not a plain file name")
-        torch.save(_to_cpu(self._output(self.cases[str(msg["case"])])), name)
+        save_file(_to_cpu(self._output(self.cases[str(msg["case"])])), name)
         return {"name": name}
 
     def _output(self, prepared: _Case) -> Any:
