@@ -41,7 +41,9 @@ class Settings(BaseSettings):
     sandbox_max_files: int = 256
     sandbox_max_procs: int = 64
     sandbox_memory_bytes: int = 8 * 1024**3
-    sandbox_max_file_bytes: int = 256 * 1024 * 1024
+    # a runner saves every output it hands to the judge as a file: a test's large result (rope
+    # embeddings of long sequences) needs more than a few hundred MiB
+    sandbox_max_file_bytes: int = 2 * 1024**3
     sandbox_warm_pool: bool = True
     # a root service runs sandbox children as this user, e.g. "nobody" (empty: as itself)
     sandbox_user: str = ""

@@ -20,7 +20,7 @@ import torch
 # Must match kernelband.runner.outputs.OUTPUT_DIR (a test holds the two together; the judge
 # never imports the runner).
 OUTPUT_DIR = "kb-outputs"
-MAX_OUTPUT_BYTES = 256 * 1024 * 1024  # as the sandbox's per-file limit (SandboxLimits.max_file_bytes)
+MAX_OUTPUT_BYTES = 2 * 1024**3  # as the sandbox's per-file limit (SandboxLimits.max_file_bytes)
 
 
 @dataclass(frozen=True)

@@ -64,7 +64,7 @@ class SandboxLimits:
     memory_bytes: int = 8 * 1024**3
     max_files: int = 256
     max_procs: int = 64
-    max_file_bytes: int = 256 * 1024 * 1024
+    max_file_bytes: int = 2 * 1024**3
     max_result_bytes: int = 64 * 1024 * 1024
     interpret: bool = False  # set TRITON_INTERPRET=1 (CPU device) in the child
     network: bool = False  # False: a private network namespace where the OS permits it (jailed: always)
