@@ -126,6 +126,15 @@ def _calibrate(pair: _Pair, cases: Sequence[str], config: PairedConfig) -> dict[
     return batch
 
 
+def _warm_up(pair: _Pair, cases: Sequence[str], batch: dict[str, int]) -> None:
+    """One untimed batch per case in each runner. Calibration runs only the original, so the
+    candidate's first calls (module load on the device, allocator growth) would otherwise land
+    in its first timed round and bias an A/A run below 1.0."""
+    for case in cases:
+        for role in ("candidate", "original"):
+            pair.batch(role, case, batch[case])
+
+
 def _verify(pair: _Pair, problem: KernelProblem, case: str, round_no: int) -> int:
     """Both runners save their last output of `case`; the judge compares them itself and
     returns the bytes the candidate's output spans (for the physical floor)."""
@@ -170,6 +179,7 @@ def time_pair(problem: KernelProblem, pair: _Pair, config: PairedConfig, rng: ra
     started = time.perf_counter()
     pair.prepare(cases, rng.randrange(1, 1 << 30))
     run = PairedRun(cases, _calibrate(pair, cases, config), verifiable=candidate.verifiable)
+    _warm_up(pair, cases, run.batch)
     run.notes = [f"{role}'s runner {r.unpinned}" for role, r in pair.runners.items() if r.unpinned]
     run.case_original_ms = {c: [] for c in cases}
     run.case_candidate_ms = {c: [] for c in cases}
