@@ -54,6 +54,10 @@ class Settings(BaseSettings):
     # "unjailed": never jail (the weak confinement above; a node whose runs need what the jail
     # hides, accepted explicitly)
     sandbox_isolation: str = "jail"
+    # Nsight Compute passes run the candidate under ncu's launcher, outside the jail: with
+    # sandbox_isolation "jail" they are skipped (h stays the labelled estimate) unless the
+    # operator accepts that weaker isolation for them here
+    ncu_unjailed: bool = False
 
     # paired timing on a GPU node (docs/measurement.md): interleaved rounds per measurement, the
     # length of one timed batch, CUDA-graph replays instead of launches, and the cores the

@@ -113,6 +113,22 @@ def _measure_paired(problem: KernelProblem, editable: str | None, target: str, s
     return measurement, features, case
 
 
+NCU_JAIL_NOTE = ("not measured: Nsight Compute passes run outside the jail and this node "
+                 "requires one for submitted code (KERNELBAND_NCU_UNJAILED=true accepts weaker "
+                 "isolation for them)")
+
+
+def ncu_refused_by_jail(limits: Any = None) -> str:
+    """Why a node that must jail submitted code runs no Nsight Compute pass ("" when it may)."""
+    from kernelband.config import get_settings
+    from kernelband.sandbox.jail import isolation_setting
+
+    isolation = getattr(limits, "isolation", "") or ""
+    if isolation_setting(isolation) != "jail" or get_settings().ncu_unjailed:
+        return ""
+    return NCU_JAIL_NOTE
+
+
 def _with_ncu_signature(problem: KernelProblem, editable: str | None, features: Features,
                         case: dict[str, Any], limits: Any) -> Features:
     """`features` with h from an Nsight Compute pass; when it fails, h stays the estimate and
@@ -123,6 +139,8 @@ def _with_ncu_signature(problem: KernelProblem, editable: str | None, features: 
 
     if find_ncu() is None:  # no pass to run: no sandbox child either
         return replace(features, h_note="ncu not found on this GPU node: install Nsight Compute")
+    if (note := ncu_refused_by_jail(limits)):
+        return replace(features, h_note=note)
     # The pass's own child runs only trusted code; the process that runs the candidate
     # installs the audit guard itself.
     limits = replace(limits or SandboxLimits.from_settings(), profiled=True, audit=False)

@@ -11,6 +11,7 @@ import typer
 from typer.testing import CliRunner
 
 from kernelband.commands import doctor as doctor_command
+from kernelband.config import get_settings
 from kernelband.profile.features import Features
 from kernelband.profile.measure import Measurement
 from kernelband.sandbox import shutdown_pool
@@ -70,6 +71,12 @@ def test_on_a_gpu_node_an_estimated_h_is_a_finding_with_its_reason(
         monkeypatch: pytest.MonkeyPatch) -> None:
     # No GPU here: the pass itself is stood in for; what is checked is how its answer is judged.
     monkeypatch.setattr("kernelband.profile.ncu.find_ncu", lambda: "/opt/ncu")
+    monkeypatch.setenv("KERNELBAND_SANDBOX_ISOLATION", "jail")
+    get_settings.cache_clear()
+    under_jail = doctor_command.check_nsight("h100")
+    assert under_jail.ok and "passes off under the jail" in under_jail.detail
+    monkeypatch.setenv("KERNELBAND_NCU_UNJAILED", "true")
+    get_settings.cache_clear()
     estimated = Features((0.1, 32.0, 0.0, 7.0, 100.0), ("driver",) + ("static",) * 4,
                          (1.0, 2.0, 3.0), ("estimate",) * 3, "ncu permission: ERR_NVGPUCTRPERM")
     measured = Measurement("measured", "cuda events", "NVIDIA H100", "h100", 0.01)
@@ -82,3 +89,4 @@ def test_on_a_gpu_node_an_estimated_h_is_a_finding_with_its_reason(
     assert finding.ok and "DRAM 80.0%" in finding.detail
     monkeypatch.setattr("kernelband.profile.ncu.find_ncu", lambda: None)
     assert "install Nsight Compute" in doctor_command.check_nsight("h100").advice
+    get_settings.cache_clear()  # the environment goes back after this test: so do the settings

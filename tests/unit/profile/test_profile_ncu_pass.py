@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from kernelband.config import get_settings
 from kernelband.problem.loader import load_problem
 from kernelband.profile import ncu_pass
 from kernelband.profile.features import Features
@@ -46,6 +47,15 @@ esac
 '''
 ESTIMATED = Features((0.1, 32.0, 0.0, 7.0, 100.0), ("driver",) + ("static",) * 4, (1.0, 2.0, 3.0),
                      ("estimate",) * 3)
+
+
+@pytest.fixture(autouse=True)
+def ncu_accepted_unjailed(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """These tests run the pass itself: the operator accepted it outside the jail."""
+    monkeypatch.setenv("KERNELBAND_NCU_UNJAILED", "true")
+    get_settings.cache_clear()
+    yield
+    get_settings.cache_clear()
 
 
 @pytest.fixture
@@ -220,3 +230,15 @@ def test_the_pass_reports_its_own_seconds_and_h(monkeypatch: pytest.MonkeyPatch)
     _, features = sandboxed.measure_candidate(problem, None, "h100", timings=timings, paired=False)
     assert features.h == (5.0, 91.0, 33.0) and features.h_sources == ("ncu",) * 3
     assert timings["signature"] >= 0.2
+
+
+def test_a_node_that_must_jail_runs_no_pass_and_says_why(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KERNELBAND_NCU_UNJAILED", "false")
+    monkeypatch.setenv("KERNELBAND_SANDBOX_ISOLATION", "jail")
+    get_settings.cache_clear()
+    monkeypatch.setattr("kernelband.profile.ncu.find_ncu", lambda: "/opt/ncu")
+    monkeypatch.setattr("kernelband.profile.sandboxed._run", _never_called)
+    features = _with_ncu_signature(load_problem(_slow_problem_source(), "native", "va"), None,
+                                   ESTIMATED, NcuCase(0, ("add_kernel",)).to_dict(), None)
+    assert features.h == ESTIMATED.h and features.h_sources == ("estimate",) * 3
+    assert "outside the jail" in features.h_note and "KERNELBAND_NCU_UNJAILED" in features.h_note
