@@ -182,7 +182,8 @@ def provenance_index(results_md: Path) -> str:
                      named.group(1) if named else sha))
     return ("## Sections\n\nThe CPU benchmarks (`make bench`, bench/scenarios.py); the GPU families "
             "have their own pages: bench/gpu/RESULTS.md (timing), bench/gpu/RESULTS-corpus.md, "
-            "bench/gpu/RESULTS-fleet.md.\n\n"
+            "bench/gpu/RESULTS-fleet.md. Date and machine are the section's own; commit is the "
+            "one its machine line names, else the last commit that changed the section.\n\n"
             + markdown_table(("section", "date", "machine", "commit"), rows))
 
 
