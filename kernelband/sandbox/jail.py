@@ -123,11 +123,21 @@ def describe_isolation() -> str:
         outside = f"uid {os.geteuid()} outside, no capabilities"
         return (f"jail:bwrap: runners run as uid {jail_ids()[0]} ({outside}) in their own user, "
                 "pid, network and mount namespaces, seeing only their work dir and the runtime "
-                "(Nsight Compute passes: weak)")
+                f"(Nsight Compute passes: {_ncu_passes()})")
     if level == "refused:no-jail":
         return f"refused:no-jail: {jail_problem()}; submitted code is not run"
     why = jail_problem() or "KERNELBAND_SANDBOX_ISOLATION=unjailed"
     return f"{level}: not jailed ({why}); rlimits, a network namespace and the audit hook only"
+
+
+def _ncu_passes() -> str:
+    """How this node treats Nsight Compute passes, which cannot run jailed."""
+    from kernelband.config import get_settings
+
+    settings = get_settings()
+    if settings.sandbox_isolation == "jail" and not settings.ncu_unjailed:
+        return "off, h estimated"
+    return "weak isolation, accepted"
 
 
 def jail_ids(user: str = "") -> tuple[int, int]:
