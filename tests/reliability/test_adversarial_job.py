@@ -49,6 +49,8 @@ EXPECTED: dict[str, set[str]] = {
     "wrong_shape": {"wrong_shape"},
     "wrong_dtype": {"wrong_dtype"},
     "raises": {"candidate_error"},
+    # reads every /proc/<pid>/environ and cwd it can reach and puts them in its error message
+    "reads_service_secrets": {"candidate_error"},
 }
 
 
@@ -139,6 +141,8 @@ def test_adversarial_children_are_rejected_with_reasons_and_no_secret_leaks(
                                     Candidate.id != track.original_candidate_id))]
         events = [str(p) for p in session.scalars(select(Event.payload)
                                                   .where(Event.job_id == job_id))]
+        stored = [str(c.__dict__) for c in session.scalars(
+            select(Candidate).where(Candidate.track_id == track.id))]
     reasons = {_origin(editable): (status, reason) for editable, status, reason in children}
     print(f"adversarial verdicts in the job: {reasons}")
     assert len(reasons) >= 8, f"only {sorted(reasons)} reached the job"
@@ -148,6 +152,7 @@ def test_adversarial_children_are_rejected_with_reasons_and_no_secret_leaks(
     tally["adversarial_rejected"] += len(reasons)
     haystacks = {"api logs": captured_logs.getvalue(), "prompts": "\n".join(prompts),
                  "events": "\n".join(events), "pages": "\n".join(pages),
+                 "stored candidate rows": "\n".join(stored),
                  **{p.name: p.log_tail(10**7) for p in started}}
     for where, text in haystacks.items():
         # The secret is everything after "kb_<8 hex>_"; it may itself contain "_".
