@@ -23,7 +23,7 @@ import numpy as np
 import redis
 from kombu import Connection
 
-from bench.scheduler_throughput import SIM_TASKS
+from bench.sim_tasks import SIM_TASKS
 from services.worker.messages import RESULTS, RESULTS_EXCHANGE, ResultMessage
 from services.worker.queues import RESULTS_QUEUE
 
