@@ -9,7 +9,6 @@ import pytest
 from sqlalchemy.orm import Session, sessionmaker
 from typer.testing import CliRunner
 
-from kernelband.cli import _register_commands
 from kernelband.cli import app as cli_app
 from kernelband.config import Settings, get_settings
 from kernelband.db import repository, session_scope
@@ -121,7 +120,6 @@ def test_report_command_writes_files_and_explains_a_missing_job(
     job_id = _seed(sqlite_factory)
     files = write_job_report(sqlite_url, job_id, tmp_path / "direct")
     assert files.html.exists()
-    _register_commands()
     env = {"KERNELBAND_DATABASE_URL": sqlite_url}
     get_settings.cache_clear()  # the command must read this environment, not an earlier test's
     result = CliRunner().invoke(cli_app, ["report", str(job_id), "--out", str(tmp_path / "cli")], env=env)
