@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import statistics
 import sys
@@ -81,7 +82,20 @@ def measure_one(name: str, corpus: Path, target: str, graphs: bool, cpu: bool) -
     return row | {"point": speedup.point, "low": speedup.low, "high": speedup.high, "rounds": speedup.rounds,
                   "contains_one": speedup.contains_one, "within_3pct": abs(speedup.point - 1.0) <= WITHIN,
                   "time_ms": measurement.time_ms, "batch": measurement.checks.get("batch"),
-                  "device": measurement.device, "method": measurement.method, "parts_s": parts}
+                  "device": measurement.device, "method": measurement.method, "parts_s": parts,
+                  "round_ms": measurement.checks.get("round_ms"),
+                  "runner_gpu_round_ms": measurement.checks.get("runner_gpu_round_ms"),
+                  "runner_gpu_ratio": _claimed_ratio(measurement.checks.get("runner_gpu_round_ms") or {})}
+
+
+def _claimed_ratio(rounds: dict[str, list[float]]) -> float | None:
+    """Geometric mean of original/candidate by the runners' own CUDA events: diagnostics only
+    (what the GPU saw, beside the judge's clock, which also holds launch overhead)."""
+    pairs = [(o, c) for o, c in zip(rounds.get("original", []), rounds.get("candidate", []), strict=False)
+             if o > 0 and c > 0]
+    if not pairs:
+        return None
+    return math.exp(statistics.fmean(math.log(o / c) for o, c in pairs))
 
 
 def _measure(problem: Any, target: str, config: Any, cpu: bool) -> Any:
@@ -96,16 +110,17 @@ def _measure(problem: Any, target: str, config: Any, cpu: bool) -> Any:
 
 
 def table(rows: list[dict[str, Any]]) -> str:
-    lines = ["| problem | mode | point | [low, high] | contains 1.0 | within 3% | k per case |",
-             "| --- | --- | --- | --- | --- | --- | --- |"]
+    lines = ["| problem | mode | point | [low, high] | contains 1.0 | within 3% | k per case | runners' CUDA events |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r in rows:
         mode = "graphs" if r["graphs"] else "launches"
         if "error" in r:
-            lines.append(f"| {r['problem']} | {mode} | error | {r['error'][:80]} | - | - | - |")
+            lines.append(f"| {r['problem']} | {mode} | error | {r['error'][:80]} | - | - | - | - |")
             continue
         batch = "/".join(str(k) for k in (r.get("batch") or {}).values())
+        gpu = f"{r['runner_gpu_ratio']:.3f}" if r.get("runner_gpu_ratio") else "-"
         lines.append(f"| {r['problem']} | {mode} | {r['point']:.3f} | [{r['low']:.3f}, {r['high']:.3f}] | "
-                     f"{'yes' if r['contains_one'] else 'NO'} | {'yes' if r['within_3pct'] else 'NO'} | {batch} |")
+                     f"{'yes' if r['contains_one'] else 'NO'} | {'yes' if r['within_3pct'] else 'NO'} | {batch} | {gpu} |")
     return "\n".join(lines)
 
 
@@ -139,6 +154,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", default="", help="comma-separated problem names")
     parser.add_argument("--graphs", action="store_true", help="also measure with CUDA-graph replays")
     parser.add_argument("--cpu", action="store_true", help="rehearse on the CPU interpreter")
+    parser.add_argument("--tag", default="", help="a suffix for the output files (one per configuration)")
     parser.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", ROOT / "bench" / "gpu")))
     args = parser.parse_args(argv)
     if not (args.corpus / "kernels").is_dir():
@@ -155,8 +171,9 @@ def main(argv: list[str] | None = None) -> int:
             f"{table(rows)}\n\n{summary(rows)}\n\n## Profile step parts (seconds)\n\n{parts_table(rows)}\n")
     print("\n" + text)
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / f"paired-aa-{target}.json").write_text(json.dumps(rows, indent=1, default=str))
-    (args.out / f"paired-aa-{target}.md").write_text(text)
+    stem = f"paired-aa-{target}" + (f"-{args.tag}" if args.tag else "")
+    (args.out / f"{stem}.json").write_text(json.dumps(rows, indent=1, default=str))
+    (args.out / f"{stem}.md").write_text(text)
     return 0
 
 

@@ -62,6 +62,8 @@ class PairedRun:
     claimed_ms: dict[str, float] = field(default_factory=lambda: {"original": 0.0, "candidate": 0.0})
     judged_ms: dict[str, float] = field(default_factory=lambda: {"original": 0.0, "candidate": 0.0})
     parts_s: dict[str, float] = field(default_factory=dict)
+    # per round, the runners' own CUDA-event figures summed over cases (diagnostics, untrusted)
+    claimed_gpu_ms: dict[str, list[float]] = field(default_factory=lambda: {"original": [], "candidate": []})
 
 
 class _Pair:
@@ -73,6 +75,8 @@ class _Pair:
         self.committed: dict[str, Any] = {}  # role -> the fingerprint its last batch reported
         self.claimed_ms = {role: 0.0 for role in self.runners}
         self.judged_ms = {role: 0.0 for role in self.runners}
+        # per batch, what the runner's CUDA events said (ms per call): diagnostics only
+        self.claimed_gpu_ms: dict[str, list[float]] = {role: [] for role in self.runners}
 
     def ask(self, role: str, command: dict[str, Any], timeout_s: float | None = None) -> tuple[dict[str, Any], float]:
         """Send `command` to one runner (the other paused); (reply, judge wall ms)."""
@@ -102,6 +106,9 @@ class _Pair:
                                  f"the judge timed at {wall_ms:.3f} ms; its figures are not believable")
         if isinstance(claimed, int | float):
             self.claimed_ms[role] += float(claimed)
+        gpu = reply.get("runner_gpu_ms")
+        if isinstance(gpu, int | float) and math.isfinite(gpu):
+            self.claimed_gpu_ms[role].append(float(gpu) / k)
         self.judged_ms[role] += wall_ms
         if self.config.clock == "cpu":  # clock ticks: a batch charged nothing took under one
             return max(cpu_ms, 1e3 / CLOCK_TICKS / 2) / k
@@ -221,6 +228,9 @@ def _one_round(problem: KernelProblem, pair: _Pair, run: PairedRun, config: Pair
     run.parts_s["timed_rounds"] += time.perf_counter() - started
     run.original_ms.append(sum(run.case_original_ms[c][-1] for c in cases))
     run.candidate_ms.append(sum(run.case_candidate_ms[c][-1] for c in cases))
+    for role in pair.runners:
+        if len(pair.claimed_gpu_ms[role]) >= len(cases):
+            run.claimed_gpu_ms[role].append(sum(pair.claimed_gpu_ms[role][-len(cases):]))
     if run.verifiable and (round_no == config.rounds - 1 or rng.random() < config.verify_fraction):
         started = time.perf_counter()
         pair.committed = commitments
@@ -314,9 +324,15 @@ def paired_measurement(problem: KernelProblem, run: PairedRun, *, device_name: s
                 "batch": dict(run.batch), "parts_s": {k: round(v, 4) for k, v in run.parts_s.items()},
                 "runner_claims": {role: round(run.claimed_ms[role] / run.judged_ms[role], 4)
                                   for role in run.judged_ms if run.judged_ms[role] > 0},
-                "notes": run.notes},
+                "notes": run.notes,
+                "round_ms": {"original": _rounded(run.original_ms), "candidate": _rounded(run.candidate_ms)},
+                "runner_gpu_round_ms": {role: _rounded(v) for role, v in run.claimed_gpu_ms.items() if v}},
         speedup=speedup,
     )
+
+
+def _rounded(values: list[float]) -> list[float]:
+    return [round(v, 6) for v in values]
 
 
 def _geomean_ratio(run: PairedRun, case: str) -> float:

@@ -121,16 +121,32 @@ class TimingServer:
         start = time.perf_counter()
         if msg.get("salt") is not None and prepared.args:
             _salt(prepared.args, int(msg["salt"]))
+        events = self._events()
         if prepared.graph is not None:
             for _ in range(k):
                 prepared.graph.replay()
         else:
             for _ in range(k):
                 prepared.last = prepared.run()
+        if events:
+            events[1].record()
         committed = output_fingerprint(self._output(prepared))
         self._synchronize()
         self.batches += 1
-        return {"runner_ms": (time.perf_counter() - start) * 1e3, "fingerprint": committed}
+        reply = {"runner_ms": (time.perf_counter() - start) * 1e3, "fingerprint": committed}
+        if events:  # what the GPU's own clock says: evidence beside the judge's figure, never stored as a time
+            reply["runner_gpu_ms"] = events[0].elapsed_time(events[1])
+        return reply
+
+    def _events(self) -> Any:
+        """A started CUDA event pair on a GPU (its second event still to record), else None."""
+        if not self.device.startswith("cuda"):
+            return None
+        import torch
+
+        pair = (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+        pair[0].record()
+        return pair
 
     def cmd_save_output(self, msg: dict[str, Any]) -> dict[str, Any]:
         from kernelband.runner.outputs import save_file  # torch: loaded in the runner only
