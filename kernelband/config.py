@@ -110,6 +110,9 @@ class Settings(BaseSettings):
     bootstrap_token: SecretStr = SecretStr("")
     # set: GET /metrics answers only `Authorization: Bearer <this>` (job counts of every team)
     metrics_token: SecretStr = SecretStr("")
+    # the key of public ids (kernelband/public_ids.py); empty: a random key kept in the
+    # database. Set it once: a new key changes every id teams have seen
+    id_key: SecretStr = SecretStr("")
     # server-sent events: how often an open stream looks for new events, and the idle
     # comment that keeps proxies from closing it (docs/deploy.md)
     sse_poll_s: float = 0.5

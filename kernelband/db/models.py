@@ -24,6 +24,7 @@ from sqlalchemy import (
 from sqlalchemy.orm import Mapped, mapped_column
 
 from kernelband.db.base import Base, utcnow
+from kernelband.db.id_key_models import PublicIdKey as PublicIdKey
 
 # The generation loop's tables live in their own module; re-exported so that one import
 # of this module registers every table in the metadata.
