@@ -20,7 +20,9 @@ from __future__ import annotations
 import math
 import random
 import statistics
+import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -124,13 +126,50 @@ class _Pair:
             runner.session.pause()
 
 
+class Calibrations:
+    """k per case, per problem and timing mode: decided once, on the original's runner.
+
+    Only the batch length depends on it (both runners run the same k), so the first candidate
+    of a problem pays for it and later ones reuse it."""
+
+    def __init__(self, size: int = 256) -> None:
+        self.size = size
+        self.known: OrderedDict[str, dict[str, int]] = OrderedDict()
+        self.lock = threading.Lock()
+
+    def get(self, key: str) -> dict[str, int] | None:
+        with self.lock:
+            found = self.known.get(key)
+            if found is not None:
+                self.known.move_to_end(key)
+            return dict(found) if found is not None else None
+
+    def keep(self, key: str, batch: dict[str, int]) -> None:
+        with self.lock:
+            self.known[key] = dict(batch)
+            self.known.move_to_end(key)
+            while len(self.known) > self.size:
+                self.known.popitem(last=False)
+
+
+CALIBRATIONS = Calibrations()
+
+
 def _calibrate(pair: _Pair, cases: Sequence[str], config: PairedConfig) -> dict[str, int]:
-    """k per case so that one batch of the original lasts about `batch_ms`."""
+    """k per case so that one batch of the original lasts about `batch_ms`.
+
+    A one-call batch also holds the command's round trip, which would make k too small for
+    fast calls; one batch of the first guess corrects it."""
     batch = {}
     for case in cases:
         single = min(pair.batch("original", case, 1) for _ in range(max(1, config.calibration_batches)))
-        batch[case] = int(min(config.max_batch, max(1, math.ceil(config.batch_ms / max(single, 1e-6)))))
+        guess = _batch_size(config, single)
+        batch[case] = _batch_size(config, pair.batch("original", case, guess)) if guess > 1 else guess
     return batch
+
+
+def _batch_size(config: PairedConfig, per_call_ms: float) -> int:
+    return int(min(config.max_batch, max(1, math.ceil(config.batch_ms / max(per_call_ms, 1e-6)))))
 
 
 def _warm_up(pair: _Pair, cases: Sequence[str], batch: dict[str, int]) -> None:
@@ -176,8 +215,10 @@ def _rerun_for_check(pair: _Pair, case: str, k: int, salt: int) -> None:
         pair.batch(role, case, k, salt)
 
 
-def time_pair(problem: KernelProblem, pair: _Pair, config: PairedConfig, rng: random.Random) -> PairedRun:
-    """Calibrate, then run the interleaved rounds; raises TimingRejected on a broken rule."""
+def time_pair(problem: KernelProblem, pair: _Pair, config: PairedConfig, rng: random.Random,
+              calibration_key: str = "") -> PairedRun:
+    """Calibrate (once per `calibration_key`: the original and the timing mode), then run the
+    interleaved rounds; raises TimingRejected on a broken rule."""
     original, candidate = pair.runners["original"], pair.runners["candidate"]
     cases = original.cases
     if candidate.cases != cases:
@@ -185,7 +226,13 @@ def time_pair(problem: KernelProblem, pair: _Pair, config: PairedConfig, rng: ra
                              f"{candidate.cases} where the original has {cases}")
     started = time.perf_counter()
     pair.prepare(cases, rng.randrange(1, 1 << 30))
-    run = PairedRun(cases, _calibrate(pair, cases, config), verifiable=candidate.verifiable)
+    key = f"{calibration_key}:{config.batch_ms}:{config.max_batch}:{','.join(cases)}"
+    batch = CALIBRATIONS.get(key) if calibration_key else None
+    if batch is None:
+        batch = _calibrate(pair, cases, config)
+        if calibration_key:
+            CALIBRATIONS.keep(key, batch)
+    run = PairedRun(cases, batch, verifiable=candidate.verifiable)
     _warm_up(pair, cases, run.batch)
     run.notes = [f"{role}'s runner {r.unpinned}" for role, r in pair.runners.items() if r.unpinned]
     run.case_original_ms = {c: [] for c in cases}
@@ -272,7 +319,8 @@ def _measure_once(problem: KernelProblem, editable: str | None, device: str, con
         candidate = start_runner(problem, editable, device, config, limits)
         parts["load_candidate"] = time.perf_counter() - start
         try:
-            run = time_pair(problem, _Pair(original, candidate, config), config, rng)
+            run = time_pair(problem, _Pair(original, candidate, config), config, rng,
+                            ORIGINALS.key(problem, device, config))
             if after is not None:
                 start = time.perf_counter()
                 run.extras = after(candidate, run)

@@ -257,3 +257,16 @@ def test_a_runner_that_hangs_is_stopped_with_its_reason(problem: KernelProblem) 
     with pytest.raises(TimingRejected) as info:
         _measure(problem, hangs, quick)
     assert info.value.reason == "runner_timeout" and time.monotonic() - started < 60
+
+
+def test_a_problems_batch_size_is_calibrated_once_and_reused_by_later_candidates(problem: KernelProblem) -> None:
+    from kernelband.profile.paired_timing import CALIBRATIONS
+
+    quick = PairedConfig(rounds=3, batch_ms=10.0, seed=3, clock="cpu")
+    CALIBRATIONS.known.clear()
+    first = _measure(problem, None, quick)
+    assert first.checks["parts_s"]["calibrate"] > 0 and len(CALIBRATIONS.known) == 1
+    again = _measure(problem, problem.editable, quick)
+    assert again.checks["batch"] == first.checks["batch"]
+    # the second candidate ran no calibration batch: its timed batches are all the original ran
+    assert again.checks["parts_s"]["calibrate"] < first.checks["parts_s"]["calibrate"]
