@@ -15,7 +15,24 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Annotated
 
+import redis
+import torch
 import typer
+from sqlalchemy import text
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError
+
+from kernelband.bundled import example
+from kernelband.config import Settings
+from kernelband.db.session import make_engine
+from kernelband.problem.loader import load_problem
+from kernelband.profile import measure_candidate
+from kernelband.profile.archs import target_for_capability
+from kernelband.profile.ncu import find_ncu
+from kernelband.profile.sandboxed import ncu_refused_by_jail
+from kernelband.sandbox import SandboxLimits, jail, run_sandboxed
+from kernelband.sandbox.device import detect_device
+from kernelband.sandbox.privileges import SandboxUserError
 
 EXAMPLE_NAME = "vector_add"
 
@@ -32,15 +49,9 @@ class Finding:
 
 def check_device() -> tuple[Finding, str | None]:
     """The GPU and the target it measures for (None: no GPU, estimates only)."""
-    from kernelband.sandbox.device import detect_device
-
     if not detect_device().startswith("cuda"):
         return Finding("device", True, "no GPU: times and h are cost-model estimates, labelled "
                        "`estimated`; this node can serve the `cpu` and `llm` queues"), None
-    import torch
-
-    from kernelband.profile.archs import target_for_capability
-
     if not torch.cuda.is_available():
         return Finding("device", False, f"a GPU device node exists but torch {torch.__version__} "
                        "cannot use it", "install the CUDA build of torch that matches the driver "
@@ -54,9 +65,6 @@ def check_device() -> tuple[Finding, str | None]:
 def check_sandbox() -> Finding:
     """A confined child runs, with its own network namespace, at the isolation level this node
     achieves (kernelband/sandbox/jail.py); candidate code that would run as root is a finding."""
-    from kernelband.sandbox import SandboxLimits, jail, run_sandboxed
-    from kernelband.sandbox.privileges import SandboxUserError
-
     level, described = jail.isolation_level(), jail.describe_isolation()
     if level.startswith("refused"):
         return Finding("sandbox", False, f"isolation {described}", "make bwrap work here "
@@ -85,8 +93,6 @@ def check_sandbox() -> Finding:
 
 
 def _runs_as(level: str, user: str) -> str:
-    from kernelband.sandbox import jail
-
     if level == "jail:bwrap":
         return f"jailed as uid {jail.jail_ids(user)[0]}"
     return f"as user {user}" if user and level == "weak:setuid" else "as this process's user"
@@ -94,19 +100,12 @@ def _runs_as(level: str, user: str) -> str:
 
 def check_nsight(target: str | None) -> Finding:
     """On a GPU, one Nsight Compute pass on the vector_add example (as a job's would run)."""
-    from kernelband.profile.ncu import find_ncu
-
     ncu = find_ncu()
     if target is None:
         return Finding("nsight", True, f"not needed without a GPU (ncu: {ncu or 'not found'})")
     if ncu is None:
         return Finding("nsight", False, "ncu not found: kernelband policies get an estimated h",
                        "install Nsight Compute and put `ncu` on PATH")
-    from kernelband.bundled import example
-    from kernelband.problem.loader import load_problem
-    from kernelband.profile import measure_candidate
-    from kernelband.profile.sandboxed import ncu_refused_by_jail
-
     if note := ncu_refused_by_jail():
         return Finding("nsight", True, f"{ncu}: passes off under the jail, h estimated ({note})")
 
@@ -123,9 +122,6 @@ def check_nsight(target: str | None) -> Finding:
 
 
 def _redacted(url: str) -> str:
-    from sqlalchemy.engine import make_url
-    from sqlalchemy.exc import ArgumentError
-
     try:
         return make_url(url).render_as_string(hide_password=True)
     except ArgumentError:
@@ -134,8 +130,6 @@ def _redacted(url: str) -> str:
 
 def check_broker(url: str) -> Finding:
     """The Redis broker workers take tasks from."""
-    import redis
-
     if not url:
         return Finding("broker", True, "none configured: embedded mode (in-process workers)")
     try:
@@ -148,10 +142,6 @@ def check_broker(url: str) -> Finding:
 
 def check_database(url: str) -> Finding:
     """The scheduler's and API's database (workers never get its URL)."""
-    from sqlalchemy import text
-
-    from kernelband.db.session import make_engine
-
     engine = make_engine(url)
     try:
         with engine.connect() as conn:
@@ -166,8 +156,6 @@ def check_database(url: str) -> Finding:
 
 def run_checks() -> list[Finding]:
     """Every check this node's configuration calls for."""
-    from kernelband.config import Settings
-
     settings = Settings()  # read now: this command is about the environment as it is
     device, target = check_device()
     findings = [device, check_sandbox(), check_nsight(target), check_broker(settings.broker_url)]

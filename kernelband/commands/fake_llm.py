@@ -6,6 +6,10 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+import uvicorn
+
+from kernelband.generate.fake_server import create_app
+from kernelband.generate.replay import ReplayScript
 
 
 def fake_llm(
@@ -17,12 +21,6 @@ def fake_llm(
     host: Annotated[str, typer.Option(help="Interface to bind.")] = "127.0.0.1",
 ) -> None:
     """Serve POST /v1/chat/completions and GET /v1/models from canned replies (simulated usage)."""
-    # fastapi and uvicorn (about 0.5 s) load only when this command serves, not at every CLI start
-    import uvicorn
-
-    from kernelband.generate.fake_server import create_app
-    from kernelband.generate.replay import ReplayScript
-
     if replay is not None:
         try:
             script = ReplayScript(replay)

@@ -2,25 +2,29 @@
 
 from __future__ import annotations
 
-import os
 from dataclasses import replace
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, NoReturn
 
 import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from kernelband.bandit import POLICIES
 from kernelband.commands.limit_options import (
     CompileLimit,
     ConfigCompileLimit,
     RunLimit,
     limits_given,
 )
+from kernelband.commands.policy_params import parse_policy_params
 from kernelband.config import get_settings
 from kernelband.default_policy import DEFAULT_POLICY
-from kernelband.sandbox import job_limits
+from kernelband.problem.model import PROBLEM_FORMATS, KernelProblem, ProblemLoadError
+from kernelband.problem.translate import translation_refusal
+from kernelband.profile.perf_harness import HarnessError, with_perf_harness
+from kernelband.sandbox import job_limits, load_problem_sandboxed
 from kernelband.scheduling.embedded import (
     JobOptions,
     JobOutcome,
@@ -30,8 +34,6 @@ from kernelband.scheduling.embedded import (
 )
 from kernelband.scheduling.pipeline import StepReport
 
-# litellm must not fetch its price map over the network at import time.
-os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 console = Console()
 
 
@@ -92,9 +94,6 @@ def optimize(
 def _options(target: list[str] | None, policy: str, budget: int, model: str, parallel: int,
              seed: int, max_tokens: int | None, max_usd: float | None,
              max_wall_s: float | None, param: list[str] | None = None) -> JobOptions:
-    from kernelband.bandit import POLICIES
-    from kernelband.commands.policy_params import parse_policy_params
-
     if policy not in POLICIES:
         _fail(f"unknown policy {policy!r}; choose from {', '.join(POLICIES)}")
     try:
@@ -117,11 +116,9 @@ def _params_text(params: dict[str, Any]) -> str:
     return f" ({', '.join(f'{k}={v}' for k, v in params.items())})" if params else ""
 
 
-def _with_perf(problem: Any, perf: Path | None) -> Any:
+def _with_perf(problem: KernelProblem, perf: Path | None) -> KernelProblem:
     if perf is None:
         return problem
-    from kernelband.profile.perf_harness import HarnessError, with_perf_harness
-
     try:
         return with_perf_harness(problem, perf.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, HarnessError) as exc:
@@ -130,8 +127,6 @@ def _with_perf(problem: Any, perf: Path | None) -> Any:
 
 def _refuse_untranslatable(file: Path, format: str, model: str) -> None:
     """A KernelBench file as published needs an LLM to translate it: refuse it at once."""
-    from kernelband.problem.translate import translation_refusal
-
     try:
         source = file.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError):
@@ -140,10 +135,7 @@ def _refuse_untranslatable(file: Path, format: str, model: str) -> None:
         _fail(f"{file} is refused: {reason}")
 
 
-def _load(file: Path, format: str) -> Any:
-    from kernelband.problem.model import PROBLEM_FORMATS, ProblemLoadError
-    from kernelband.sandbox import load_problem_sandboxed
-
+def _load(file: Path, format: str) -> KernelProblem:
     if format not in PROBLEM_FORMATS:
         _fail(f"unknown format {format!r}; choose from {', '.join(PROBLEM_FORMATS)}")
     if not file.is_file():
@@ -191,7 +183,7 @@ def _ms(value: float | None) -> str:
     return "-" if value is None else f"{value:.4g}"
 
 
-def _fail(message: str) -> Any:
+def _fail(message: str) -> NoReturn:
     console.print(f"[red]error:[/] {message}")
     raise typer.Exit(2)
 

@@ -6,7 +6,9 @@ from typing import Annotated
 
 import typer
 
-from kernelband.commands.tokens import _factory
+from kernelband import usage
+from kernelband.commands.tokens import configured_database
+from kernelband.db import repository, session_scope
 
 quotas_app = typer.Typer(no_args_is_help=True, help="Set and show per-team quotas.")
 
@@ -24,9 +26,6 @@ def set_(
         help=f"LLM cost in USD per UTC day. {_CLEAR}")] = None,
 ) -> None:
     """Set a team's limits: checked when it submits (429) and before each dispatch."""
-    from kernelband import usage
-    from kernelband.db import repository, session_scope
-
     given = {"concurrent_jobs": concurrent_jobs, "gpu_s_per_day": gpu_seconds_per_day,
              "usd_per_day": usd_per_day}
     changes = {k: (None if v < 0 else v) for k, v in given.items() if v is not None}
@@ -34,7 +33,7 @@ def set_(
         typer.echo("Nothing to set: give --concurrent-jobs, --gpu-seconds-per-day or "
                    "--usd-per-day.", err=True)
         raise typer.Exit(2)
-    with session_scope(_factory()) as session:
+    with session_scope(configured_database()) as session:
         owner = repository.get_or_create_team(session, team)
         usage.set_quotas(session, owner.id, **changes)
         shown = usage.team_quotas(session, owner.id)
@@ -45,10 +44,7 @@ def set_(
 @quotas_app.command("show")
 def show(team: Annotated[str, typer.Argument(help="Team name.")]) -> None:
     """A team's limits and today's use against them."""
-    from kernelband import usage
-    from kernelband.db import repository, session_scope
-
-    with session_scope(_factory()) as session:
+    with session_scope(configured_database()) as session:
         owner = repository.get_or_create_team(session, team)
         quotas = usage.team_quotas(session, owner.id)
         over = usage.teams_over_quota(session).get(owner.id)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import time
 from pathlib import Path
 from typing import Annotated, Any, NoReturn
@@ -11,24 +10,31 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from kernelband.bandit import DEFAULT_POLICY, POLICIES
 from kernelband.commands.limit_options import (
     CompileLimit,
     ConfigCompileLimit,
     RunLimit,
     limits_given,
 )
+from kernelband.config import get_settings
+from kernelband.problem.model import PROBLEM_FORMATS
 from kernelband.problem.translate import suite_translation_refusal
+from kernelband.sandbox import job_limits, load_problem_sandboxed
+from kernelband.scheduling.embedded import parse_targets
 from kernelband.suite import (
     SuiteReport,
     SuiteSettings,
     SuiteSourceError,
     attach_perf_dir,
+    load_sources,
     read_directory,
     to_csv,
     to_json,
 )
+from kernelband.suite.embedded import run_local_suite
+from kernelband.suite.remote import RemoteSuiteError, run_remote_suite
 
-os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 console = Console()
 
 
@@ -80,9 +86,6 @@ def suite(
 
 def _settings(policy: list[str] | None, target: list[str] | None, budget: int, model: str,
               parallel: int, seed: int, limits: dict[str, float]) -> SuiteSettings:
-    from kernelband.bandit import DEFAULT_POLICY, POLICIES
-    from kernelband.scheduling.embedded import parse_targets
-
     policies = tuple(dict.fromkeys(policy or [DEFAULT_POLICY]))
     unknown = [p for p in policies if p not in POLICIES]
     if unknown:
@@ -96,12 +99,6 @@ def _settings(policy: list[str] | None, target: list[str] | None, budget: int, m
 
 
 def _run_embedded(name: str, format: str, sources: Any, settings: SuiteSettings) -> SuiteReport:
-    from kernelband.config import get_settings
-    from kernelband.problem.model import PROBLEM_FORMATS
-    from kernelband.sandbox import job_limits, load_problem_sandboxed
-    from kernelband.suite import load_sources
-    from kernelband.suite.embedded import run_local_suite
-
     if format not in PROBLEM_FORMATS:
         _fail(f"unknown format {format!r}; choose from {', '.join(PROBLEM_FORMATS)}")
     with job_limits(settings.limits):  # loading runs each file: the suite's limits apply
@@ -125,8 +122,6 @@ def _run_embedded(name: str, format: str, sources: Any, settings: SuiteSettings)
 
 def _run_remote(server: str, token: str | None, name: str, format: str, sources: Any,
                 settings: SuiteSettings) -> SuiteReport:
-    from kernelband.suite.remote import RemoteSuiteError, run_remote_suite
-
     if not token:
         _fail("--server needs --token (or KERNELBAND_TOKEN); create one with "
               "`kernelband tokens create --team NAME`")

@@ -3,23 +3,24 @@
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
+from rich.console import Console
+from rich.table import Table
+from sqlalchemy.orm import Session, sessionmaker
 
 from kernelband.auth_tokens import SCOPES
 from kernelband.config import get_settings
-
-if TYPE_CHECKING:
-    from sqlalchemy.orm import Session, sessionmaker
+from kernelband.db import open_database, session_scope
+from kernelband.db.models import utcnow
+from services.api.teams import create_token, list_tokens, revoke_tokens
 
 tokens_app = typer.Typer(no_args_is_help=True, help="Create, revoke and list team API tokens.")
 
 
-def _factory() -> sessionmaker[Session]:
+def configured_database() -> sessionmaker[Session]:
     """The configured database (SQLite is migrated on first use, as in embedded mode)."""
-    from kernelband.db import open_database
-
     url = get_settings().effective_database_url
     return open_database(url, migrate=url.startswith("sqlite"))[1]
 
@@ -35,10 +36,6 @@ def create(
         min=0.001, help="Days until the token stops working (default: never).")] = None,
 ) -> None:
     """Mint a token for a team and print it once; it cannot be shown again."""
-    from kernelband.db import session_scope
-    from kernelband.db.models import utcnow
-    from services.api.teams import create_token
-
     if not team.strip():
         typer.echo("--team must name a team, e.g. --team research.", err=True)
         raise typer.Exit(2)
@@ -46,7 +43,7 @@ def create(
         typer.echo(f"--scope must be one of {', '.join(SCOPES)}; got '{scope}'.", err=True)
         raise typer.Exit(2)
     expires = utcnow() + timedelta(days=expires_days) if expires_days else None
-    with session_scope(_factory()) as session:
+    with session_scope(configured_database()) as session:
         secret = create_token(session, team.strip(), name, scope=scope, expires_at=expires)
     typer.echo(secret)
     until = f", expires {expires:%Y-%m-%d %H:%M} UTC" if expires else ""
@@ -59,10 +56,7 @@ def revoke(prefix: Annotated[str, typer.Argument(
         help="Token prefix, e.g. kb_1a2b3c4d; a shorter start (kb_1a) revokes every active "
              "token whose prefix starts with it.")]) -> None:
     """Revoke every active token with this prefix (or whose prefix starts with it)."""
-    from kernelband.db import session_scope
-    from services.api.teams import revoke_tokens
-
-    with session_scope(_factory()) as session:
+    with session_scope(configured_database()) as session:
         revoked = revoke_tokens(session, prefix)
     if not revoked:
         typer.echo(f"No active token has a prefix starting with '{prefix}'; see "
@@ -74,13 +68,7 @@ def revoke(prefix: Annotated[str, typer.Argument(
 @tokens_app.command("list")
 def list_(team: Annotated[str | None, typer.Option(help="Only this team.")] = None) -> None:
     """List tokens by prefix, team, scope and state (never the secret)."""
-    from rich.console import Console
-    from rich.table import Table
-
-    from kernelband.db import session_scope
-    from services.api.teams import list_tokens
-
-    with session_scope(_factory()) as session:
+    with session_scope(configured_database()) as session:
         infos = list_tokens(session, team)
     table = Table("prefix", "team", "name", "scope", "created", "expires", "last used", "state")
     for t in infos:

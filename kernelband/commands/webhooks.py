@@ -5,9 +5,11 @@ from __future__ import annotations
 import logging
 from typing import Annotated
 
+import httpx
 import typer
 
-from kernelband.commands.tokens import _factory
+from kernelband import webhooks
+from kernelband.commands.tokens import configured_database
 from kernelband.config import get_settings
 
 webhooks_app = typer.Typer(no_args_is_help=True, help="Team webhooks.")
@@ -24,13 +26,9 @@ def deliver(
 
     Needs KERNELBAND_DATABASE_URL (the API's database); run one per deployment, beside the
     scheduler. KERNELBAND_WEBHOOK_MAX_TRIES and KERNELBAND_WEBHOOK_TIMEOUT_S apply."""
-    import httpx
-
-    from kernelband import webhooks
-
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     settings = get_settings()
-    factory = _factory()
+    factory = configured_database()
     max_tries, timeout_s = settings.webhook_max_tries, settings.webhook_timeout_s
     if once:
         with httpx.Client(timeout=timeout_s) as client:

@@ -70,7 +70,7 @@ def test_an_embedded_node_without_a_broker_is_fine_and_a_bad_url_is_a_finding(
 def test_on_a_gpu_node_an_estimated_h_is_a_finding_with_its_reason(
         monkeypatch: pytest.MonkeyPatch) -> None:
     # No GPU here: the pass itself is stood in for; what is checked is how its answer is judged.
-    monkeypatch.setattr("kernelband.profile.ncu.find_ncu", lambda: "/opt/ncu")
+    monkeypatch.setattr(doctor_command, "find_ncu", lambda: "/opt/ncu")
     monkeypatch.setenv("KERNELBAND_SANDBOX_ISOLATION", "jail")
     get_settings.cache_clear()
     under_jail = doctor_command.check_nsight("h100")
@@ -80,13 +80,13 @@ def test_on_a_gpu_node_an_estimated_h_is_a_finding_with_its_reason(
     estimated = Features((0.1, 32.0, 0.0, 7.0, 100.0), ("driver",) + ("static",) * 4,
                          (1.0, 2.0, 3.0), ("estimate",) * 3, "ncu permission: ERR_NVGPUCTRPERM")
     measured = Measurement("measured", "cuda events", "NVIDIA H100", "h100", 0.01)
-    monkeypatch.setattr("kernelband.profile.measure_candidate", lambda *a, **k: (measured, estimated))
+    monkeypatch.setattr(doctor_command, "measure_candidate", lambda *a, **k: (measured, estimated))
     finding = doctor_command.check_nsight("h100")
     assert not finding.ok and "ERR_NVGPUCTRPERM" in finding.detail and finding.advice
     from_ncu = Features(estimated.phi, estimated.phi_sources, (30.0, 80.0, 40.0), ("ncu",) * 3)
-    monkeypatch.setattr("kernelband.profile.measure_candidate", lambda *a, **k: (measured, from_ncu))
+    monkeypatch.setattr(doctor_command, "measure_candidate", lambda *a, **k: (measured, from_ncu))
     finding = doctor_command.check_nsight("h100")
     assert finding.ok and "DRAM 80.0%" in finding.detail
-    monkeypatch.setattr("kernelband.profile.ncu.find_ncu", lambda: None)
+    monkeypatch.setattr(doctor_command, "find_ncu", lambda: None)
     assert "install Nsight Compute" in doctor_command.check_nsight("h100").advice
     get_settings.cache_clear()  # the environment goes back after this test: so do the settings
