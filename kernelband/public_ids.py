@@ -127,22 +127,21 @@ def load(configured: str, session: Session | None) -> PublicIds:
     return PublicIds(stored_key(session))
 
 
-_BY_DATABASE: dict[str, PublicIds] = {}
+_BY_KEY: dict[bytes, PublicIds] = {}
 
 
 def for_session(session: Session, configured: str | None = None) -> PublicIds:
-    """The codec of the database `session` reads (its key read once per process), for code
-    that serves no request: the webhook deliverer, commands. `configured` defaults to the
-    settings' `KERNELBAND_ID_KEY`."""
+    """The codec of the database `session` reads, for code that serves no request (the
+    webhook deliverer, commands): one small read of the key, the codec itself kept per key.
+    `configured` defaults to the settings' `KERNELBAND_ID_KEY`."""
     if configured is None:
         from kernelband.config import get_settings
 
         configured = get_settings().id_key.get_secret_value()
-    where = "key:" + hashlib.sha256(configured.encode()).hexdigest() if configured else \
-        "db:" + session.get_bind().engine.url.render_as_string(hide_password=True)
-    codec = _BY_DATABASE.get(where)
+    key = configured.encode() if configured else stored_key(session)
+    codec = _BY_KEY.get(key)
     if codec is None:
-        codec = _BY_DATABASE[where] = load(configured, session)
+        codec = _BY_KEY[key] = PublicIds(key)
     return codec
 
 

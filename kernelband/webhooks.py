@@ -31,6 +31,7 @@ from tenacity import RetryCallState, wait_exponential
 
 from kernelband.db import session_scope
 from kernelband.db.models import FINISHED_JOB_STATUSES, Event, Job, Webhook, WebhookDelivery
+from kernelband.public_ids import PublicIds, for_session, public_payload
 
 log = logging.getLogger(__name__)
 
@@ -73,14 +74,14 @@ def newest_event_id(session: Session) -> int:
 
 def enqueue_deliveries(session: Session, batch: int = 500) -> int:
     """Turn events after each live hook's cursor into deliveries; returns how many were added."""
-    added = 0
+    added, ids = 0, for_session(session)
     for hook in session.scalars(select(Webhook).where(Webhook.revoked_at.is_(None))).all():
         rows = session.execute(
             select(Event, Job).join(Job, Job.id == Event.job_id)
             .where(Job.team_id == hook.team_id, Event.id > hook.cursor_event_id)
             .order_by(Event.id).limit(batch)).all()
         for event, job in rows:
-            for kind, payload in _hook_events(session, event, job):
+            for kind, payload in _hook_events(session, event, job, ids):
                 if kind in hook.events:
                     session.add(WebhookDelivery(webhook_id=hook.id, event_id=event.id, kind=kind,
                                                 payload=payload))
@@ -90,15 +91,19 @@ def enqueue_deliveries(session: Session, batch: int = 500) -> int:
     return added
 
 
-def _hook_events(session: Session, event: Event, job: Job) -> list[tuple[str, dict[str, Any]]]:
+def _hook_events(session: Session, event: Event, job: Job,
+                 ids: PublicIds) -> list[tuple[str, dict[str, Any]]]:
+    """The hook events of one job event, with public ids (a team never sees row ids)."""
     kind = _FROM_JOB_EVENT.get(event.kind)
     if kind is None:
         return []
-    body = {"job_id": job.id, "status": job.status, "suite_id": job.suite_id,
-            "event": {"seq": event.seq, "kind": event.kind, "payload": event.payload}}
+    job_ref = ids.encode("job", job.id)
+    payload = public_payload(event.payload, ids)
+    body = {"job_id": job_ref, "status": job.status, "suite_id": job.suite_id,
+            "event": {"seq": event.seq, "kind": event.kind, "payload": payload}}
     out = [(kind, body)]
     if kind == "job.finished" and job.suite_id and _ends_suite(session, event, job):
-        out.append(("suite.finished", {"suite_id": job.suite_id, "last_job_id": job.id}))
+        out.append(("suite.finished", {"suite_id": job.suite_id, "last_job_id": job_ref}))
     return out
 
 
@@ -118,6 +123,7 @@ class Outgoing:
     """A claimed delivery, as plain values (sent outside any transaction)."""
 
     id: int
+    public_id: str  # X-KernelBand-Delivery and the body's `id`
     url: str
     secret: str
     kind: str
@@ -138,12 +144,13 @@ def claim_due(session: Session, now: datetime, lease_s: float, limit: int = 50) 
         .where(WebhookDelivery.state == "pending", WebhookDelivery.next_attempt_at <= now)
         .order_by(WebhookDelivery.next_attempt_at).limit(limit)
         .with_for_update(skip_locked=True, of=WebhookDelivery)).all()
-    out = []
+    out, ids = [], for_session(session)
     for delivery, hook in rows:
         delivery.next_attempt_at = now + timedelta(seconds=lease_s)
-        message = {"id": delivery.id, "kind": delivery.kind,
+        public_id = ids.encode("dlv", delivery.id)
+        message = {"id": public_id, "kind": delivery.kind,
                    "created_at": _utc_z(delivery.created_at), "data": delivery.payload}
-        out.append(Outgoing(delivery.id, hook.url, hook.secret, delivery.kind,
+        out.append(Outgoing(delivery.id, public_id, hook.url, hook.secret, delivery.kind,
                             json.dumps(message, separators=(",", ":")).encode(), delivery.tries))
     return out
 
@@ -152,7 +159,7 @@ def send(client: httpx.Client, item: Outgoing) -> tuple[int | None, str | None]:
     """POST one delivery; (HTTP status or None, error text or None)."""
     stamp = str(int(time.time()))
     headers = {"Content-Type": "application/json", "User-Agent": "KernelBand-Webhooks/1",
-               "X-KernelBand-Event": item.kind, "X-KernelBand-Delivery": str(item.id),
+               "X-KernelBand-Event": item.kind, "X-KernelBand-Delivery": item.public_id,
                "X-KernelBand-Timestamp": stamp,
                "X-KernelBand-Signature": signature(item.secret, stamp, item.body)}
     try:
@@ -188,7 +195,7 @@ def deliver_once(factory: sessionmaker[Session], client: httpx.Client, *, max_tr
     for item in due:
         status, error = send(client, item)
         if error:
-            log.warning("webhook delivery %d to %s: %s (try %d)", item.id, item.url, error,
+            log.warning("webhook delivery %s to %s: %s (try %d)", item.public_id, item.url, error,
                         item.tries + 1)
         with session_scope(factory) as session:
             record(session, item, status, error, datetime.now(UTC), max_tries, base_s)

@@ -11,7 +11,8 @@ from kernelband.config import get_settings
 
 
 def report(
-    job: Annotated[int, typer.Argument(help="Job id.", min=1)],
+    job: Annotated[str, typer.Argument(help="Job id: job_... (as the API shows it), or the row "
+                                            "number in a local database.")],
     out: Annotated[Path, typer.Option(help="Directory for the HTML and PNG files.")] = Path("reports"),
     server: Annotated[str | None, typer.Option(help="Read the job from this service URL.")] = None,
     token: Annotated[str | None, typer.Option(help="Team token for --server.", envvar="KERNELBAND_TOKEN")] = None,

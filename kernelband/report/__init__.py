@@ -32,14 +32,21 @@ def write_report(data: ReportData, out_dir: Path) -> ReportFiles:
     return ReportFiles(html=html, pngs=(png,))
 
 
-def write_job_report(database_url: str, job_id: int, out_dir: Path) -> ReportFiles:
-    """Read a job from a database URL and write its report (for `kernelband optimize`)."""
+def write_job_report(database_url: str, job_id: int | str, out_dir: Path) -> ReportFiles:
+    """Read a job from a database URL and write its report (for `kernelband optimize`);
+    `job_id` is the row number or the job's public id (job_...)."""
     from kernelband.db import DatabaseError, open_database, session_scope
+    from kernelband.public_ids import for_session
 
     try:  # the embedded SQLite file is upgraded like `kernelband serve` does; servers are not
         _, factory = open_database(database_url, migrate=database_url.startswith("sqlite"))
     except DatabaseError as exc:
         raise ReportError(f"cannot open the database: {exc}") from exc
     with session_scope(factory) as session:
-        data = from_database(session, job_id)
+        text = str(job_id)
+        row = int(text) if text.isdigit() else for_session(session).decode("job", text)
+        if row is None:
+            raise ReportError(f"{text} is not a job id of this database; pass the id the API "
+                              "or `kernelband optimize` printed")
+        data = from_database(session, row)
     return write_report(data, out_dir)

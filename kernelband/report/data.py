@@ -27,7 +27,8 @@ class ReportData:
     sources: dict[int, str] = field(default_factory=dict)  # best and original regions (DB only)
 
 
-def from_server(url: str, token: str, job_id: int, timeout_s: float = 30.0) -> ReportData:
+def from_server(url: str, token: str, job_id: int | str,
+                timeout_s: float = 30.0) -> ReportData:
     """Read the job through the REST API with a team token."""
     headers = {"Authorization": f"Bearer {token}"}
     with httpx.Client(base_url=url.rstrip("/"), headers=headers, timeout=timeout_s) as client:

@@ -33,7 +33,7 @@ class ProblemResult:
     problem: str
     policy: str
     target: str
-    job_id: int
+    job_id: int | str  # the row id; its public id once it leaves the service
     status: str  # track status, or the job status while no track exists yet
     correct: bool
     # The best's speedup over the original: measured, the paired point (its 95% interval in

@@ -66,7 +66,7 @@ class SuiteReport:
     format: str
     settings: SuiteSettings
     created_at: datetime | None
-    job_ids: tuple[int, ...]
+    job_ids: tuple[int | str, ...]  # row ids; public ids once they leave the service
     jobs_finished: int
     metrics: tuple[SuiteMetric, ...]
     problems: tuple[ProblemResult, ...]

@@ -19,6 +19,7 @@ from services.api.dashboard import router as dashboard_router
 from services.api.deps import API_WORKER_THREADS
 from services.api.errors import ErrorBody, install_error_handlers
 from services.api.fastpoll import FastPoll, FastPollMiddleware
+from services.api.ids import PublicIdsMiddleware
 from services.api.logs import install_log_redaction
 from services.api.metrics import ApiMetrics, MetricsMiddleware
 from services.api.openapi import install_openapi
@@ -92,6 +93,7 @@ def create_app(
     app.state.problem_loader = problem_loader
     app.state.broker_url = None if embedded else settings.broker_url
     app.state.local_workers = local_workers
+    app.state.public_ids = None  # read at the first request (services/api/ids.py)
     app.state.metrics = ApiMetrics(lambda: app.state.session_factory)
     app.state.fast_poll = FastPoll(app)
     app.state.job_watcher = JobWatcher(lambda: app.state.session_factory, settings.sse_poll_s)
@@ -112,6 +114,7 @@ def _install_middleware(app: FastAPI, max_body: int) -> None:
     app.add_middleware(FastPollMiddleware, fast=app.state.fast_poll)
     app.add_middleware(BodyLimitMiddleware, max_body=max_body)
     app.add_middleware(MetricsMiddleware, metrics=app.state.metrics)
+    app.add_middleware(PublicIdsMiddleware, owner=app)  # outermost: every layer reads ids
 
 
 class BodyTooLarge(StarletteHTTPException):

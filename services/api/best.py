@@ -8,6 +8,7 @@ from kernelband.db.models import Candidate, Job, Problem, Track
 from kernelband.problem.model import KernelProblem
 from kernelband.speedups import of_track
 from services.api import queries
+from services.api.ids import public
 
 _MAX_LINEAGE = 200  # a guard against a corrupted parent cycle
 
@@ -52,8 +53,8 @@ def best_kernel_file(session: Session, job: Job, problem: Problem, track: Track)
     steps = [c.strategy or "original" for c in lineage(session, best)]
     header = [
         f"# KernelBand best kernel for target {track.target}",
-        f"# job {job.id}, problem '{problem.name}' ({problem.format}, sha256 "
-        f"{problem.content_hash[:16]}), candidate {best.id}",
+        f"# job {public('job', job.id)}, problem '{problem.name}' ({problem.format}, sha256 "
+        f"{problem.content_hash[:16]}), candidate {public('cand', best.id)}",
         f"# lineage: {' -> '.join(steps)}",
         f"# {_time_line(session, track)}",
         f"# held-out cases: {track.held_out or 'not checked yet'}; policy {job.policy}, "

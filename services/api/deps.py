@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import Depends, Path, Request
+from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -18,6 +18,7 @@ from kernelband.config import Settings
 from kernelband.db import session_scope
 from kernelband.db.session import POOL_MAX_OVERFLOW, POOL_RESERVE, POOL_SIZE
 from services.api.auth import TeamRef, authenticate, missing_token, require_scope
+from services.api.ids import JobId as JobId
 from services.api.problems import ProblemLoader
 
 _bearer = HTTPBearer(auto_error=False, description="A team token from `kernelband tokens create`.")
@@ -47,10 +48,9 @@ async def get_problem_loader(request: Request) -> ProblemLoader:
     return loader
 
 
-# Ids are 32-bit integers on Postgres; a larger value can only be a typo, so say so as a 422.
+# Offsets and sequence numbers are 32-bit integers on Postgres; larger is a typo: 422.
 MAX_ID = 2**31 - 1
 EVENTS_LIMIT_DEFAULT, EVENTS_LIMIT_MAX = 100, 1000  # GET /v1/jobs/{id}/events?limit=
-JobId = Annotated[int, Path(ge=1, le=MAX_ID, description="The job id from POST /v1/jobs.")]
 
 SettingsDep = Annotated[Settings, Depends(get_settings)]
 DbDep = Annotated[sessionmaker[Session], Depends(get_session_factory)]

@@ -28,6 +28,7 @@ from urllib.parse import parse_qsl
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from kernelband.auth_tokens import hash_token, token_prefix
+from kernelband.public_ids import internal, public
 from services.api.auth import needs_touch
 from services.api.conditional import CACHE_CONTROL, etag, fleet_tag, matches
 from services.api.deps import EVENTS_LIMIT_DEFAULT, EVENTS_LIMIT_MAX, MAX_ID
@@ -36,7 +37,7 @@ from services.api.pgasync import AsyncPgPool
 
 log = logging.getLogger(__name__)
 
-_JOB_PATH = re.compile(r"/v1/jobs/([0-9]{1,10})(/events)?")
+_JOB_PATH = re.compile(r"/v1/jobs/(job_[0-9a-z]{13})(/events)?")
 _DIGITS = re.compile(r"[0-9]{1,10}")
 _TOKEN = "SELECT t.team_id, t.revoked_at, t.last_used_at"
 # An expired token finds no row here, so the endpoint answers it (401 expired_token).
@@ -78,9 +79,10 @@ def parse_poll(scope: Scope) -> Poll | None:
         match = _JOB_PATH.fullmatch(path)
         if match is None:
             return None
-        kind, job_id = ("events" if match.group(2) else "job"), int(match.group(1))
-        if not 1 <= job_id <= MAX_ID:
-            return None
+        kind, found = ("events" if match.group(2) else "job"), internal("job", match.group(1))
+        if found is None:
+            return None  # not a job id: the endpoint answers 404
+        job_id = found
     authorization = if_none_match = None
     for name, value in scope["headers"]:  # the first of each, as the endpoint reads them
         if name == b"authorization" and authorization is None:
@@ -201,8 +203,9 @@ class FastPoll:
             job_team, version = found
             if job_team != team_id:
                 return None  # another team's job (or none): the endpoint answers 404
-            tag = (etag("job", poll.job_id, version) if poll.kind == "job"
-                   else etag("events", poll.job_id, version, poll.after, poll.limit))
+            job = public("job", poll.job_id)
+            tag = (etag("job", job, version) if poll.kind == "job"
+                   else etag("events", job, version, poll.after, poll.limit))
         return tag if matches(poll.if_none_match, tag) else None
 
     def close(self) -> None:

@@ -16,6 +16,7 @@ from kernelband.config import Settings
 from kernelband.db.models import Worker
 from kernelband.scheduling.dispatch import QUEUE_CPU, QUEUE_LLM, QUEUE_RESULTS, gpu_queue
 from services.api import queries
+from services.api.ids import public_or_none
 from services.api.redisllen import QueueLengths
 from services.api.schemas import QueueDepth, Target, WorkerOut
 from services.api.timefmt import UtcTime
@@ -73,7 +74,7 @@ def fleet_worker(row: Worker, settings: Settings, now: datetime | None = None) -
     return FleetWorkerOut(
         name=row.name, queue=row.queue, target=row.target, gpu_name=row.gpu_name,
         heartbeat_age_s=round(queries.age_s(row.last_heartbeat) or 0.0, 3),
-        last_heartbeat=row.last_heartbeat, current_attempt_id=row.current_attempt_id,
+        last_heartbeat=row.last_heartbeat, current_attempt_id=public_or_none("att", row.current_attempt_id),
         status="gone" if gone_at is not None and at > gone_at else "alive",
         gone_after_s=gone_after, gone_at=gone_at,
         isolation=str(isolation) if isolation else None)

@@ -22,13 +22,14 @@ from kernelband.db.models import (
     Worker,
 )
 from services.api.errors import ApiError, not_found
+from services.api.ids import public
 
 
 def team_job(session: Session, team_id: int, job_id: int) -> Job:
     """The team's job, or 404 (another team's job looks exactly like a missing one)."""
     job = session.get(Job, job_id)
     if job is None or job.team_id != team_id:
-        raise not_found("job", job_id)
+        raise not_found("job", public("job", job_id))
     return job
 
 
@@ -49,14 +50,14 @@ def team_job_and_problem(session: Session, team_id: int, job_id: int) -> tuple[J
     """The team's job with its problem in one query, or 404 (like `team_job`)."""
     row = session.execute(_JOB_AND_PROBLEM, {"job_id": job_id, "team_id": team_id}).first()
     if row is None:
-        raise not_found("job", job_id)
+        raise not_found("job", public("job", job_id))
     return row[0], row[1]
 
 
 def found_version(job_id: int, version: int | None) -> int:
     """The version from `authenticate_for_job`, or 404 (another team's job looks missing)."""
     if version is None:
-        raise not_found("job", job_id)
+        raise not_found("job", public("job", job_id))
     return version
 
 
@@ -65,7 +66,7 @@ def job_track(session: Session, job: Job, target: str) -> Track | None:
     if target not in job.targets:
         raise ApiError(
             404, "not_found",
-            f"Job {job.id} has no target '{target}'; its targets are {', '.join(job.targets)}.",
+            f"Job {public('job', job.id)} has no target '{target}'; its targets are {', '.join(job.targets)}.",
         )
     stmt = select(Track).where(Track.job_id == job.id, Track.target == target)
     return session.scalars(stmt).first()
@@ -163,8 +164,9 @@ def job_candidate(session: Session, job_id: int, candidate_id: int) -> tuple[Can
     if row is None:
         # The job is the team's (checked before): say that this job has no such candidate,
         # which is true whether the id is another job's or nobody's.
-        raise ApiError(404, "not_found", f"Job {job_id} has no candidate {candidate_id}; list "
-                       f"its candidates with GET /v1/jobs/{job_id}/candidates.")
+        job, candidate = public("job", job_id), public("cand", candidate_id)
+        raise ApiError(404, "not_found", f"Job {job} has no candidate {candidate}; list "
+                       f"its candidates with GET /v1/jobs/{job}/candidates.")
     return row[0], row[1]
 
 

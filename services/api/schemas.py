@@ -164,7 +164,7 @@ class SpeedupOut(BaseModel):
 class BestOut(SpeedupOut):
     """The best kernel of one track so far, with the label (measured | estimated) of its time."""
 
-    candidate_id: int | None
+    candidate_id: str | None
     time_ms: float | None
     label: str | None
     method: str | None = None
@@ -189,7 +189,7 @@ class TrackOut(BaseModel):
 class ProblemOut(BaseModel):
     """A stored problem (content-hashed)."""
 
-    id: int
+    id: str = Field(description="Public id, prob_ and 13 characters.")
     name: str
     format: str
     content_hash: str
@@ -198,7 +198,7 @@ class ProblemOut(BaseModel):
 class JobOut(BaseModel):
     """A job with its tracks, best results and spend."""
 
-    id: int
+    id: str = Field(description="Public id, job_ and 13 characters (opaque: not ordered).")
     status: str
     cancel_requested: bool
     problem: ProblemOut
@@ -226,7 +226,7 @@ class JobOut(BaseModel):
 class JobSummary(BaseModel):
     """A job in a listing."""
 
-    id: int
+    id: str = Field(description="Public id, job_ and 13 characters.")
     status: str
     problem_name: str
     targets: list[str]
@@ -268,9 +268,9 @@ class MeasurementOut(SpeedupOut):
 class CandidateOut(BaseModel):
     """One generated kernel: lineage, strategy, status and measurements."""
 
-    id: int
+    id: str = Field(description="Public id, cand_ and 13 characters (opaque: not ordered).")
     target: str
-    parent_id: int | None
+    parent_id: str | None
     lineage_depth: int
     strategy: str | None
     status: str
@@ -278,8 +278,8 @@ class CandidateOut(BaseModel):
     created_at: UtcTime | None = None
     measurements: list[MeasurementOut] = []
     turn: int = Field(default=0, description="0: the first reply of its pull; n: repair turn n.")
-    repair_of: int | None = Field(default=None, description="The failed child this one repairs.")
-    duplicate_of: int | None = Field(
+    repair_of: str | None = Field(default=None, description="The failed child this one repairs.")
+    duplicate_of: str | None = Field(
         default=None, description="The candidate with the same normalised source (not re-run).")
 
 
@@ -312,7 +312,7 @@ class ArmOut(BaseModel):
 class BanditOut(BaseModel):
     """GET /v1/jobs/{id}/tracks/{target}/bandit."""
 
-    job_id: int
+    job_id: str
     target: str
     pulls_done: int = Field(default=0, description="Whole pulls answered on this track.")
     pulls_dispatched: int = Field(default=0, description="Whole pulls sent (answered or not).")
@@ -363,7 +363,7 @@ class WorkerOut(BaseModel):
     gpu_name: str | None = None
     heartbeat_age_s: float = Field(description="Seconds since `last_heartbeat`, at answer time.")
     last_heartbeat: UtcTime | None = None
-    current_attempt_id: int | None = None
+    current_attempt_id: str | None = Field(default=None, description="Public id (att_...).")
 
 
 class QueueDepth(BaseModel):

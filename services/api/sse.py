@@ -22,6 +22,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from kernelband.db import session_scope
 from kernelband.db.models import FINISHED_JOB_STATUSES, Event, Job
+from kernelband.public_ids import public_payload
 from services.api.timefmt import utc_z
 
 EVENT_STREAM = "text/event-stream"
@@ -120,7 +121,8 @@ def read_job_events(factory: sessionmaker[Session], job_id: int, after: int) -> 
                                           .where(Job.id == job_id)).one()
         rows = session.scalars(select(Event).where(Event.job_id == job_id, Event.seq > after)
                                .order_by(Event.seq).limit(PAGE + 1)).all()
-        events = [(e.seq, e.kind, {"seq": e.seq, "kind": e.kind, "payload": e.payload,
+        events = [(e.seq, e.kind, {"seq": e.seq, "kind": e.kind,
+                                   "payload": public_payload(e.payload),
                                    "created_at": utc_z(e.created_at) if e.created_at else None})
                   for e in rows[:PAGE]]
         return events, len(rows) > PAGE, status in FINISHED_JOB_STATUSES, int(version)

@@ -99,7 +99,7 @@ class ProblemResultOut(BaseModel):
     problem: str
     policy: str
     target: str
-    job_id: int
+    job_id: str
     status: str
     correct: bool
     fast: bool = Field(description="Correct and faster with 95% confidence (interval low > 1.0).")
@@ -140,7 +140,7 @@ class SuiteOut(BaseModel):
     jobs: int
     jobs_finished: int
     finished: bool
-    job_ids: list[int]
+    job_ids: list[str]
     metrics: list[SuiteMetricOut]
     problems: list[ProblemResultOut]
     load_failures: list[LoadFailureOut]

@@ -9,6 +9,7 @@ from sqlalchemy.orm import Session
 from kernelband.db.models import Candidate, Job, Measurement, Problem, Track
 from kernelband.speedups import of_measurement, of_track
 from services.api import queries
+from services.api.ids import public, public_or_none
 from services.api.schemas import (
     BestOut,
     BudgetIn,
@@ -28,7 +29,7 @@ from services.api.schemas import (
 def problem_out(problem: Problem, name: str | None = None) -> ProblemOut:
     """The public part of a stored problem, under the name a job submitted it with."""
     return ProblemOut(
-        id=problem.id, name=name or problem.name, format=problem.format,
+        id=public("prob", problem.id), name=name or problem.name, format=problem.format,
         content_hash=problem.content_hash,
     )
 
@@ -50,7 +51,7 @@ def track_out(target: str, track: Track | None, m: Measurement | None = None) ->
     if track.best_candidate_id is not None:
         shown = of_track(track)
         best = BestOut(
-            candidate_id=track.best_candidate_id, **shown.fields(), speedup_text=shown.text(),
+            candidate_id=public("cand", track.best_candidate_id), **shown.fields(), speedup_text=shown.text(),
             speedup_final=bool(track.best_speedup_final),
             time_ms=track.best_time_ms, label=track.best_label or (m.label if m else None),
             method=m.method if m else None, device=m.device if m else None,
@@ -74,7 +75,7 @@ def job_out(session: Session, job: Job, problem: Problem) -> JobOut:
         usd=job.cost_usd, usd_known=job.cost_known, wall_s=round(wall or 0.0, 3),
     )
     return JobOut(
-        id=job.id, status=job.status, cancel_requested=job.cancel_requested,
+        id=public("job", job.id), status=job.status, cancel_requested=job.cancel_requested,
         problem=problem_out(problem, job.problem_name), targets=list(job.targets), policy=job.policy,
         policy_params=job.policy_params, generator=job.generator, model=job.model, seed=job.seed,
         repair_turns=job.repair_turns if job.repair_turns is not None else 1,
@@ -88,7 +89,7 @@ def job_out(session: Session, job: Job, problem: Problem) -> JobOut:
 def job_summary(job: Job, problem: Problem) -> JobSummary:
     """A job in a listing."""
     return JobSummary(
-        id=job.id, status=job.status, problem_name=job.problem_name or problem.name, targets=list(job.targets),
+        id=public("job", job.id), status=job.status, problem_name=job.problem_name or problem.name, targets=list(job.targets),
         policy=job.policy, suite=job.suite_id, created_at=job.created_at,
     )
 
@@ -118,12 +119,13 @@ def signature_out(features: dict[str, Any] | None) -> SignatureOut | None:
 def candidate_out(c: Candidate, track: Track, measurements: list[Measurement]) -> CandidateOut:
     """A candidate with its lineage, status, rejection reason and measurements."""
     return CandidateOut(
-        id=c.id, target=track.target, parent_id=c.parent_id, lineage_depth=c.lineage_depth,
+        id=public("cand", c.id), target=track.target, parent_id=public_or_none("cand", c.parent_id), lineage_depth=c.lineage_depth,
         strategy=c.strategy, status=c.status, reason=c.reason, created_at=c.created_at,
         measurements=[measurement_out(m, track.original_time_ms,
                                       is_original=c.id == track.original_candidate_id)
                       for m in measurements],
-        turn=c.turn or 0, repair_of=c.repair_of, duplicate_of=c.duplicate_of,
+        turn=c.turn or 0, repair_of=public_or_none("cand", c.repair_of),
+        duplicate_of=public_or_none("cand", c.duplicate_of),
     )
 
 

@@ -15,9 +15,11 @@ from sqlalchemy import case, func, select
 
 from kernelband.db import session_scope
 from kernelband.db.models import FINISHED_JOB_STATUSES, Candidate, Job, Problem, Suite, Track
+from kernelband.public_ids import internal
 from services.api import queries
-from services.api.deps import MAX_ID, CurrentTeam, DbDep, JobId
+from services.api.deps import CurrentTeam, DbDep, JobId
 from services.api.errors import ERROR_RESPONSES, ApiError
+from services.api.ids import CandidateId, public
 from services.api.schemas import JobOut
 from services.api.views import job_out
 
@@ -81,14 +83,17 @@ def jobs_page(request: Request) -> HTMLResponse:
 
 
 @router.get("/ui/jobs/{job_id}", response_class=HTMLResponse, include_in_schema=False)
-def job_page(request: Request, job_id: JobId, db: DbDep) -> HTMLResponse:
+def job_page(request: Request, job_id: Annotated[str, Path(max_length=200)],
+             db: DbDep) -> HTMLResponse:
     """One job: chart, bandit arms, lineage, best kernel diff; a 404 page for no such job.
 
     The page request carries no token (it lives in the tab's storage), so this says only
     that the id exists; the page's API calls show another team's job as not found."""
-    with session_scope(db) as session:
-        exists = session.scalar(select(Job.id).where(Job.id == job_id)) is not None
-    if not exists:
+    found = internal("job", job_id)
+    if found is not None:
+        with session_scope(db) as session:
+            found = session.scalar(select(Job.id).where(Job.id == found))
+    if found is None:
         return _page(request, "notfound", what=f"job {job_id}", status_code=404)
     return _page(request, "job", job_id=job_id)
 
@@ -159,8 +164,7 @@ def dashboard_suites(
 @router.get("/ui/api/jobs/{job_id}/candidates/{candidate_id}/source",
             summary="Dashboard: a candidate's kernel region and its track's original")
 def candidate_source(
-    job_id: JobId, candidate_id: Annotated[int, Path(ge=1, le=MAX_ID)],
-    team: CurrentTeam, db: DbDep,
+    job_id: JobId, candidate_id: CandidateId, team: CurrentTeam, db: DbDep,
 ) -> dict[str, object]:
     """The editable region of a candidate and of the original, for the diff view."""
     with session_scope(db) as session:
@@ -170,15 +174,17 @@ def candidate_source(
             .where(Candidate.id == candidate_id, Track.job_id == job.id)
         ).first()
         if row is None:
-            raise ApiError(404, "not_found", f"Job {job_id} has no candidate {candidate_id}; "
-                           "list them with GET /v1/jobs/{job_id}/candidates.")
+            job_ref = public("job", job_id)
+            raise ApiError(404, "not_found", f"Job {job_ref} has no candidate "
+                           f"{public('cand', candidate_id)}; list them with "
+                           f"GET /v1/jobs/{job_ref}/candidates.")
         candidate, track = row
         original = session.get(Candidate, track.original_candidate_id) if track.original_candidate_id else None
         problem = session.get(Problem, job.problem_id)
         own = queries.measurements_by_candidate(session, [candidate.id])[candidate.id]
         timed = [m for m in own if m.target == track.target]
         return {
-            "candidate_id": candidate.id, "target": track.target, "status": candidate.status,
+            "candidate_id": public("cand", candidate.id), "target": track.target, "status": candidate.status,
             "label": timed[-1].label if timed else None,
             "reason": candidate.reason, "strategy": candidate.strategy,
             "editable": candidate.editable,

@@ -23,6 +23,7 @@ from services.api.deps import (
     SubmittingTeam,
 )
 from services.api.errors import ERROR_RESPONSES, ApiError, ErrorBody
+from services.api.ids import public
 from services.api.problems import check_size
 from services.api.schemas import JobCreate, JobList, JobOut, Target
 from services.api.views import job_out, job_summary
@@ -63,7 +64,7 @@ def create_job(
         job = submission.new_job(team_id, problem, body)
         session.add(job)
         session.commit()
-        response.headers["Location"] = f"/v1/jobs/{job.id}"
+        response.headers["Location"] = f"/v1/jobs/{public('job', job.id)}"
         return job_out(session, job, problem)
 
 
@@ -107,7 +108,7 @@ def get_job(job_id: JobId, token: BearerToken, db: DbDep, request: Request,
     with session_scope(db) as session:
         # The version is read before the job: content can only be newer than its tag.
         team, version = authenticate_for_job(session, token, job_id)
-        tag = etag("job", job_id, queries.found_version(job_id, version))
+        tag = etag("job", public("job", job_id), queries.found_version(job_id, version))
         if is_current(request, tag):
             return not_modified(tag)
         job, problem = queries.team_job_and_problem(session, team.id, job_id)
@@ -128,7 +129,8 @@ def cancel_job(job_id: JobId, team: SubmittingTeam, db: DbDep) -> JobOut:
         if job.status in FINISHED_JOB_STATUSES:
             raise ApiError(
                 409, "job_finished",
-                f"Job {job_id} is already {job.status}; there is nothing to cancel.",
+                f"Job {public('job', job_id)} is already {job.status}; there is nothing to "
+                "cancel.",
             )
         job.cancel_requested = True
         job.version = Job.version + 1  # pollers' ETags change with the flag

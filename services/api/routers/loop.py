@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Path, Query
+from fastapi import APIRouter, Query
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy import delete, func, select
@@ -13,22 +13,22 @@ from kernelband.db import session_scope
 from kernelband.db.models import Problem, Skill, Team
 from kernelband.loop.transcripts import job_transcripts, pull_transcripts, transcript_dict
 from services.api import queries
-from services.api.deps import MAX_ID, CurrentTeam, DbDep, JobId, SubmittingTeam
+from services.api.deps import CurrentTeam, DbDep, JobId, SubmittingTeam
 from services.api.errors import ERROR_RESPONSES, ApiError
+from services.api.ids import CandidateId, SkillId, public, public_or_none
 from services.api.timefmt import UtcTime
 
 router = APIRouter(tags=["generation loop"], responses=ERROR_RESPONSES)
-CandidateId = Annotated[int, Path(ge=1, le=MAX_ID)]
 
 
 class TranscriptOut(BaseModel):
     """One generation (turn 0) or repair turn: the messages sent and the reply, scrubbed."""
 
-    id: int
-    attempt_id: int | None
+    id: str = Field(description="Public id, turn_ and 13 characters.")
+    attempt_id: str | None
     decision_id: str | None
-    parent_id: int | None
-    candidate_id: int | None = Field(description="The child the reply produced (None: no usable code).")
+    parent_id: str | None
+    candidate_id: str | None = Field(description="The child the reply produced (None: no usable code).")
     turn: int
     strategy: str | None
     model: str
@@ -45,7 +45,7 @@ class TranscriptExport(BaseModel):
     """GET /v1/jobs/{id}/transcripts: every turn of a job, oldest first (replayable with
     `kernelband fake-llm --replay FILE`)."""
 
-    job_id: int
+    job_id: str
     problem: str
     model: str
     transcripts: list[TranscriptOut]
@@ -54,16 +54,16 @@ class TranscriptExport(BaseModel):
 class TranscriptChain(BaseModel):
     """The turns of the pull that produced a candidate, up to that candidate's turn."""
 
-    candidate_id: int
+    candidate_id: str
     turns: list[TranscriptOut]
 
 
 class SkillOut(BaseModel):
     """One verified improvement in the team's skill library."""
 
-    id: int
-    job_id: int | None
-    candidate_id: int | None
+    id: str = Field(description="Public id, skill_ and 13 characters.")
+    job_id: str | None
+    candidate_id: str | None
     problem_name: str
     strategy: str
     target: str
@@ -89,6 +89,14 @@ class SkillSettings(BaseModel):
     enabled: bool = Field(description="Off: improvements are neither stored nor retrieved.")
 
 
+def _transcript_out(row: Any) -> TranscriptOut:
+    data = transcript_dict(row)
+    return TranscriptOut(**{**data, "id": public("turn", row.id),
+                            "attempt_id": public_or_none("att", row.attempt_id),
+                            "parent_id": public_or_none("cand", row.parent_id),
+                            "candidate_id": public_or_none("cand", row.candidate_id)})
+
+
 @router.get("/v1/jobs/{job_id}/transcripts", summary="Download a job's transcripts")
 def list_transcripts(
     job_id: JobId, team: CurrentTeam, db: DbDep,
@@ -97,12 +105,13 @@ def list_transcripts(
     with session_scope(db) as session:
         job = queries.team_job(session, team.id, job_id)
         problem = session.get_one(Problem, job.problem_id)
-        export = TranscriptExport(job_id=job.id, problem=problem.name, model=job.model,
-                                  transcripts=[TranscriptOut(**transcript_dict(t))
+        export = TranscriptExport(job_id=public("job", job.id), problem=problem.name,
+                                  model=job.model,
+                                  transcripts=[_transcript_out(t)
                                                for t in job_transcripts(session, job.id)])
     if not download:
         return export
-    name = f"{export.problem}.job{job_id}.transcripts.json"
+    name = f"{export.problem}.{export.job_id}.transcripts.json"
     return JSONResponse(export.model_dump(mode="json"),  # type: ignore[return-value]
                         headers={"Content-Disposition": f'attachment; filename="{name}"'})
 
@@ -116,8 +125,8 @@ def candidate_transcript(job_id: JobId, candidate_id: CandidateId, team: Current
         candidate, track = queries.job_candidate(session, job.id, candidate_id)
         turns = [t for t in pull_transcripts(session, job.id, candidate.decision_id, track.id)
                  if t.turn <= (candidate.turn or 0)] if candidate.decision_id else []
-        return TranscriptChain(candidate_id=candidate.id,
-                               turns=[TranscriptOut(**transcript_dict(t)) for t in turns])
+        return TranscriptChain(candidate_id=public("cand", candidate.id),
+                               turns=[_transcript_out(t) for t in turns])
 
 
 @router.get("/v1/skills", summary="Your team's skill library")
@@ -128,7 +137,8 @@ def list_skills(team: CurrentTeam, db: DbDep,
         skills = session.scalars(select(Skill).where(Skill.team_id == team.id)
                                  .order_by(Skill.id.desc()).limit(limit)).all()
         return SkillLibrary(enabled=row.skill_library, skills=[SkillOut(
-            id=s.id, job_id=s.job_id, candidate_id=s.candidate_id, problem_name=s.problem_name,
+            id=public("skill", s.id), job_id=public_or_none("job", s.job_id),
+            candidate_id=public_or_none("cand", s.candidate_id), problem_name=s.problem_name,
             strategy=s.strategy, target=s.target, description=s.description, speedup=s.speedup,
             label=s.label, before=s.before, after=s.after) for s in skills])
 
@@ -149,12 +159,12 @@ def delete_skills(team: SubmittingTeam, db: DbDep) -> dict[str, int]:
 
 
 @router.delete("/v1/skills/{skill_id}", summary="Delete one entry of your team's skill library")
-def delete_skill(skill_id: Annotated[int, Path(ge=1, le=MAX_ID)], team: SubmittingTeam,
-                 db: DbDep) -> dict[str, int]:
+def delete_skill(skill_id: SkillId, team: SubmittingTeam, db: DbDep) -> dict[str, int]:
     with session_scope(db) as session:
         skill = session.get(Skill, skill_id)
         if skill is None or skill.team_id != team.id:  # another team's entry looks missing
-            raise ApiError(404, "not_found", f"Your team has no skill {skill_id}; list them "
+            raise ApiError(404, "not_found", f"Your team has no skill "
+                           f"{public('skill', skill_id)}; list them "
                            "with GET /v1/skills.")
         session.delete(skill)
         return {"deleted": 1}

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Path, Query, Request, Response
+from fastapi import APIRouter, Query, Request, Response
 from fastapi.responses import PlainTextResponse, StreamingResponse
 
 from kernelband.db import session_scope
 from kernelband.db.models import CANDIDATE_STATUSES, Problem
+from kernelband.public_ids import public_payload
 from kernelband.scheduling.stages import stage_times
 from services.api import queries
 from services.api.auth import authenticate_for_job
@@ -24,6 +25,7 @@ from services.api.deps import (
     JobId,
 )
 from services.api.errors import ERROR_RESPONSES, ApiError
+from services.api.ids import CandidateId, public
 from services.api.schemas import (
     ArmOut,
     BanditOut,
@@ -80,8 +82,7 @@ def list_candidates(
     description="Like an entry of the candidate list, plus the rewritten region (`editable`).",
 )
 def get_candidate(
-    job_id: JobId, candidate_id: Annotated[int, Path(ge=1, le=MAX_ID)], team: CurrentTeam,
-    db: DbDep,
+    job_id: JobId, candidate_id: CandidateId, team: CurrentTeam, db: DbDep,
 ) -> CandidateDetail:
     with session_scope(db) as session:
         job = queries.team_job(session, team.id, job_id)
@@ -111,13 +112,13 @@ def download_best(
         if track is None or track.best_candidate_id is None:
             raise ApiError(
                 404, "no_best_kernel",
-                f"Job {job_id} has no measured kernel for '{name}' yet; poll "
-                f"GET /v1/jobs/{job_id} until its track shows a best result.",
+                f"Job {public('job', job_id)} has no measured kernel for '{name}' yet; poll "
+                f"GET /v1/jobs/{public('job', job_id)} until its track shows a best result.",
             )
         problem = session.get(Problem, job.problem_id)
         assert problem is not None
         text = best_kernel_file(session, job, problem, track)
-        filename = f"{job.problem_name or problem.name}.{name}.job{job.id}.py"
+        filename = f"{job.problem_name or problem.name}.{name}.{public('job', job.id)}.py"
         return PlainTextResponse(
             text, media_type="text/x-python",
             headers={"Content-Disposition": f'attachment; filename="{filename}"'},
@@ -130,7 +131,7 @@ def _best_target(job_id: int, targets: list[str], target: Target | None) -> str:
         return target.value
     if len(targets) == 1:
         return str(targets[0])
-    raise ApiError(422, "target_required", f"Job {job_id} has several targets "
+    raise ApiError(422, "target_required", f"Job {public('job', job_id)} has several targets "
                    f"({', '.join(targets)}); say which best kernel you want with "
                    f"?target=, e.g. ?target={targets[0]}.")
 
@@ -147,7 +148,7 @@ def bandit_arms(job_id: JobId, target: Target, team: CurrentTeam, db: DbDep) -> 
         track = queries.job_track(session, job, target.value)
         arms = queries.arm_stats(session, track.id) if track is not None else []
         return BanditOut(
-            job_id=job.id, target=target.value, total_pulls=sum(a.pulls for a in arms),
+            job_id=public("job", job.id), target=target.value, total_pulls=sum(a.pulls for a in arms),
             pulls_done=track.iterations_done if track is not None else 0,
             pulls_dispatched=track.iterations_dispatched if track is not None else 0,
             arms=[
@@ -182,14 +183,15 @@ def list_events(
     streaming = wants_stream(request.headers.get("accept"))
     with session_scope(db) as session:
         _, version = authenticate_for_job(session, token, job_id)
-        tag = etag("events", job_id, queries.found_version(job_id, version), after, limit)
+        tag = etag("events", public("job", job_id), queries.found_version(job_id, version),
+                   after, limit)
         if not streaming:
             if is_current(request, tag):
                 return not_modified(tag)
             events, more = queries.events_after(session, job_id, after, limit)
             tag_response(response, tag)
             return EventPage(
-                events=[EventOut(seq=e.seq, kind=e.kind, payload=e.payload,
+                events=[EventOut(seq=e.seq, kind=e.kind, payload=public_payload(e.payload),
                                  created_at=e.created_at) for e in events],
                 next_after=events[-1].seq if events else after,
                 has_more=more,

@@ -42,6 +42,7 @@ from services.api.deps import (
     SubmittingTeam,
 )
 from services.api.errors import ERROR_RESPONSES, ApiError, not_found
+from services.api.ids import public_report
 from services.api.problems import check_size
 from services.api.sse import (
     EVENT_STREAM,
@@ -125,14 +126,14 @@ def _store_suite(db: sessionmaker[Session], team: TeamRef, settings: Settings,
         suite = create_suite(session, team.id, body.name, body.format, problems, failures,
                              suite_settings)
         session.commit()
-        return suite_report(session, suite.id, team.id).to_dict()
+        return public_report(suite_report(session, suite.id, team.id)).to_dict()
 
 
 @router.get("/{suite_id}", response_model=SuiteOut, summary="Suite metrics and per-problem table")
 def get_suite(suite_id: SuiteId, team: CurrentTeam, db: DbDep) -> dict[str, Any]:
     try:
         with session_scope(db) as session:
-            return suite_report(session, suite_id, team.id).to_dict()
+            return public_report(suite_report(session, suite_id, team.id)).to_dict()
     except SuiteNotFoundError as exc:
         raise not_found("suite", suite_id) from exc
 
@@ -185,7 +186,7 @@ def export_suite(
 ) -> Response:
     try:
         with session_scope(db) as session:
-            report = suite_report(session, suite_id, team.id)
+            report = public_report(suite_report(session, suite_id, team.id))
     except SuiteNotFoundError as exc:
         raise not_found("suite", suite_id) from exc
     filename = f"{report.name}-{report.suite_id}.{format}"

@@ -13,6 +13,7 @@ from kernelband.db import session_scope
 from services.api import queries
 from services.api.deps import CurrentTeam, DbDep, SettingsDep
 from services.api.errors import ERROR_RESPONSES
+from services.api.ids import public
 from services.api.timefmt import UtcTime
 
 router = APIRouter(tags=["usage"], responses=ERROR_RESPONSES)
@@ -38,7 +39,7 @@ class DayUsage(SpendOut):
 class JobUsage(SpendOut):
     """One job, within the window."""
 
-    job_id: int
+    job_id: str
 
 
 class QuotasOut(BaseModel):
@@ -98,5 +99,5 @@ def get_usage(team: CurrentTeam, db: DbDep, settings: SettingsDep,
                        resets_at=usage.day_start(now) + timedelta(days=1),
                        over_quota=breach.limit if breach else None),
         days=[DayUsage(day=d.isoformat(), **s.to_dict()) for d, s in sorted(by_day.items())],
-        jobs=[JobUsage(job_id=j, **s.to_dict()) for j, s in sorted(by_job.items())],
+        jobs=[JobUsage(job_id=public("job", j), **s.to_dict()) for j, s in sorted(by_job.items())],
     )

@@ -4,20 +4,20 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from fastapi import APIRouter, Path, Query, status
+from fastapi import APIRouter, Query, status
 from pydantic import AnyHttpUrl, BaseModel, ConfigDict, Field, field_validator
 from sqlalchemy import select
 
 from kernelband import webhooks
 from kernelband.db import session_scope
 from kernelband.db.models import Webhook, WebhookDelivery, utcnow
-from services.api.deps import MAX_ID, AdminTeam, DbDep
+from services.api.deps import AdminTeam, DbDep
 from services.api.errors import ERROR_RESPONSES, ApiError, ErrorBody
+from services.api.ids import HookId, public
 from services.api.timefmt import UtcTime
 
 router = APIRouter(prefix="/v1/webhooks", tags=["webhooks"], responses={
     **ERROR_RESPONSES, 403: {"model": ErrorBody, "description": "The token is not an admin token."}})
-HookId = Annotated[int, Path(ge=1, le=MAX_ID)]
 HookEvent = Literal["job.finished", "suite.finished", "job.new_best"]
 
 
@@ -43,7 +43,7 @@ class WebhookCreate(BaseModel):
 class WebhookOut(BaseModel):
     """A registered hook (never its secret)."""
 
-    id: int
+    id: str = Field(description="Public id, hook_ and 13 characters.")
     url: str
     events: list[str]
     created_at: UtcTime
@@ -58,9 +58,9 @@ class WebhookCreated(WebhookOut):
 
 
 class DeliveryOut(BaseModel):
-    """One notification and its last try."""
+    """One notification and its last try (`id`: its X-KernelBand-Delivery header)."""
 
-    id: int
+    id: str
     kind: str
     state: Literal["pending", "delivered", "failed"]
     tries: int
@@ -84,14 +84,15 @@ class DeliveryList(BaseModel):
 
 
 def _out(hook: Webhook) -> WebhookOut:
-    return WebhookOut(id=hook.id, url=hook.url, events=list(hook.events),
+    return WebhookOut(id=public("hook", hook.id), url=hook.url, events=list(hook.events),
                       created_at=hook.created_at, active=hook.revoked_at is None)
 
 
 def _team_hook(session: object, team_id: int, hook_id: int) -> Webhook:
     hook = session.get(Webhook, hook_id)  # type: ignore[attr-defined]
     if hook is None or hook.team_id != team_id:
-        raise ApiError(404, "not_found", f"Your team has no webhook {hook_id}; list them with "
+        raise ApiError(404, "not_found", f"Your team has no webhook {public('hook', hook_id)}; "
+                       "list them with "
                        "GET /v1/webhooks.")
     return hook  # type: ignore[no-any-return]
 
@@ -135,7 +136,7 @@ def list_deliveries(hook_id: HookId, team: AdminTeam, db: DbDep,
         rows = session.scalars(select(WebhookDelivery).where(WebhookDelivery.webhook_id == hook_id)
                                .order_by(WebhookDelivery.id.desc()).limit(limit)).all()
         return DeliveryList(deliveries=[DeliveryOut(
-            id=d.id, kind=d.kind, state=d.state, tries=d.tries,  # type: ignore[arg-type]
+            id=public("dlv", d.id), kind=d.kind, state=d.state, tries=d.tries,  # type: ignore[arg-type]
             last_status=d.last_status, last_error=d.last_error, created_at=d.created_at,
             next_attempt_at=d.next_attempt_at if d.state == "pending" else None,
             delivered_at=d.delivered_at) for d in rows])

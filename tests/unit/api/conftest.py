@@ -20,6 +20,7 @@ from kernelband.db import Base, make_engine, make_session_factory, session_scope
 from kernelband.db.models import ArmStat, Candidate, Event, Measurement, Track
 from services.api.app import create_app
 from services.api.teams import create_token
+from tests.utils.public_ids import public_id, row_id
 
 CHILD_REGION = """@triton.jit
 def add_kernel(x_ptr, y_ptr, out_ptr, n_elements, BLOCK_SIZE: tl.constexpr):
@@ -141,10 +142,13 @@ PAIRED_METHOD = "interleaved ABBA rounds, bootstrap 95%"
 
 
 @pytest.fixture
-def seed_results(factory: sessionmaker[Session]) -> Callable[[int], dict[str, int]]:
-    """Writes what the scheduler would for a job's h100 track; returns the row ids."""
+def seed_results(factory: sessionmaker[Session]) -> Callable[[int | str], dict[str, Any]]:
+    """Writes what the scheduler would for a job's h100 track (the job by its public id or
+    row id); returns the candidates' public ids (as the API shows them), their row ids
+    (`original_row`, ...) and the track's row id."""
 
-    def seed(job_id: int) -> dict[str, int]:
+    def seed(job: int | str) -> dict[str, Any]:
+        job_id = job if isinstance(job, int) else row_id(factory, job)
         with session_scope(factory) as s:
             track = Track(job_id=job_id, target="h100", status="running", iterations_done=2,
                           iterations_dispatched=3, original_time_ms=2.0)
@@ -184,6 +188,8 @@ def seed_results(factory: sessionmaker[Session]) -> Callable[[int], dict[str, in
             ])
             s.add_all([Event(job_id=job_id, seq=i, kind="candidate", payload={"n": i})
                        for i in range(1, 8)])
-            return {"track": track.id, "original": original.id, "child": child.id, "bad": bad.id}
+            rows = {"original": original.id, "child": child.id, "bad": bad.id}
+            return {"track": track.id, **{f"{k}_row": v for k, v in rows.items()},
+                    **{k: public_id(s, "cand", v) for k, v in rows.items()}}
 
     return seed

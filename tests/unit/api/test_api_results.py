@@ -12,18 +12,19 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from kernelband.db.models import Attempt
 from kernelband.db.session import session_scope
+from tests.utils.public_ids import row_id
 
 Body = Callable[..., dict[str, Any]]
-Seed = Callable[[int], dict[str, int]]
+Seed = Callable[[int | str], dict[str, Any]]
 
 
 @pytest.fixture
-def job_id(client: TestClient, auth: dict[str, str], job_body: Body) -> int:
-    return int(client.post("/v1/jobs", json=job_body(), headers=auth).json()["id"])
+def job_id(client: TestClient, auth: dict[str, str], job_body: Body) -> str:
+    return str(client.post("/v1/jobs", json=job_body(), headers=auth).json()["id"])
 
 
 def test_job_shows_best_speedup_with_label(
-    client: TestClient, auth: dict[str, str], job_id: int, seed_results: Seed
+    client: TestClient, auth: dict[str, str], job_id: str, seed_results: Seed
 ) -> None:
     ids = seed_results(job_id)
     job = client.get(f"/v1/jobs/{job_id}", headers=auth).json()
@@ -40,7 +41,7 @@ def test_job_shows_best_speedup_with_label(
 
 
 def test_candidates_have_lineage_reasons_and_labelled_measurements(
-    client: TestClient, auth: dict[str, str], job_id: int, seed_results: Seed
+    client: TestClient, auth: dict[str, str], job_id: str, seed_results: Seed
 ) -> None:
     ids = seed_results(job_id)
     cands = client.get(f"/v1/jobs/{job_id}/candidates", headers=auth).json()["candidates"]
@@ -63,23 +64,23 @@ def test_candidates_have_lineage_reasons_and_labelled_measurements(
 
 
 def test_best_download_splices_region_under_a_provenance_header(
-    client: TestClient, auth: dict[str, str], job_id: int, seed_results: Seed
+    client: TestClient, auth: dict[str, str], job_id: str, seed_results: Seed
 ) -> None:
     ids = seed_results(job_id)
     resp = client.get(f"/v1/jobs/{job_id}/best", params={"target": "h100"}, headers=auth)
     assert resp.status_code == 200
     assert resp.headers["content-type"].startswith("text/x-python")
-    assert f"vector_add.h100.job{job_id}.py" in resp.headers["content-disposition"]
+    assert f"vector_add.h100.{job_id}.py" in resp.headers["content-disposition"]
     text = resp.text
     assert text.startswith("# KernelBand best kernel for target h100")
-    assert f"candidate {ids['child']}" in text and "lineage: original -> tiling" in text
+    assert f"job {job_id}," in text and f"candidate {ids['child']}" in text and "lineage: original -> tiling" in text
     assert "speedup 4.00x [3.80, 4.20]" in text and "measured (cuda_events on NVIDIA H100)" in text
     assert "pass  # the faster child" in text and "def reference(" in text  # spliced module
     compile(text, "best.py", "exec")
 
 
 def test_best_download_before_any_result_is_404_with_advice(
-    client: TestClient, auth: dict[str, str], job_id: int
+    client: TestClient, auth: dict[str, str], job_id: str
 ) -> None:
     resp = client.get(f"/v1/jobs/{job_id}/best", params={"target": "h100"}, headers=auth)
     assert resp.status_code == 404 and resp.json()["error"] == "no_best_kernel"
@@ -88,7 +89,7 @@ def test_best_download_before_any_result_is_404_with_advice(
 
 
 def test_bandit_arms(
-    client: TestClient, auth: dict[str, str], job_id: int, seed_results: Seed
+    client: TestClient, auth: dict[str, str], job_id: str, seed_results: Seed
 ) -> None:
     seed_results(job_id)
     out = client.get(f"/v1/jobs/{job_id}/tracks/h100/bandit", headers=auth).json()
@@ -104,7 +105,7 @@ def test_bandit_arms(
 
 
 def test_events_paginate_with_after_and_limit(
-    client: TestClient, auth: dict[str, str], job_id: int, seed_results: Seed
+    client: TestClient, auth: dict[str, str], job_id: str, seed_results: Seed
 ) -> None:
     seed_results(job_id)
     seen: list[int] = []
@@ -122,22 +123,23 @@ def test_events_paginate_with_after_and_limit(
 
 
 def test_candidate_detail_includes_its_region(
-    client: TestClient, auth: dict[str, str], job_id: int, seed_results: Seed
+    client: TestClient, auth: dict[str, str], job_id: str, seed_results: Seed
 ) -> None:
     ids = seed_results(job_id)
     out = client.get(f"/v1/jobs/{job_id}/candidates/{ids['child']}", headers=auth).json()
     assert out["strategy"] == "tiling" and "the faster child" in out["editable"]
     assert out["measurements"][0]["label"] == "measured"
-    missing = client.get(f"/v1/jobs/{job_id}/candidates/99999", headers=auth)
-    assert missing.status_code == 404 and missing.json()["error"] == "not_found"
+    for other in ("99999", "cand_0000000000000", ids["child"][:-1], job_id):
+        missing = client.get(f"/v1/jobs/{job_id}/candidates/{other}", headers=auth)
+        assert missing.status_code == 404 and missing.json()["error"] == "not_found"
 
 
 def test_stages_say_where_the_job_time_goes(
-    client: TestClient, auth: dict[str, str], job_id: int, seed_results: Seed,
+    client: TestClient, auth: dict[str, str], job_id: str, seed_results: Seed,
     factory: sessionmaker[Session],
 ) -> None:
     ids = seed_results(job_id)
-    add_profile_attempts(factory, job_id, ids["track"])
+    add_profile_attempts(factory, row_id(factory, job_id), ids["track"])
     stages = client.get(f"/v1/jobs/{job_id}/stages", headers=auth).json()
     assert stages == [{"kind": "profile", "finished": 2, "failed": 0, "work_median_s": 3.0,
                        "work_p90_s": 4.0, "work_total_s": 6.0, "wait_median_s": 1.0,

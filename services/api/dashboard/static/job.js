@@ -2,7 +2,7 @@
 // Job page: follows GET /v1/jobs/{id}/events as a pushed stream (or polls ?after=N when the
 // stream cannot be had); only when new events arrive does it refetch the job, its candidates
 // and its bandit arms, then patches the DOM (no page reload).
-const jobId = Number(document.getElementById("job-root").dataset.jobId);
+const jobId = document.getElementById("job-root").dataset.jobId;  // a public id, job_...
 const FINISHED = ["completed", "cancelled", "failed"];
 const view = { after: 0, job: null, candidates: [], bandits: {}, diffShown: null };
 window.kbPerf = [];  // poll-to-paint samples in ms: fetch start -> DOM updated
