@@ -293,8 +293,7 @@ def finish_pull(session: Session, job: Job, track: Track, attempt: Attempt,
     """Feed the pull's reward back to the policy (entry None = failed child)."""
     policy, state = policy_for(job), load_state(track, shared=True)  # update returns a new one
     reward, state = policy.update(state, str(attempt.decision_id), entry)
-    save_state(session, track, state)
-    track.iterations_done += 1
+    save_state(session, track, state)  # counts the pull finished (`state.write_back`)
     append_event(session, job.id, "pull_finished", {
         "target": track.target, "decision": attempt.decision_id,
         "candidate": child.id if child else None, "outcome": outcome, "reward": reward,

@@ -23,6 +23,7 @@ from kernelband.scheduling.budgets import budget_reason
 from kernelband.scheduling.events import append_event, prime_event_counters
 from kernelband.scheduling.fairshare import cap_per_team, fair_order
 from kernelband.scheduling.state import WITHOUT_STORED_STATE, load_state, policy_for, save_state
+from kernelband.scheduling.state_cache import held_state, remember_state
 
 
 @dataclass
@@ -57,7 +58,7 @@ def select_pulls(session: Session, now: datetime, cap: int | None = None,
     """
     running = running_tracks(session)
     rows = with_free_slots(running)
-    slots: list[Any] = []  # one row per free slot
+    slots: list[RunningTrack] = []  # one row per free slot
     for row in rows:
         if row.team_id in skip_teams or budget_reason(row, now):
             continue
@@ -96,27 +97,88 @@ def load_tracks(session: Session, track_ids: Sequence[int]) -> dict[int, tuple[T
     return {track.id: (track, job) for track, job, _ in rows}
 
 
-def tracks_with_free_slots(session: Session) -> list[Any]:
-    """A row per running track with a free slot (parallelism and iteration budget), in one
-    query of plain columns (no ORM objects): `track_id`, `job_id`, `team_id`, `parallelism`,
-    `budget_iterations`, `iterations_dispatched`, its pulls in flight (`pulls`), its job's
-    pulls in flight over all running tracks (`job_pulls`) and the job's budget fields."""
+def tracks_with_free_slots(session: Session) -> list[RunningTrack]:
+    """A row per running track with a free slot (parallelism and iteration budget): its
+    `track_id`, `job_id`, `team_id`, `parallelism`, `budget_iterations`,
+    `iterations_dispatched`, its pulls in flight (`pulls`), its job's pulls in flight over all
+    running tracks (`job_pulls`) and the job's budget fields."""
     return with_free_slots(running_tracks(session))
 
 
-def running_tracks(session: Session) -> list[Any]:
+@dataclass(frozen=True, slots=True)
+class RunningTrack:
+    """A running track of a running job, its counters as of this transaction (`hot_counters`)."""
+
+    track_id: int
+    job_id: int
+    team_id: int
+    parallelism: int
+    budget_iterations: int
+    iterations_dispatched: int
+    pulls: int  # selected and not finished
+    job_pulls: int  # the job's pulls in flight over all its running tracks
+    budget_tokens: int | None
+    tokens_used: int
+    budget_usd: float | None
+    cost_usd: float
+    budget_wall_s: float | None
+    started_at: datetime | None  # the job's (`budget_reason`)
+
+
+def running_tracks(session: Session) -> list[RunningTrack]:
     """Every running track of a running job as a row of `tracks_with_free_slots`."""
-    return list(session.execute(_RUNNING_TRACKS).all())
+    rows = session.execute(_RUNNING_TRACKS).all()
+    counters = hot_counters(session, rows)
+    per_job: dict[int, int] = {}
+    for row in rows:
+        dispatched, done = counters[row.track_id]
+        per_job[row.job_id] = per_job.get(row.job_id, 0) + dispatched - done
+    out = []
+    for row in rows:
+        dispatched, done = counters[row.track_id]
+        out.append(RunningTrack(
+            row.track_id, row.job_id, row.team_id, row.parallelism, row.budget_iterations,
+            dispatched, dispatched - done, per_job[row.job_id], row.budget_tokens,
+            row.tokens_used, row.budget_usd, row.cost_usd, row.budget_wall_s, row.started_at))
+    return out
 
 
-def with_free_slots(rows: Sequence[Any]) -> list[Any]:
+def hot_counters(session: Session, rows: Sequence[Any]) -> dict[int, tuple[int, int]]:
+    """(pulls selected, pulls finished) per track of `rows`, as this transaction sees them.
+
+    Every select and update of a track's policy counts in its state (`next_decision`, `t`), and
+    the track row's `iterations_dispatched` / `iterations_done` are written with the state
+    (`state.write_back`), so a leader that keeps states hot does not rewrite each track row
+    with every pass: where nothing vacuums, those rewrites were what made this read grow. A
+    state this process holds for the row's version is the truth; a track it holds none for
+    (the first pass of a leadership term) has its state loaded, the events after the stored
+    one replayed, and kept."""
+    counters: dict[int, tuple[int, int]] = {}
+    cold = []
+    for row in rows:
+        state = held_state(session, row.track_id, row.job_id, row.track_started_at, row.version)
+        if state is None:
+            cold.append(row.track_id)
+        else:
+            counters[row.track_id] = (state.next_decision, state.t)
+    if cold:
+        tracks = session.scalars(select(Track).where(Track.id.in_(cold))
+                                 .options(WITHOUT_STORED_STATE)).all()
+        for track in tracks:
+            state = load_state(track, shared=True)
+            remember_state(session, track, state)  # held from this commit on
+            counters[track.id] = (state.next_decision, state.t)
+    return counters
+
+
+def with_free_slots(rows: Sequence[RunningTrack]) -> list[RunningTrack]:
     """The rows of `running_tracks` with a free slot; the rest still count their pulls for
     their job (`job_pulls`) and team (`pulls_by_team`)."""
     return [row for row in rows
             if row.pulls < row.parallelism and row.iterations_dispatched < row.budget_iterations]
 
 
-def pulls_by_team(rows: Sequence[Any]) -> dict[int, int]:
+def pulls_by_team(rows: Sequence[RunningTrack]) -> dict[int, int]:
     """Pulls in flight per team over running tracks (rows of `running_tracks`), from the
     track counters: the in-flight count a pass needs without reading attempts, whose old row
     versions pile up where nothing vacuums (`in_flight_by_team` read thousands per pass)."""
@@ -127,18 +189,17 @@ def pulls_by_team(rows: Sequence[Any]) -> dict[int, int]:
 
 
 def _running_tracks() -> Any:
-    """Every running track of a running job with its pulls in flight (the statement is built
-    once: it takes no parameters).
+    """Every running track of a running job with its stored counters and what identifies the
+    state this process may hold for it (the statement is built once: it takes no parameters).
 
-    A running track's pulls in flight are its pulls selected and not finished,
-    `iterations_dispatched - iterations_done`: every pull ends in `ingest.finish_pull`, the one
-    place `iterations_done` grows, except pulls abandoned or cancelled with their track, which
-    leaves `running` in the same transaction. Counting the open attempts instead read every
-    attempt version the state index still points to (thousands per pass without vacuum)."""
-    pulls = Track.iterations_dispatched - Track.iterations_done
+    A running track's pulls in flight are its pulls selected and not finished: every pull ends
+    in `ingest.finish_pull` (a policy update), except pulls abandoned or cancelled with their
+    track, which leaves `running` in the same transaction. Counting the open attempts instead
+    read every attempt version the state index still points to (thousands per pass without
+    vacuum)."""
     return (select(Track.id.label("track_id"), Track.job_id, Job.team_id, Job.parallelism,
-                   Job.budget_iterations, Track.iterations_dispatched, pulls.label("pulls"),
-                   func.sum(pulls).over(partition_by=Track.job_id).label("job_pulls"),
+                   Job.budget_iterations, Track.iterations_dispatched, Track.iterations_done,
+                   Track.version, Track.started_at.label("track_started_at"),
                    Job.budget_tokens, Job.tokens_used, Job.budget_usd, Job.cost_usd,
                    Job.budget_wall_s, Job.started_at)
             .join(Job, Job.id == Track.job_id)
@@ -150,7 +211,7 @@ def _running_tracks() -> Any:
 _RUNNING_TRACKS = _running_tracks()
 
 
-def job_rank(rows: Sequence[Any]) -> dict[int, int]:
+def job_rank(rows: Sequence[RunningTrack]) -> dict[int, int]:
     """Each job's turn inside its team (rows of `tracks_with_free_slots`): fewest pulls in
     flight over all its running tracks first, then the oldest job."""
     per_job = {row.job_id: int(row.job_pulls) for row in rows}
@@ -163,14 +224,15 @@ def select_for_track(session: Session, job: Job, track: Track, count: int) -> in
     policy = policy_for(job)
     state = before = load_state(track, shared=True)  # read only; each select returns a new one
     for _ in range(count):
+        seed = job.seed * 100_003 + state.next_decision  # pulls selected before: per pull
         decision, state = policy.select(state)
-        seed = job.seed * 100_003 + track.iterations_dispatched  # reproducible per pull
         ref = {"strategy": decision.strategy, "cluster": decision.cluster, "seed": seed}
         step = new_pull(session, job, track, decision, ref)  # a translate step on a placeholder
-        track.iterations_dispatched += 1
         append_event(session, job.id, "pull_selected",
                      {"target": track.target, **decision.to_dict(), **step})
-    save_state(session, track, state, before)
+    # The last pull of the budget: the stored counters let the track finish (`lifecycle`).
+    save_state(session, track, state, before,
+               write_now=state.next_decision >= job.budget_iterations)
     return count
 
 
@@ -181,6 +243,6 @@ def in_flight_by_team(session: Session) -> dict[int, int]:
     return {int(team): int(count) for team, count in session.execute(query).all()}
 
 
-__all__ = ["TimeBudget", "in_flight_by_team", "job_rank", "load_tracks", "pulls_by_team",
-           "running_tracks", "select_for_track", "select_pulls", "tracks_with_free_slots",
+__all__ = ["RunningTrack", "TimeBudget", "hot_counters", "in_flight_by_team", "job_rank",
+           "load_tracks", "pulls_by_team", "running_tracks", "select_for_track", "select_pulls", "tracks_with_free_slots",
            "with_free_slots"]

@@ -34,7 +34,7 @@ from kernelband.scheduling.state_cache import (
     remember_state,
     write_back_due,
 )
-from kernelband.scheduling.views import deferred_writes, refresh_view
+from kernelband.scheduling.views import deferred_writes, refresh_view, touch_job
 
 _TO_DIGITS = bytes.maketrans(bytes(range(10)), b"0123456789")
 # A loader option for the scheduler's track reads: the stored policy state (kilobytes of JSON)
@@ -46,6 +46,7 @@ WITHOUT_STORED_STATE = defer(Track.policy_state)
 EVENT_SEQ = "event_seq"
 _WRITEBACK_S = "kb_state_writeback_s"
 _SAVED = "kb_saved_states"
+_FORCED = "kb_forced_states"
 
 
 def keep_states_hot(session: Session, writeback_s: float) -> None:
@@ -94,13 +95,15 @@ def load_state(track: Track, shared: bool = False) -> PolicyState:
 
 
 def save_state(session: Session, track: Track, state: PolicyState,
-               previous: PolicyState | None = None) -> None:
+               previous: PolicyState | None = None, write_now: bool = False) -> None:
     """Keep the state as the track's latest and refresh the derived arm/cluster view unless
     `previous` shows it same; the transaction writes it back when it commits if due
-    (`write_back`, module docstring)."""
+    (`write_back`, module docstring), or `write_now`."""
     if len(state.frontier) < (track.frontier_size or 0):
         raise RuntimeError(f"track {track.id}: a policy state may only append to its frontier")
     _saved(session)[track.id] = (track, state)
+    if write_now:
+        _forced(session).add(track.id)
     remember_state(session, track, state)
     if previous is None or view_key(previous) != view_key(state):  # written at commit
         job = session.get_one(Job, track.job_id)
@@ -110,12 +113,20 @@ def save_state(session: Session, track: Track, state: PolicyState,
 def write_back(session: Session, tracks: Sequence[tuple[Track, PolicyState]]) -> None:
     """Write these states to their track rows now: the frontier entries past each stored size
     as new rows (one INSERT), the rest one small JSON value per track (labels packed,
-    `stored_labels`) with its job's last event number (`EVENT_SEQ`)."""
+    `stored_labels`) with its job's last event number (`EVENT_SEQ`), and the track's counters
+    of pulls selected and finished, which the state counts (`next_decision`, `t`): a leader
+    keeping states hot writes them with the state, not with every pull
+    (`selection.hot_counters`). The job's version is bumped, so readers see the counters."""
     rows: list[dict[str, Any]] = []
     for track, state in tracks:
         stored = state.to_dict(frontier=False)
         stored["labels"] = stored_labels(state.labels)
-        stored[EVENT_SEQ] = last_seq(session, track.job_id)
+        stored[EVENT_SEQ] = last_seq(session, track.job_id)  # may flush: columns set after it
+        if track.iterations_dispatched != state.next_decision:
+            track.iterations_dispatched = state.next_decision
+        if track.iterations_done != state.t:
+            track.iterations_done = state.t
+        touch_job(session, track.job_id)
         size = track.frontier_size or 0
         rows += [{"track_id": track.id, "position": i, "entry": entry.to_dict()}
                  for i, entry in enumerate(state.frontier[size:], start=size)]
@@ -139,6 +150,16 @@ def _saved(session: Session) -> dict[int, tuple[Track, PolicyState]]:
     return saved
 
 
+def _forced(session: Session) -> set[int]:
+    """Tracks whose state the current transaction writes back whatever the interval."""
+    transaction = session.get_transaction() or session.begin()
+    held = session.info.get(_FORCED)
+    if held is None or held[0] is not transaction:
+        held = session.info[_FORCED] = (transaction, set())
+    forced: set[int] = held[1]
+    return forced
+
+
 def _write_back_saved(session: Session) -> None:
     """before_commit: each saved track's latest state is written back when due (always when
     states are not kept hot, when the track stops or was never written), else kept hot."""
@@ -146,11 +167,13 @@ def _write_back_saved(session: Session) -> None:
     if held is None or held[0] is not session.get_transaction():
         return
     saved: dict[int, tuple[Track, PolicyState]] = held[1]
+    forced = session.info.pop(_FORCED, (None, set()))
+    forced_ids = forced[1] if forced[0] is held[0] else set()
     interval = float(session.info.get(_WRITEBACK_S) or 0.0)
     due = []
     for track, state in saved.values():
         if (interval <= 0 or not track.frontier_size or track.status != "running"
-                or write_back_due(session, track.id, interval)):
+                or track.id in forced_ids or write_back_due(session, track.id, interval)):
             due.append((track, state))
         else:
             note_write_back(session, track.id, False)

@@ -66,6 +66,15 @@ def cached_state(session: Session, track: Track, copy: bool = True) -> PolicySta
     return copy_state(hit[1]) if copy else hit[1]
 
 
+def held_state(session: Session, track_id: int, job_id: int, started_at: Any,
+               version: int) -> PolicyState | None:
+    """The committed state this process holds for the track row of this version (read only),
+    from the row's identifying columns, without a `Track` object; None when it holds none."""
+    cache = _cache(session)
+    hit = cache.get((track_id, job_id, started_at)) if cache is not None else None
+    return hit[1] if hit is not None and hit[0] == version else None
+
+
 def remember_state(session: Session, track: Track, state: PolicyState,
                    stored: dict[str, Any] | None = None) -> None:
     """Cache `state` under the track's version once this commits; `stored`: what was written
@@ -182,5 +191,6 @@ def clear_cache() -> None:
     _WRITE_BACKS.clear()
 
 
-__all__ = ["cached_state", "clear_cache", "copy_state", "dirty_tracks", "note_write_back",
+__all__ = ["cached_state", "clear_cache", "copy_state", "dirty_tracks", "held_state",
+           "note_write_back",
            "remember_state", "write_back_due"]

@@ -9,9 +9,11 @@ table, not per result.
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -108,7 +110,7 @@ def arm_rows(job: Job, track: Track, state: PolicyState, now: datetime) -> list[
     """
     from kernelband.bandit.strategies import STRATEGY_NAMES
 
-    config = make_policy(job.policy, dict(job.policy_params or {})).config
+    config = _policy_config(job.policy, json.dumps(job.policy_params or {}, sort_keys=True))
     ucb = _ucb_or_none(state, float(getattr(config, "c", 2.0)))
     theta = getattr(config, "theta_sat", None)
     open_mask = _open_mask(state, theta) if theta is not None else None
@@ -119,6 +121,12 @@ def arm_rows(job: Job, track: Track, state: PolicyState, now: datetime) -> list[
              "masked": open_mask is not None and not open_mask[cluster][index],
              "updated_at": now}
             for cluster, row in enumerate(state.arm_n) for index, pulls in enumerate(row)]
+
+
+@lru_cache(maxsize=256)
+def _policy_config(name: str, params: str) -> Any:
+    """A policy's configuration: validated once per configuration, not once per view write."""
+    return make_policy(name, json.loads(params)).config
 
 
 def _ucb_or_none(state: PolicyState, c: float) -> list[list[float]] | None:
