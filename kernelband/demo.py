@@ -3,10 +3,22 @@ embedded optimization job (rules generator, `cpu` target: times are labelled est
 
 from __future__ import annotations
 
+import os
 import sys
+import tempfile
 from pathlib import Path
 
+from rich.console import Console
+from rich.table import Table
+
 from kernelband.bundled import examples_dir
+from kernelband.commands.optimize import outcome_table
+from kernelband.config import Settings, get_settings
+from kernelband.evaluate import evaluate_candidate
+from kernelband.problem.model import ProblemLoadError
+from kernelband.sandbox import load_problem_sandboxed, shutdown_pool
+from kernelband.sandbox.jail import describe_isolation
+from kernelband.scheduling.embedded import JobOptions, run_local_job, write_best
 
 DEMO_EXAMPLE = "softmax"
 DEMO_BUDGET = 6
@@ -14,10 +26,6 @@ DEMO_BUDGET = 6
 
 def main() -> int:
     """The examples table, then one optimize job; 1 if any example or the job fails."""
-    import os
-
-    from kernelband.sandbox.jail import describe_isolation
-
     os.environ.setdefault("KERNELBAND_SANDBOX_ISOLATION", "weak")  # one user's own examples
     print(f"sandbox isolation: {describe_isolation()}")
     failures = check_examples()
@@ -26,15 +34,6 @@ def main() -> int:
 
 def optimize_example() -> int:
     """`kernelband optimize examples/softmax.py --target cpu` in a fresh data directory."""
-    import tempfile
-
-    from rich.console import Console
-
-    from kernelband.commands.optimize import outcome_table
-    from kernelband.config import Settings, get_settings
-    from kernelband.sandbox import load_problem_sandboxed, shutdown_pool
-    from kernelband.scheduling.embedded import JobOptions, run_local_job, write_best
-
     console = Console()
     path = examples_dir() / f"{DEMO_EXAMPLE}.py"
     console.print(f"\n[bold]kernelband optimize {path.name} --target cpu --budget {DEMO_BUDGET}"
@@ -57,13 +56,6 @@ def optimize_example() -> int:
 
 def check_examples() -> int:
     """Print a table (problem, cases, seeds, verdict, reason); 1 if any example fails."""
-    from rich.console import Console
-    from rich.table import Table
-
-    from kernelband.evaluate import evaluate_candidate
-    from kernelband.problem.model import ProblemLoadError
-    from kernelband.sandbox import load_problem_sandboxed, shutdown_pool
-
     table = Table(title="KernelBand demo: original kernels checked on the CPU interpreter (simulated device, no GPU timing)")
     for column in ("problem", "cases (public + held-out)", "seeds", "verdict", "reason", "sandbox s"):
         table.add_column(column)

@@ -34,16 +34,6 @@ def load_problem(
     if not source.strip():
         raise ProblemLoadError("the problem file is empty; submit the module text")
     # the loaders import torch: only a process that loads a problem (a sandbox child) pays for it
-    from kernelband.problem.devices import use_interpreter_for
-    from kernelband.problem.kernelbench import load_kernelbench
-    from kernelband.problem.native import load_native
-    from kernelband.problem.tritonbench import load_tritonbench
+    from kernelband.problem.formats import load_format
 
-    device = device or default_device()
-    use_interpreter_for(device)
-    loaders = {
-        "native": load_native,
-        "tritonbench": load_tritonbench,
-        "kernelbench": load_kernelbench,
-    }
-    return loaders[format](source, name, Path(workdir or Path.cwd()), device)
+    return load_format(source, format, name, Path(workdir or Path.cwd()), device or default_device())

@@ -25,6 +25,8 @@ import sys
 import tempfile
 from collections.abc import Iterable, Mapping
 
+from kernelband.sandbox.settings import node_settings
+
 JAIL_UID = 65534  # nobody: the runner's uid inside the jail unless KERNELBAND_SANDBOX_USER names one
 ISOLATION_SETTINGS = ("jail", "weak", "unjailed")
 _SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/opt/nvidia")
@@ -40,9 +42,7 @@ class SandboxJailError(RuntimeError):
 
 def isolation_setting(value: str = "") -> str:
     """`value`, or KERNELBAND_SANDBOX_ISOLATION when empty, checked."""
-    from kernelband.config import get_settings
-
-    value = value or get_settings().sandbox_isolation
+    value = value or node_settings().sandbox_isolation
     if value not in ISOLATION_SETTINGS:
         raise SandboxJailError(f"KERNELBAND_SANDBOX_ISOLATION={value!r} is not one of "
                                f"{', '.join(ISOLATION_SETTINGS)}; set `jail` (the default), `weak` "
@@ -98,11 +98,9 @@ def jailed(isolation: str = "") -> bool:
 
 
 def _unjailed_level() -> str:
-    from kernelband.config import get_settings
-
     if os.geteuid() != 0:
         return "weak:user"
-    return "weak:setuid" if get_settings().sandbox_user else "none:root"
+    return "weak:setuid" if node_settings().sandbox_user else "none:root"
 
 
 def isolation_level() -> str:
@@ -132,9 +130,7 @@ def describe_isolation() -> str:
 
 def _ncu_passes() -> str:
     """How this node treats Nsight Compute passes, which cannot run jailed."""
-    from kernelband.config import get_settings
-
-    settings = get_settings()
+    settings = node_settings()
     if settings.sandbox_isolation == "jail" and not settings.ncu_unjailed:
         return "off, h estimated"
     return "weak isolation, accepted"
@@ -143,9 +139,7 @@ def _ncu_passes() -> str:
 def jail_ids(user: str = "") -> tuple[int, int]:
     """(uid, gid) inside the jail: `user`'s (or KERNELBAND_SANDBOX_USER's) when set, else
     nobody's."""
-    from kernelband.config import get_settings
-
-    user = user or get_settings().sandbox_user
+    user = user or node_settings().sandbox_user
     if user:
         entry = pwd.getpwnam(user)
         return entry.pw_uid, entry.pw_gid
@@ -169,9 +163,8 @@ def _ro(path: str) -> list[str]:
 
 def _project_paths() -> list[str]:
     """The interpreter, its prefix and site-packages, the `kernelband` package, CUDA."""
-    import kernelband
-
-    paths = {sys.base_prefix, sys.prefix, os.path.dirname(os.path.abspath(kernelband.__file__))}
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    paths = {sys.base_prefix, sys.prefix, package}
     paths.update(p for p in sys.path if p.endswith("site-packages") and os.path.isdir(p))
     paths.update(glob.glob("/usr/local/cuda*"))
     paths.update(p for p in os.environ.get("LD_LIBRARY_PATH", "").split(":") if os.path.isdir(p))
@@ -210,9 +203,7 @@ def runtime_paths_under(covers: Iterable[str] = ("/tmp", "/dev/shm")) -> tuple[s
 
 def _masked_data_dir(bound: Iterable[str]) -> list[str]:
     """An empty tmpfs over the service's data dir where it lies inside a bound folder."""
-    from kernelband.config import get_settings
-
-    data = os.path.realpath(get_settings().data_dir)
+    data = os.path.realpath(node_settings().data_dir)
     inside = any(data == b or data.startswith(b + os.sep) for b in bound)
     return ["--tmpfs", data] if inside and os.path.isdir(data) else []
 

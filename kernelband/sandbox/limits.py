@@ -10,7 +10,10 @@ from contextvars import ContextVar
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from kernelband.sandbox.cores import measuring_cores, other_cores
+from kernelband.sandbox.device import detect_device
 from kernelband.sandbox.secrets import SECRET_NAME, scrub_secrets
+from kernelband.sandbox.settings import node_settings
 
 # Harmless basics a Python process needs; anything else is dropped. PYTHONPATH: children import
 # the same kernelband as the parent (a checkout run with PYTHONPATH, not the installed copy).
@@ -77,14 +80,15 @@ class SandboxLimits:
     # "jail", "weak" or "unjailed" (kernelband/sandbox/jail.py); "": KERNELBAND_SANDBOX_ISOLATION
     isolation: str = ""
     extra_env: dict[str, str] = field(default_factory=dict)
+    # the cores the child runs on (empty: this process's); a GPU node keeps its measuring
+    # cores for the timing runners (kernelband/sandbox/cores.py)
+    cores: tuple[int, ...] = ()
 
     @classmethod
     def from_settings(cls, **overrides: Any) -> SandboxLimits:
         """Limits from the service Settings, then the current job's (`job_limits`), then
         keyword overrides."""
-        from kernelband.config import get_settings
-
-        s = get_settings()
+        s = node_settings()
         values: dict[str, Any] = {
             "wall_s": s.sandbox_interpret_timeout_s if overrides.get("interpret") else s.sandbox_timeout_s,
             "compile_s": s.sandbox_compile_s,
@@ -97,6 +101,7 @@ class SandboxLimits:
             "warm": s.sandbox_warm_pool,
             "user": s.sandbox_user,
             "isolation": s.sandbox_isolation,
+            "cores": other_cores(measuring_cores(s.measure_cores, detect_device())),
         }
         values.update(_JOB_LIMITS.get() or {})
         values.update(overrides)

@@ -25,6 +25,10 @@ log = logging.getLogger(__name__)
 WARM_MODULES = ("kernelband.sandbox.child", "kernelband.sandbox.guard", "kernelband.sandbox.forkjail",
                 "kernelband.sandbox.jail")
 ZYGOTE_START_S = 120.0  # importing torch and triton; slower under ncu on a GPU node
+# the zygote's environment (kernelband/sandbox/zygote.py reads it)
+NCU_LAUNCHED_ENV = "KERNELBAND_NCU_LAUNCHED"  # "1": this zygote was started by `ncu --mode=launch`
+# "UID:GID": in a bubblewrap jail; each run gets its own namespaces and runs as UID:GID
+JAILED_ENV = "KERNELBAND_ZYGOTE_JAILED"
 
 
 @dataclass
@@ -110,8 +114,6 @@ class Zygote:
         CAP_SYS_ADMIN inside its own user namespace to give each run its own view
         (kernelband/sandbox/forkjail.py). No --die-with-parent: that follows the starting
         thread, and the zygote ends when this process's end of the socket closes."""
-        from kernelband.sandbox.zygote import JAILED_ENV
-
         parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         parent.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)
         uid, gid = jail.jail_ids(self.user)
@@ -140,8 +142,9 @@ class Zygote:
     def _start_launched(self, command: list[str], env: dict[str, str], base: str) -> socket.socket:
         """The zygote under `ncu --mode=launch`: it connects back over a socket path, since the
         launcher in between need not pass descriptors on."""
+        # the profile package loads the measurement modules: sandbox children, which import
+        # this module, need none of them
         from kernelband.profile.ncu import find_ncu
-        from kernelband.sandbox.zygote import NCU_LAUNCHED_ENV
 
         ncu = find_ncu()
         if ncu is None:

@@ -7,7 +7,10 @@ import os
 import socket
 import sys
 import time
+from pathlib import Path
 from typing import Any
+
+from kernelband.sandbox.compile_budget import CLOCK
 
 
 def echo(payload: dict[str, Any]) -> dict[str, Any]:
@@ -94,8 +97,6 @@ def spin(payload: dict[str, Any]) -> dict[str, Any]:
 
 def compile_then_run(payload: dict[str, Any]) -> dict[str, Any]:
     """Spend `compile` seconds on the compile clock, then `run` seconds running."""
-    from kernelband.sandbox.compile_budget import CLOCK
-
     CLOCK.timed(time.sleep)(float(payload.get("compile", 0)))
     time.sleep(float(payload.get("run", 0)))
     return {"compile_s": CLOCK.spent}
@@ -120,8 +121,7 @@ def stop_compiler(payload: dict[str, Any]) -> dict[str, Any]:
 def load_module(payload: dict[str, Any]) -> Any:
     """Import `source` as a candidate module is imported, and return its `REPORT` (what the
     jail tests' attacks found)."""
-    from pathlib import Path
-
+    # it imports torch; `echo` in a cold child must find torch not loaded
     from kernelband.problem.usercode import import_module_file
 
     module = import_module_file(str(payload["source"]), "candidate", Path(os.getcwd()), "cpu")

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from kernelband.problem.loader import load_problem
 from kernelband.problem.model import KernelProblem, ProblemLoadError
-from kernelband.sandbox.device import interpreter_refusal
+from kernelband.sandbox.device import detect_device, interpreter_refusal
 from kernelband.sandbox.limits import SandboxLimits
 from kernelband.sandbox.runner import run_sandboxed
 from kernelband.sandbox.secrets import scrub_secrets
@@ -13,8 +14,6 @@ from kernelband.sandbox.secrets import scrub_secrets
 
 def load_problem_target(payload: dict[str, Any]) -> dict[str, Any]:
     """Sandbox target: `{"problem": dict}` or `{"error": {"reason", "line"}}`."""
-    from kernelband.problem import load_problem
-
     try:
         problem = load_problem(payload["source"], payload["format"], payload["name"])
     except ProblemLoadError as exc:
@@ -50,6 +49,4 @@ def load_problem_sandboxed(
 
 
 def _needs_interpreter() -> bool:
-    from kernelband.sandbox.device import detect_device
-
     return detect_device() == "cpu"

@@ -6,6 +6,8 @@ import os
 import re
 from urllib.parse import unquote, urlsplit
 
+from kernelband.sandbox.settings import node_settings
+
 # Variables whose name matches this never reach untrusted code (credentials, service URLs).
 SECRET_NAME = re.compile(
     r"KEY|TOKEN|SECRET|PASSW|PASSWD|CREDENTIAL|AUTH|COOKIE|SESSION|DATABASE_URL|DSN|BROKER"
@@ -30,9 +32,7 @@ def secret_values() -> set[str]:
     with the passwords inside any URL among them."""
     values = {v for k, v in os.environ.items() if SECRET_NAME.search(k)}
     try:
-        from kernelband.config import get_settings
-
-        s = get_settings()
+        s = node_settings()
         values |= {s.llm_api_key.get_secret_value(), s.bootstrap_token.get_secret_value(),
                    s.database_url, s.broker_url, s.result_backend_url}
     except Exception:  # noqa: BLE001 - settings that do not validate hold no value to add

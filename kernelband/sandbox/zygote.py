@@ -22,10 +22,11 @@ import signal
 import socket
 import sys
 
+from kernelband.sandbox import forkjail, jail
+from kernelband.sandbox.child import read_request, run_request
+from kernelband.sandbox.pool import JAILED_ENV, NCU_LAUNCHED_ENV
+
 PRELOAD = ("torch", "triton", "numpy")
-NCU_LAUNCHED_ENV = "KERNELBAND_NCU_LAUNCHED"  # "1": this zygote was started by `ncu --mode=launch`
-# "UID:GID": in a bubblewrap jail; each run gets its own namespaces and runs as UID:GID
-JAILED_ENV = "KERNELBAND_ZYGOTE_JAILED"
 RESULT_FD: int | None = None  # in a forked child: the pipe its result goes to
 
 
@@ -57,8 +58,6 @@ def _child(sock: socket.socket, wake: tuple[int, int], path: str, fds: list[int]
     RESULT_FD = result_fd
     if os.environ.get(JAILED_ENV):
         _enter_run_jail(path, os.environ[JAILED_ENV])
-    from kernelband.sandbox.child import read_request, run_request
-
     run_request(read_request(path), result_fd)
     sys.stdout.flush()
     sys.stderr.flush()
@@ -68,8 +67,6 @@ def _child(sock: socket.socket, wake: tuple[int, int], path: str, fds: list[int]
 def _enter_run_jail(request_path: str, ids: str) -> None:
     """This run's own namespaces, as UID:GID; a run that cannot have them ends before any code
     runs."""
-    from kernelband.sandbox import forkjail, jail
-
     try:
         uid, gid = (int(part) for part in ids.split(":"))
         cache = os.environ.get("TRITON_CACHE_DIR", "")
@@ -166,6 +163,9 @@ def _connect(where: str) -> socket.socket:
 
 def main() -> None:
     """`python -m kernelband.sandbox.zygote SOCKET_FD|unix:PATH [MODULE ...]`."""
+    # run with -m this module is __main__; an import of it in a run (ncu_pass reads RESULT_FD)
+    # must find this one, not a fresh copy
+    sys.modules.setdefault("kernelband.sandbox.zygote", sys.modules[__name__])
     for name in PRELOAD + tuple(sys.argv[2:]):
         try:
             importlib.import_module(name)

@@ -14,6 +14,7 @@ from sqlalchemy.orm import Session
 from kernelband.db import repository
 from kernelband.db.models import FINISHED_JOB_STATUSES, Job, Measurement, Problem, Suite, Track
 from kernelband.problem.model import KernelProblem, ProblemLoadError
+from kernelband.profile.perf_harness import HarnessError, with_perf_harness
 from kernelband.speedups import ShownSpeedup, of_track
 from kernelband.suite.metrics import CORRECT_HELD_OUT, ProblemResult, suite_metrics
 from kernelband.suite.model import LoadFailure, SuiteReport, SuiteSettings
@@ -55,8 +56,6 @@ def load_sources(sources: Sequence[SuiteSource], format: str, loader: Loader,
 
 def _load_one(item: SuiteSource, format: str, loader: Loader) -> KernelProblem | LoadFailure:
     """One source loaded with its performance harness, or the reason it was refused."""
-    from kernelband.profile.perf_harness import HarnessError, with_perf_harness
-
     try:
         return with_perf_harness(loader(item.source, format, item.name), item.perf_source)
     except ProblemLoadError as exc:

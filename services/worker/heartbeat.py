@@ -20,6 +20,7 @@ from typing import Any
 from celery import signals
 
 from kernelband.config import get_settings
+from kernelband.sandbox.jail import isolation_level
 from services.worker import messages
 from services.worker.app import DATABASE_URL_VARIABLE, app
 from services.worker.queues import target_of_queue
@@ -38,8 +39,6 @@ def heartbeat_interval_s() -> float:
 def runner_isolation() -> str:
     """How this node's runners confine submitted code (e.g. `jail:bwrap`, `weak:setuid`)."""
     try:
-        from kernelband.sandbox.jail import isolation_level
-
         return isolation_level()
     except Exception as exc:  # noqa: BLE001 - the fleet view shows the failure, the worker runs on
         log.warning("runner isolation level unknown: %s", exc)
