@@ -17,7 +17,8 @@ GPU_TARGETS = "h100, h200, a100 or rtx4090"
 _INTERPRETER_LIMITS = {"timeout": "interpreter_timeout", "cpu_limit": "interpreter_timeout",
                        "memory_limit": "interpreter_memory"}
 # What a verdict says when the original moved NaN/Inf positions (or shapes) between two runs on
-# identical inputs (kernelband.evaluate.checks).
+# identical inputs: at load (kernelband.problem.selfcheck) or in the judge's re-run of the
+# reference (kernelband.evaluate.judge).
 ORIGINAL_MOVED = "the original itself moved NaN/Inf positions or shapes when run again"
 # Verdicts that, for the original checked against itself, mean it disagreed with itself.
 _SELF_DISAGREEMENT = ("wrong_result", "nan_mismatch", "nondeterministic")
