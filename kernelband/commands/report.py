@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from kernelband.config import get_settings
+from kernelband.report import ReportError, from_server, write_job_report, write_report
 
 
 def report(
@@ -18,8 +19,6 @@ def report(
     token: Annotated[str | None, typer.Option(help="Team token for --server.", envvar="KERNELBAND_TOKEN")] = None,
 ) -> None:
     """Write job<ID>.html (charts and tables inlined) and job<ID>-speedup.png."""
-    from kernelband.report import ReportError, from_server, write_job_report, write_report
-
     try:
         if server:
             if not token:

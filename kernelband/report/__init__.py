@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from kernelband.db import DatabaseError, open_database, session_scope
+from kernelband.public_ids import for_session
 from kernelband.report.charts import png_chart, speedup_series, svg_chart
 from kernelband.report.data import ReportData, ReportError, from_database, from_server
 from kernelband.report.html import render_html
@@ -35,9 +37,6 @@ def write_report(data: ReportData, out_dir: Path) -> ReportFiles:
 def write_job_report(database_url: str, job_id: int | str, out_dir: Path) -> ReportFiles:
     """Read a job from a database URL and write its report (for `kernelband optimize`);
     `job_id` is the row number or the job's public id (job_...)."""
-    from kernelband.db import DatabaseError, open_database, session_scope
-    from kernelband.public_ids import for_session
-
     try:  # the embedded SQLite file is upgraded like `kernelband serve` does; servers are not
         _, factory = open_database(database_url, migrate=database_url.startswith("sqlite"))
     except DatabaseError as exc:
