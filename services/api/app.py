@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
@@ -19,7 +20,7 @@ from services.api.dashboard import router as dashboard_router
 from services.api.deps import API_WORKER_THREADS
 from services.api.errors import ErrorBody, install_error_handlers
 from services.api.fastpoll import FastPoll, FastPollMiddleware
-from services.api.ids import PublicIdsMiddleware
+from services.api.ids import PublicIdsMiddleware, codec_for
 from services.api.logs import install_log_redaction
 from services.api.metrics import ApiMetrics, MetricsMiddleware
 from services.api.openapi import install_openapi
@@ -39,6 +40,8 @@ from services.api.schemas import WorkerOut
 from services.api.sse import JobWatcher
 from services.api.suite_schemas import SuiteCreate
 from services.api.teams import register_bootstrap_token
+
+log = logging.getLogger(__name__)
 
 DESCRIPTION = (
     "Submit Triton kernel problems and get faster kernels per GPU type, found by a "
@@ -76,6 +79,10 @@ def create_app(
             # However the API is started (kernelband serve, uvicorn --factory, a container):
             # KERNELBAND_BOOTSTRAP_TOKEN becomes the "default" team's admin token.
             register_bootstrap_token(app.state.session_factory, bootstrap, "default")
+        try:  # the public-id key now rather than at the first request (services/api/ids.py)
+            codec_for(app)
+        except Exception:  # the database is not there yet: the first request reads it
+            log.warning("public-id key not read at start; the first request reads it")
         install_log_redaction()  # again: uvicorn configures its loggers after create_app
         # No more threads than pooled connections (each holds at most one): a request then
         # never waits for a connection inside a thread; excess requests queue on the loop.

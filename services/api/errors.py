@@ -139,6 +139,13 @@ def _pool_exhausted(_: Request, exc: Exception) -> JSONResponse:
     return JSONResponse(body.model_dump(exclude_none=True), 503, headers={"Retry-After": "2"})
 
 
+def database_failure(exc: Exception) -> JSONResponse:
+    """The answer to a database error met outside a route (a middleware's read)."""
+    if isinstance(exc, PoolTimeoutError):
+        return _pool_exhausted(None, exc)  # type: ignore[arg-type]
+    return _database_error(None, exc)  # type: ignore[arg-type]
+
+
 def install_error_handlers(app: FastAPI) -> None:
     """Route every error through the one body shape."""
     app.add_exception_handler(ApiError, _api_error)

@@ -13,14 +13,15 @@ from typing import Annotated, Any
 
 import anyio.to_thread
 from fastapi import Depends, Path, Request
+from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from kernelband import public_ids
-from kernelband.db import session_scope
+from kernelband.db import DatabaseError, session_scope
 from kernelband.public_ids import Kind, PublicIds
 from kernelband.suite import SuiteReport
 from services.api.auth import authenticate, missing_token
-from services.api.errors import ApiError, not_found
+from services.api.errors import ApiError, database_failure, not_found
 
 _LOADING = threading.Lock()
 
@@ -50,12 +51,16 @@ class PublicIdsMiddleware:
         self.owner = owner
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
+        if scope["type"] != "http" or not scope["path"].startswith(("/v1/", "/ui/")):
+            await self.app(scope, receive, send)  # health, metrics, docs: no ids, no database
             return
         codec: PublicIds | None = getattr(self.owner.state, "public_ids", None)
         if codec is None:  # the first request: the key may have to be read from the database
-            codec = await anyio.to_thread.run_sync(codec_for, self.owner)
+            try:
+                codec = await anyio.to_thread.run_sync(codec_for, self.owner)
+            except (DatabaseError, PoolTimeoutError) as exc:
+                await database_failure(exc)(scope, receive, send)
+                return
         token = public_ids.activate(codec)
         try:
             await self.app(scope, receive, send)

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+from sqlalchemy import Connection
 from sqlalchemy.orm import Session, sessionmaker
 
 from kernelband.public_ids import for_session
 
 
-def row_id(db: Session | sessionmaker[Session], public_id: str) -> int:
+def row_id(db: Session | sessionmaker[Session] | Connection, public_id: str) -> int:
     """The row id behind `public_id` (job_..., cand_...) in the database `db` reads."""
     kind = public_id.partition("_")[0]
+    if isinstance(db, Connection):
+        db = Session(bind=db)
     if isinstance(db, Session):
         value = for_session(db).decode(kind, public_id)
     else:

@@ -13,9 +13,10 @@ from sqlalchemy.orm import Session, sessionmaker
 from kernelband.db.models import Worker, utcnow
 from kernelband.db.session import session_scope
 from kernelband.scheduling.events import append_event
+from tests.utils.public_ids import row_id
 
 Body = Callable[..., dict[str, Any]]
-Seed = Callable[[int], dict[str, int]]
+Seed = Callable[[int | str], dict[str, Any]]
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
@@ -25,16 +26,16 @@ def db_kind(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture
-def job_id(client: TestClient, auth: dict[str, str], job_body: Body, seed_results: Seed) -> int:
-    created = int(client.post("/v1/jobs", json=job_body(), headers=auth).json()["id"])
+def job_id(client: TestClient, auth: dict[str, str], job_body: Body, seed_results: Seed) -> str:
+    created = str(client.post("/v1/jobs", json=job_body(), headers=auth).json()["id"])
     seed_results(created)
     return created
 
 
-def scheduler_appends_event(factory: sessionmaker[Session], job_id: int) -> None:
+def scheduler_appends_event(factory: sessionmaker[Session], job_id: str) -> None:
     """What every scheduler transaction that changes a job does: append an event."""
     with session_scope(factory) as session:
-        append_event(session, job_id, "pull_finished", {"reward": 0.5})
+        append_event(session, row_id(session, job_id), "pull_finished", {"reward": 0.5})
 
 
 def poll(client: TestClient, path: str, auth: dict[str, str], tag: str) -> Any:
@@ -43,7 +44,7 @@ def poll(client: TestClient, path: str, auth: dict[str, str], tag: str) -> Any:
 
 @pytest.mark.parametrize("path", ["/v1/jobs/{id}", "/v1/jobs/{id}/events?after=7"])
 def test_an_unchanged_job_answers_304_until_the_scheduler_changes_it(
-    client: TestClient, auth: dict[str, str], job_id: int, factory: sessionmaker[Session],
+    client: TestClient, auth: dict[str, str], job_id: str, factory: sessionmaker[Session],
     path: str,
 ) -> None:
     url = path.format(id=job_id)
@@ -60,7 +61,7 @@ def test_an_unchanged_job_answers_304_until_the_scheduler_changes_it(
 
 
 def test_the_new_event_arrives_with_the_changed_answer(
-    client: TestClient, auth: dict[str, str], job_id: int, factory: sessionmaker[Session],
+    client: TestClient, auth: dict[str, str], job_id: str, factory: sessionmaker[Session],
 ) -> None:
     url = f"/v1/jobs/{job_id}/events?after=7"
     tag = client.get(url, headers=auth).headers["ETag"]
@@ -70,7 +71,7 @@ def test_the_new_event_arrives_with_the_changed_answer(
 
 
 def test_a_cancel_request_changes_the_job_etag(
-    client: TestClient, auth: dict[str, str], job_id: int,
+    client: TestClient, auth: dict[str, str], job_id: str,
 ) -> None:
     tag = client.get(f"/v1/jobs/{job_id}", headers=auth).headers["ETag"]
     assert client.post(f"/v1/jobs/{job_id}/cancel", headers=auth).status_code == 200
@@ -79,7 +80,7 @@ def test_a_cancel_request_changes_the_job_etag(
 
 
 def test_another_teams_etag_gets_404_not_304(
-    client: TestClient, auth: dict[str, str], job_id: int, make_token: Callable[[str], str],
+    client: TestClient, auth: dict[str, str], job_id: str, make_token: Callable[[str], str],
 ) -> None:
     tag = client.get(f"/v1/jobs/{job_id}", headers=auth).headers["ETag"]
     other = {"Authorization": f"Bearer {make_token('other-team')}"}

@@ -71,7 +71,7 @@ def test_a_problem_keeps_the_name_it_was_submitted_with(
 
 def test_best_needs_no_target_when_the_job_has_one(
     client: TestClient, auth: dict[str, str], job_body: Body,
-    seed_results: Callable[[int], dict[str, int]], factory: sessionmaker[Session],
+    seed_results: Callable[[int | str], dict[str, Any]], factory: sessionmaker[Session],
 ) -> None:
     one = client.post("/v1/jobs", json=job_body(targets=["h100"]), headers=auth).json()
     seed_results(one["id"])
@@ -86,7 +86,7 @@ def test_best_needs_no_target_when_the_job_has_one(
 
 def test_a_candidate_of_another_own_job_is_named_as_such(
     client: TestClient, auth: dict[str, str], job_body: Body,
-    seed_results: Callable[[int], dict[str, int]],
+    seed_results: Callable[[int | str], dict[str, Any]],
 ) -> None:
     a = client.post("/v1/jobs", json=job_body(), headers=auth).json()
     b = client.post("/v1/jobs", json=job_body(), headers=auth).json()
@@ -148,10 +148,11 @@ def test_metrics_can_require_a_token(client: TestClient, metrics_app: FastAPI) -
 
 def test_dashboard_job_page_is_404_for_no_such_job_and_pulls_are_whole(
     client: TestClient, auth: dict[str, str], job_body: Body,
-    seed_results: Callable[[int], dict[str, int]],
+    seed_results: Callable[[int | str], dict[str, Any]],
 ) -> None:
-    missing = client.get("/ui/jobs/999")
-    assert missing.status_code == 404 and "There is no job 999" in missing.text
+    for text in ("999", "job_0000000000000", "cand_0000000000000"):
+        missing = client.get(f"/ui/jobs/{text}")
+        assert missing.status_code == 404 and f"There is no job {text}" in missing.text
     job = client.post("/v1/jobs", json=job_body(), headers=auth).json()
     assert client.get(f"/ui/jobs/{job['id']}").status_code == 200
     ids = seed_results(job["id"])

@@ -15,17 +15,20 @@ from fastapi.testclient import TestClient
 from sqlalchemy import text, update
 from sqlalchemy.orm import Session, sessionmaker
 
+from kernelband import public_ids
 from kernelband.auth_tokens import token_prefix
 from kernelband.config import Settings
 from kernelband.db.models import ApiToken, Attempt, Track, Worker, utcnow
 from kernelband.db.session import session_scope
+from kernelband.public_ids import PublicIds
 from kernelband.scheduling.events import append_event
 from services.api.app import create_app
 from services.api.fastpoll import parse_poll
 from services.api.teams import revoke_tokens
+from tests.utils.public_ids import row_id
 
 Body = Callable[..., dict[str, Any]]
-Seed = Callable[[int], dict[str, int]]
+Seed = Callable[[int | str], dict[str, Any]]
 REDIS_URL = "redis://127.0.0.1:6379/14"
 
 
@@ -36,8 +39,8 @@ def db_kind(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture
-def job_id(client: TestClient, auth: dict[str, str], job_body: Body, seed_results: Seed) -> int:
-    created = int(client.post("/v1/jobs", json=job_body(), headers=auth).json()["id"])
+def job_id(client: TestClient, auth: dict[str, str], job_body: Body, seed_results: Seed) -> str:
+    created = str(client.post("/v1/jobs", json=job_body(), headers=auth).json()["id"])
     seed_results(created)
     return created
 
@@ -50,10 +53,10 @@ def poll(client: TestClient, path: str, auth: dict[str, str], tag: str) -> Any:
     return client.get(path, headers={**auth, "If-None-Match": tag})
 
 
-def bump(factory: sessionmaker[Session], job_id: int) -> None:
+def bump(factory: sessionmaker[Session], job_id: str) -> None:
     """What a scheduler transaction that changes the job does: append an event."""
     with session_scope(factory) as session:
-        append_event(session, job_id, "pull_finished", {"reward": 0.5})
+        append_event(session, row_id(session, job_id), "pull_finished", {"reward": 0.5})
 
 
 PATHS = ["/v1/jobs/{id}", "/v1/jobs/{id}/events?after=7", "/v1/jobs/{id}/events?limit=5&after=0"]
@@ -61,7 +64,7 @@ PATHS = ["/v1/jobs/{id}", "/v1/jobs/{id}/events?after=7", "/v1/jobs/{id}/events?
 
 @pytest.mark.parametrize("path", PATHS)
 def test_unchanged_polls_are_answered_on_the_fast_path_and_a_bump_makes_the_next_one_200(
-    client: TestClient, app: FastAPI, auth: dict[str, str], job_id: int,
+    client: TestClient, app: FastAPI, auth: dict[str, str], job_id: str,
     factory: sessionmaker[Session], path: str,
 ) -> None:
     url = path.format(id=job_id)
@@ -80,7 +83,7 @@ def test_unchanged_polls_are_answered_on_the_fast_path_and_a_bump_makes_the_next
 
 
 def test_the_fast_path_never_serves_a_stale_version(
-    client: TestClient, app: FastAPI, auth: dict[str, str], job_id: int,
+    client: TestClient, app: FastAPI, auth: dict[str, str], job_id: str,
     factory: sessionmaker[Session],
 ) -> None:
     url = f"/v1/jobs/{job_id}/events?after=7"
@@ -96,7 +99,7 @@ def test_the_fast_path_never_serves_a_stale_version(
 
 
 def test_a_cancel_request_is_seen_by_the_very_next_poll(
-    client: TestClient, auth: dict[str, str], job_id: int,
+    client: TestClient, auth: dict[str, str], job_id: str,
 ) -> None:
     tag = client.get(f"/v1/jobs/{job_id}", headers=auth).headers["ETag"]
     assert poll(client, f"/v1/jobs/{job_id}", auth, tag).status_code == 304
@@ -107,7 +110,7 @@ def test_a_cancel_request_is_seen_by_the_very_next_poll(
 
 @pytest.mark.parametrize("path", PATHS)
 def test_another_team_with_the_current_etag_gets_404_not_304(
-    client: TestClient, app: FastAPI, auth: dict[str, str], job_id: int,
+    client: TestClient, app: FastAPI, auth: dict[str, str], job_id: str,
     make_token: Callable[[str], str], path: str,
 ) -> None:
     url = path.format(id=job_id)
@@ -122,7 +125,7 @@ def test_another_team_with_the_current_etag_gets_404_not_304(
 
 
 def test_revoked_unknown_and_malformed_tokens_never_get_304(
-    client: TestClient, app: FastAPI, auth: dict[str, str], token: str, job_id: int,
+    client: TestClient, app: FastAPI, auth: dict[str, str], token: str, job_id: str,
     factory: sessionmaker[Session],
 ) -> None:
     url = f"/v1/jobs/{job_id}"
@@ -141,7 +144,7 @@ def test_revoked_unknown_and_malformed_tokens_never_get_304(
 
 
 def test_a_token_due_a_last_used_update_goes_to_the_endpoint_once(
-    client: TestClient, app: FastAPI, auth: dict[str, str], job_id: int,
+    client: TestClient, app: FastAPI, auth: dict[str, str], job_id: str,
     factory: sessionmaker[Session],
 ) -> None:
     url = f"/v1/jobs/{job_id}"
@@ -159,7 +162,7 @@ def test_a_token_due_a_last_used_update_goes_to_the_endpoint_once(
 
 
 def test_odd_event_queries_reach_the_endpoint(
-    client: TestClient, app: FastAPI, auth: dict[str, str], job_id: int,
+    client: TestClient, app: FastAPI, auth: dict[str, str], job_id: str,
 ) -> None:
     base = f"/v1/jobs/{job_id}/events"
     tag = client.get(base + "?after=7", headers=auth).headers["ETag"]
@@ -172,7 +175,7 @@ def test_odd_event_queries_reach_the_endpoint(
 
 
 def test_fleet_polls_are_answered_fast_until_a_heartbeat_or_a_queue_changes(
-    client: TestClient, app: FastAPI, auth: dict[str, str], job_id: int,
+    client: TestClient, app: FastAPI, auth: dict[str, str], job_id: str,
     factory: sessionmaker[Session],
 ) -> None:
     with session_scope(factory) as session:
@@ -189,9 +192,10 @@ def test_fleet_polls_are_answered_fast_until_a_heartbeat_or_a_queue_changes(
     tag = beat.headers["ETag"]
     assert poll(client, "/v1/fleet", auth, tag).status_code == 304
     with session_scope(factory) as session:  # no broker in these tests: pending attempts
-        track = session.query(Track).filter_by(job_id=job_id).first()
+        row = row_id(session, job_id)
+        track = session.query(Track).filter_by(job_id=row).first()
         assert track is not None
-        session.add(Attempt(job_id=job_id, track_id=track.id, kind="profile",
+        session.add(Attempt(job_id=row, track_id=track.id, kind="profile",
                             state="pending", queue="gpu.h100"))
     queued = poll(client, "/v1/fleet", auth, tag)
     assert queued.status_code == 200
@@ -200,7 +204,7 @@ def test_fleet_polls_are_answered_fast_until_a_heartbeat_or_a_queue_changes(
 
 
 def test_a_lost_database_connection_falls_back_to_the_endpoint(
-    client: TestClient, app: FastAPI, auth: dict[str, str], job_id: int,
+    client: TestClient, app: FastAPI, auth: dict[str, str], job_id: str,
     factory: sessionmaker[Session],
 ) -> None:
     url = f"/v1/jobs/{job_id}"
@@ -225,31 +229,44 @@ TOKEN = "kb_0123abcd_" + "x" * 30
 
 
 def test_parse_poll_takes_only_plain_conditional_polls() -> None:
+    codec = PublicIds(b"a test key of 32 bytes, or more!")
+    token = public_ids.activate(codec)  # the app's middleware does this for each request
+    try:
+        check_parse_poll(codec.encode("job", 12), codec.encode("job", 1), codec)
+    finally:
+        public_ids.deactivate(token)
+
+
+def check_parse_poll(j12: str, j1: str, codec: PublicIds) -> None:
     auth = {"authorization": f"Bearer {TOKEN}", "if_none_match": '"job-1-2"'}
-    job = parse_poll(scope("/v1/jobs/12", **auth))
+    job = parse_poll(scope(f"/v1/jobs/{j12}", **auth))
     assert job is not None and (job.kind, job.job_id, job.token) == ("job", 12, TOKEN)
-    events = parse_poll(scope("/v1/jobs/12/events", b"after=7&limit=1000", **auth))
+    events = parse_poll(scope(f"/v1/jobs/{j12}/events", b"after=7&limit=1000", **auth))
     assert events is not None and (events.kind, events.after, events.limit) == ("events", 7, 1000)
     fleet = parse_poll(scope("/v1/fleet", **auth))
     assert fleet is not None and fleet.kind == "fleet"
     lower = parse_poll(scope("/v1/fleet", authorization=f"bearer {TOKEN}", if_none_match="*"))
     assert lower is not None
-    for path, query in (("/v1/jobs/0", b""), ("/v1/jobs/99999999999", b""), ("/v1/jobs/1/", b""),
-                        ("/v1/jobs/1/candidates", b""), ("/v1/jobs/1", b"x=1"),
-                        ("/v1/jobs/1/events", b"after=-1"), ("/v1/jobs/1/events", b"limit=0"),
-                        ("/v1/jobs/1/events", b"after=1&after=2"),
-                        ("/v1/jobs/1/events", b"since=3")):
+    forged = j1[:-1] + ("0" if j1[-1] != "0" else "1")
+    for path, query in (("/v1/jobs/1", b""), ("/v1/jobs/12", b""), (f"/v1/jobs/{forged}", b""),
+                        (f"/v1/jobs/{codec.encode('cand', 1)}", b""),
+                        ("/v1/jobs/job_0000000000000", b""), (f"/v1/jobs/{j1}/", b""),
+                        (f"/v1/jobs/{j1}/candidates", b""), (f"/v1/jobs/{j1}", b"x=1"),
+                        (f"/v1/jobs/{j1}/events", b"after=-1"), (f"/v1/jobs/{j1}/events", b"limit=0"),
+                        (f"/v1/jobs/{j1}/events", b"after=1&after=2"),
+                        (f"/v1/jobs/{j1}/events", b"since=3")):
         assert parse_poll(scope(path, query, **auth)) is None, (path, query)
-    assert parse_poll(scope("/v1/jobs/1", authorization=f"Bearer {TOKEN}")) is None
-    assert parse_poll(scope("/v1/jobs/1", if_none_match='"x"')) is None
-    assert parse_poll(scope("/v1/jobs/1", authorization="Bearer nope", if_none_match='"x"')) is None
-    post = {**scope("/v1/jobs/1", **auth), "method": "POST"}
+    assert parse_poll(scope(f"/v1/jobs/{j1}", authorization=f"Bearer {TOKEN}")) is None
+    assert parse_poll(scope(f"/v1/jobs/{j1}", if_none_match='"x"')) is None
+    assert parse_poll(scope(f"/v1/jobs/{j1}", authorization="Bearer nope",
+                            if_none_match='"x"')) is None
+    post = {**scope(f"/v1/jobs/{j1}", **auth), "method": "POST"}
     assert parse_poll(post) is None
 
 
 @pytest.mark.parametrize("db_kind", ["sqlite"], indirect=True)
 def test_sqlite_keeps_the_endpoints_304_without_a_fast_path(
-    client: TestClient, app: FastAPI, auth: dict[str, str], job_id: int,
+    client: TestClient, app: FastAPI, auth: dict[str, str], job_id: str,
 ) -> None:
     tag = client.get(f"/v1/jobs/{job_id}", headers=auth).headers["ETag"]
     assert poll(client, f"/v1/jobs/{job_id}", auth, tag).status_code == 304

@@ -10,6 +10,7 @@ from sqlalchemy import Engine, event
 from sqlalchemy.orm import Session, sessionmaker
 
 from kernelband.db.models import Job, Problem
+from tests.utils.public_ids import row_id
 
 Body = Callable[..., dict[str, Any]]
 
@@ -63,7 +64,7 @@ def test_cancel_sets_flag_and_refuses_finished_jobs(
     resp = client.post(f"/v1/jobs/{job_id}/cancel", headers=auth)
     assert resp.status_code == 200 and resp.json()["cancel_requested"] is True
     with factory() as session, session.begin():
-        job = session.get(Job, job_id)
+        job = session.get(Job, row_id(session, job_id))
         assert job is not None and job.cancel_requested
         job.status = "completed"
     again = client.post(f"/v1/jobs/{job_id}/cancel", headers=auth)
@@ -90,7 +91,7 @@ def test_unknown_job_is_404(client: TestClient, auth: dict[str, str]) -> None:
 
 def test_a_job_detail_costs_three_queries_whatever_its_tracks(
     client: TestClient, auth: dict[str, str], job_body: Body, engine: Engine,
-    seed_results: Callable[[int], dict[str, int]],
+    seed_results: Callable[[int | str], dict[str, Any]],
 ) -> None:
     job_id = client.post("/v1/jobs", json=job_body(), headers=auth).json()["id"]
     seed_results(job_id)  # the h100 track with a best candidate and its measurements
@@ -122,7 +123,7 @@ def test_a_job_keeps_its_own_sandbox_limits(
     plain = client.post("/v1/jobs", json=job_body(targets=["a100"]), headers=auth).json()
     assert plain["limits"] == {}  # the node's settings
     with factory() as session:
-        assert session.get_one(Job, job["id"]).limits == {"compile_s": 900.0, "config_compile_s": 0.0}
+        assert session.get_one(Job, row_id(session, job["id"])).limits == {"compile_s": 900.0, "config_compile_s": 0.0}
 
 
 def test_bad_limits_are_refused_naming_the_field(

@@ -12,22 +12,24 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from kernelband.db.models import Candidate, Skill, Team, Track, Transcript
 from kernelband.db.session import session_scope
+from tests.utils.public_ids import public_id, row_id
 
 Body = Callable[..., dict[str, Any]]
-Seed = Callable[[int], dict[str, int]]
+Seed = Callable[[int | str], dict[str, Any]]
 MARKER = "<!-- kernelband: problem=vector_add strategy=tiling -->"
 
 
-def _seed_chain(factory: sessionmaker[Session], ids: dict[str, int], job_id: int) -> int:
-    """A failed first reply and its repair, as the scheduler records them."""
+def _seed_chain(factory: sessionmaker[Session], ids: dict[str, Any], job: str) -> str:
+    """A failed first reply and its repair, as the scheduler records them; the repair's id."""
+    job_id = row_id(factory, job)
     with session_scope(factory) as s:
         track = s.get_one(Track, ids["track"])
-        broken = Candidate(track_id=track.id, parent_id=ids["original"], decision_id="d7",
+        broken = Candidate(track_id=track.id, parent_id=ids["original_row"], decision_id="d7",
                            strategy="tiling", editable="x", status="rejected",
                            reason="wrong_result", lineage_depth=1)
         s.add(broken)
         s.flush()
-        fixed = Candidate(track_id=track.id, parent_id=ids["original"], decision_id="d7",
+        fixed = Candidate(track_id=track.id, parent_id=ids["original_row"], decision_id="d7",
                           strategy="tiling", editable="y", status="measured", lineage_depth=1,
                           turn=1, repair_of=broken.id)
         s.add(fixed)
@@ -35,14 +37,14 @@ def _seed_chain(factory: sessionmaker[Session], ids: dict[str, int], job_id: int
         prompt = [{"role": "user", "content": f"{MARKER}\nmake it faster"}]
         s.add_all([
             Transcript(job_id=job_id, track_id=track.id, decision_id="d7", turn=0,
-                       parent_id=ids["original"], candidate_id=broken.id, strategy="tiling",
+                       parent_id=ids["original_row"], candidate_id=broken.id, strategy="tiling",
                        model="m", messages=prompt, reply="```python\nx\n```"),
             Transcript(job_id=job_id, track_id=track.id, decision_id="d7", turn=1,
-                       parent_id=ids["original"], candidate_id=fixed.id, strategy="tiling",
+                       parent_id=ids["original_row"], candidate_id=fixed.id, strategy="tiling",
                        model="m", messages=[*prompt, {"role": "user", "content": "fix it"}],
                        reply="```python\ny\n```"),
         ])
-        return fixed.id
+        return public_id(s, "cand", fixed.id)
 
 
 def test_candidate_transcript_shows_the_repair_chain(

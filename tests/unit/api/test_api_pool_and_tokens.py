@@ -22,11 +22,13 @@ from services.api.app import create_app
 from services.api.auth import TeamRef, authenticate
 from services.api.deps import API_WORKER_THREADS
 from services.api.teams import create_token
+from tests.utils.public_ids import public_id
 
 SOURCE = "def entry(x):\n    return x\n"
 
 
-def _repository_job(factory: sessionmaker[Session], team: str, **options: object) -> tuple[int, str]:
+def _repository_job(factory: sessionmaker[Session], team: str,
+                    **options: object) -> tuple[str, str]:
     """A job and a token made only through the repository (no API call); (job id, token)."""
     with session_scope(factory) as session:
         owner = repository.get_or_create_team(session, team)
@@ -34,7 +36,7 @@ def _repository_job(factory: sessionmaker[Session], team: str, **options: object
             session, owner.id, "p", "native", SOURCE, {}, content_hash=f"h-{team}")
         job = repository.create_job(session, owner.id, problem.id, ["cpu"], **options)
         _, token = repository.create_api_token(session, owner.id, "repo")
-        return job.id, token
+        return public_id(session, "job", job.id), token
 
 
 def test_repository_token_has_the_api_format_and_authenticates(

@@ -18,7 +18,7 @@ def db_kind(request: pytest.FixtureRequest) -> str:
 
 def test_submit_inspect_poll_and_cancel(
     client: TestClient, auth: dict[str, str], job_body: Body,
-    seed_results: Callable[[int], dict[str, int]], make_token: Callable[[str], str],
+    seed_results: Callable[[int | str], dict[str, Any]], make_token: Callable[[str], str],
 ) -> None:
     created = client.post("/v1/jobs", json=job_body(suite="pg"), headers=auth)
     assert created.status_code == 201, created.text

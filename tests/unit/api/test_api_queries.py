@@ -11,6 +11,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy import Engine, text
 
 from services.api.queries import _EVENT_SEQS
+from tests.utils.public_ids import row_id
 
 
 @pytest.fixture(params=["postgres"])
@@ -20,7 +21,7 @@ def db_kind(request: pytest.FixtureRequest) -> str:
 
 def test_the_event_numbers_of_a_poll_come_from_an_index_only_scan(
     client: TestClient, auth: dict[str, str], job_body: Callable[..., dict[str, Any]],
-    seed_results: Callable[[int], dict[str, int]], engine: Engine,
+    seed_results: Callable[[int | str], dict[str, Any]], engine: Engine,
 ) -> None:
     job_id = client.post("/v1/jobs", json=job_body(), headers=auth).json()["id"]
     seed_results(job_id)
@@ -28,5 +29,5 @@ def test_the_event_numbers_of_a_poll_come_from_an_index_only_scan(
     with engine.connect() as conn:
         conn.execute(text("SET enable_seqscan = off"))  # a tiny table would be scanned whole
         plan = "\n".join(row[0] for row in conn.exec_driver_sql(
-            "EXPLAIN " + sql, {"job_id": job_id, "after": 3, "limit": 101}))
+            "EXPLAIN " + sql, {"job_id": row_id(conn, job_id), "after": 3, "limit": 101}))
     assert "Index Only Scan using uq_events_job_seq" in plan, plan

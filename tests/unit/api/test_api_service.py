@@ -18,6 +18,7 @@ from kernelband.db import make_engine, make_session_factory, session_scope
 from kernelband.db.models import Attempt, Track, Worker, utcnow
 from services.api.app import create_app
 from services.api.fleet import queue_depths
+from tests.utils.public_ids import public_id, row_id
 
 Body = Callable[..., dict[str, Any]]
 REDIS_URL = "redis://127.0.0.1:6379/14"
@@ -75,10 +76,10 @@ def test_fleet_lists_workers_and_pending_attempt_depths(
     client: TestClient, auth: dict[str, str], job_body: Body, factory: sessionmaker[Session]
 ) -> None:
     job_id = client.post("/v1/jobs", json=job_body(), headers=auth).json()["id"]
-    _seed_fleet(factory, job_id)
+    _seed_fleet(factory, row_id(factory, job_id))
     fleet = client.get("/v1/fleet", headers=auth).json()
     (worker,) = fleet["workers"]
-    assert worker["name"] == "gpu-1" and worker["current_attempt_id"] == 2
+    assert worker["name"] == "gpu-1" and worker["current_attempt_id"] == public_id(factory, "att", 2)
     assert 29 <= worker["heartbeat_age_s"] < 120
     depths = {q["queue"]: (q["depth"], q["source"]) for q in fleet["queues"]}
     assert depths["llm"] == (1, "pending_attempts") and depths["gpu.h100"] == (1, "pending_attempts")

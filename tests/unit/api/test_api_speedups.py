@@ -10,6 +10,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from kernelband.db.models import Candidate, Measurement, Track
 from kernelband.db.session import session_scope
+from tests.utils.public_ids import public_id, row_id
 
 Body = Callable[..., dict[str, Any]]
 PAIRED = {"speedup_rounds": 24, "speedup_method": "ABBA rounds, bootstrap 95%",
@@ -22,9 +23,10 @@ def _measure(candidate: Candidate, target: str, time_ms: float, label: str = "me
                        device="NVIDIA H200", target=target, time_ms=time_ms, **paired)
 
 
-def _seed(factory: sessionmaker[Session], job_id: int) -> dict[str, int]:
+def _seed(factory: sessionmaker[Session], job: str) -> dict[str, str]:
     """h200: the best's interval contains 1.0; a sibling measured before pairing existed.
-    cpu: an estimate (cost model ratio, no interval)."""
+    cpu: an estimate (cost model ratio, no interval). Returns the candidates' public ids."""
+    job_id = row_id(factory, job)
     with session_scope(factory) as s:
         gpu = Track(job_id=job_id, target="h200", status="completed", original_time_ms=2.0)
         cpu = Track(job_id=job_id, target="cpu", status="completed", original_time_ms=3.0)
@@ -51,7 +53,7 @@ def _seed(factory: sessionmaker[Session], job_id: int) -> dict[str, int]:
         gpu.best_speedup_method, gpu.best_speedup_final = PAIRED["speedup_method"], True
         cpu.original_candidate_id, cpu.best_candidate_id = rows["cpu_original"].id, rows["estimate"].id
         cpu.best_time_ms, cpu.best_label, cpu.best_speedup = 2.0, "estimated", 1.5
-        return {name: row.id for name, row in rows.items()}
+        return {name: public_id(s, "cand", row.id) for name, row in rows.items()}
 
 
 def test_best_per_target_carries_interval_or_estimate_label(

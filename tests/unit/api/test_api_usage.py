@@ -13,6 +13,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from kernelband import usage
 from kernelband.db import session_scope
 from kernelband.db.models import Attempt, LlmUsage, Team, Track
+from tests.utils.public_ids import row_id
 
 Body = Callable[..., dict[str, Any]]
 
@@ -22,10 +23,11 @@ def db_kind(request: pytest.FixtureRequest) -> str:
     return str(request.param)
 
 
-def _seed_spend(factory: sessionmaker[Session], job_id: int,
+def _seed_spend(factory: sessionmaker[Session], job: str,
                 now: datetime) -> dict[str, float]:
     """Attempts as the scheduler records them (started by a worker, then finished), and LLM
     calls; returns what the sums must be."""
+    job_id = row_id(factory, job)
     yesterday = now - timedelta(days=1)
     rows = [("gpu.h100", now - timedelta(seconds=40), 12.5), ("gpu.h100", now, 7.25),
             ("gpu.a100", now, 3.0), ("cpu", now, 4.0), ("llm", now, 30.0),

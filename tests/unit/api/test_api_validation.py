@@ -83,6 +83,8 @@ def test_unknown_route_and_method_use_the_error_body(client: TestClient, auth: d
     assert resp.status_code == 405 and resp.json()["error"] == "method_not_allowed"
 
 
-def test_out_of_range_job_id_is_422_not_a_crash(client: TestClient, auth: dict[str, str]) -> None:
-    resp = client.get("/v1/jobs/9223372036854775808", headers=auth)
-    assert resp.status_code == 422 and "'job_id'" in resp.json()["message"]
+def test_a_malformed_or_out_of_range_job_id_is_404_not_a_crash(
+        client: TestClient, auth: dict[str, str]) -> None:
+    for text in ("9223372036854775808", "1", "job_", "job_zzzzzzzzzzzzzz", "x" * 500):
+        resp = client.get(f"/v1/jobs/{text}", headers=auth)
+        assert resp.status_code == 404 and resp.json()["error"] == "not_found", text

@@ -14,12 +14,14 @@ from sqlalchemy.orm import Session, sessionmaker
 from kernelband import webhooks
 from kernelband.db import session_scope
 from kernelband.db.models import Event, Job
+from tests.utils.public_ids import row_id
 
 Body = Callable[..., dict[str, Any]]
 
 
-def _event(factory: sessionmaker[Session], job_id: int, seq: int, kind: str,
+def _event(factory: sessionmaker[Session], job: str, seq: int, kind: str,
            status: str | None = None) -> None:
+    job_id = row_id(factory, job)
     with session_scope(factory) as s:
         if status:
             s.execute(update(Job).where(Job.id == job_id).values(status=status))
