@@ -25,6 +25,7 @@ from typing import Any, Literal, get_args
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from kernelband.config import get_settings
 from kernelband.db.id_key_models import PublicIdKey
 
 Kind = Literal["job", "cand", "prob", "hook", "dlv", "skill", "turn", "att"]
@@ -135,8 +136,6 @@ def for_session(session: Session, configured: str | None = None) -> PublicIds:
     webhook deliverer, commands): one small read of the key, the codec itself kept per key.
     `configured` defaults to the settings' `KERNELBAND_ID_KEY`."""
     if configured is None:
-        from kernelband.config import get_settings
-
         configured = get_settings().id_key.get_secret_value()
     key = configured.encode() if configured else stored_key(session)
     codec = _BY_KEY.get(key)
