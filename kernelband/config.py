@@ -61,12 +61,14 @@ class Settings(BaseSettings):
 
     # paired timing on a GPU node (docs/measurement.md): interleaved rounds per measurement, the
     # length of one timed batch, CUDA-graph replays instead of launches, and the cores the
-    # measuring runners are pinned to, e.g. "0-3" (empty: not pinned; run compile workers on
-    # the other cores, e.g. `taskset -c 4-15 celery ... -Q cpu`)
-    measure_rounds: int = 20
-    measure_batch_ms: float = 5.0
+    # measuring runners are pinned to: "auto" (a GPU node's last core, every other sandboxed
+    # child on the rest), e.g. "0-3", or "none" (kernelband/sandbox/cores.py)
+    measure_rounds: int = 20  # at most: a measurement stops after measure_min_rounds once its
+    measure_min_rounds: int = 8  # 95% interval's high/low is at most measure_settle_width (0: never)
+    measure_settle_width: float = 1.03
+    measure_batch_ms: float = 20.0
     measure_graphs: bool = False
-    measure_cores: str = ""
+    measure_cores: str = "auto"
 
     # scheduler
     lease_s: float = 300.0

@@ -85,6 +85,7 @@ def measure_one(name: str, corpus: Path, target: str, graphs: bool, cpu: bool) -
                   "device": measurement.device, "method": measurement.method, "parts_s": parts,
                   "round_ms": measurement.checks.get("round_ms"),
                   "runner_gpu_round_ms": measurement.checks.get("runner_gpu_round_ms"),
+                  "notes": measurement.checks.get("notes"),
                   "runner_gpu_ratio": _claimed_ratio(measurement.checks.get("runner_gpu_round_ms") or {})}
 
 
@@ -106,7 +107,8 @@ def _measure(problem: Any, target: str, config: Any, cpu: bool) -> Any:
                                config=replace(config, clock="cpu", batch_ms=50.0, rounds=8))
     from kernelband.profile import measure_candidate
 
-    return measure_candidate(problem, problem.editable, target, hardware_signature=False, paired_config=config)[0]
+    return measure_candidate(problem, problem.editable, target, hardware_signature=False, paired_config=config,
+                             features=False)[0]
 
 
 def table(rows: list[dict[str, Any]]) -> str:

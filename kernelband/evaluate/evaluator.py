@@ -22,6 +22,7 @@ from kernelband.problem import selfcheck
 from kernelband.problem.model import KernelProblem
 from kernelband.sandbox import SandboxLimits, SandboxResult, run_sandboxed
 from kernelband.sandbox.device import detect_device, interpreter_irreproducible, interpreter_refusal
+from kernelband.sandbox.gpu_lock import gpu_turn
 
 TARGET = "kernelband.runner.correctness:run_correctness"
 
@@ -65,7 +66,8 @@ def _run(check: _Check, editable: str | None, payload: dict[str, Any],
     names += [step["file"] for step in payload.get("again", [])]
     payload = {"problem": judge.runner_problem(check.problem, entries), "editable": editable,
                "device": check.device, **payload}
-    result = run_sandboxed(TARGET, payload, check.limits, collect=collector(names))
+    with gpu_turn(check.device, exclusive=False):  # never during another candidate's timed rounds
+        result = run_sandboxed(TARGET, payload, check.limits, collect=collector(names))
     report = RunnerReport.parse(result.value) if result.ok else RunnerReport(True, result.reason)
     check.account(result, report if result.ok else None)
     if report.step is not None:  # a step it was not given names no check

@@ -21,21 +21,11 @@ from kernelband.profile.features import Features
 from kernelband.profile.measure import MeasureError, Measurement
 from kernelband.profile.paired_runners import PairedConfig, Runner, timed_call
 from kernelband.profile.paired_timing import PairedRun, measure_paired_runners, measurement_of
+from kernelband.sandbox.cores import measuring_cores
+from kernelband.sandbox.device import detect_device
 from kernelband.sandbox.session import SessionError
 
 FEATURES_TIMEOUT_S = 300.0
-
-
-def parse_cores(text: str) -> tuple[int, ...]:
-    """`"0-3,8"` -> (0, 1, 2, 3, 8); empty text: no pinning."""
-    cores: set[int] = set()
-    for part in filter(None, (p.strip() for p in text.split(","))):
-        low, _, high = part.partition("-")
-        try:
-            cores.update(range(int(low), int(high or low) + 1))
-        except ValueError:
-            raise ValueError(f"KERNELBAND_MEASURE_CORES={text!r}: write cores as '0-3,8'") from None
-    return tuple(sorted(cores))
 
 
 def config_from_settings(strict: bool = False) -> PairedConfig:
@@ -43,8 +33,9 @@ def config_from_settings(strict: bool = False) -> PairedConfig:
     from kernelband.config import get_settings
 
     s = get_settings()
-    config = PairedConfig(rounds=s.measure_rounds, batch_ms=s.measure_batch_ms, graphs=s.measure_graphs,
-                          cores=parse_cores(s.measure_cores))
+    config = PairedConfig(rounds=s.measure_rounds, min_rounds=min(s.measure_min_rounds, s.measure_rounds),
+                          settle_width=s.measure_settle_width, batch_ms=s.measure_batch_ms,
+                          graphs=s.measure_graphs, cores=measuring_cores(s.measure_cores, detect_device()))
     return replace(config, verify_fraction=1.0) if strict else config
 
 
@@ -61,6 +52,20 @@ def gpu_name(target: str) -> str:
         if names and names[0].strip():
             return names[0].strip()
     return f"{resolve_target(target).name} (name not read: nvidia-smi unavailable)"
+
+
+TIME_ONLY_NOTE = "not measured: this measurement reads only the time (registers and h were not taken)"
+
+
+def _time_only(target: str) -> Any:
+    """No features pass: phi holds the time alone, labelled, and no Nsight Compute case."""
+    def after(candidate: Runner, run: PairedRun) -> dict[str, Any]:
+        from kernelband.profile.reference import reference_features
+
+        medians = [sorted(v)[len(v) // 2] for v in run.case_candidate_ms.values()]
+        features = replace(reference_features(sum(medians), "driver"), h_note=TIME_ONLY_NOTE)
+        return {"features": features.to_dict()}
+    return after
 
 
 def _features_after(target: str, placeholder: bool) -> Any:
@@ -86,12 +91,13 @@ def _features_after(target: str, placeholder: bool) -> Any:
 
 def measure_paired_on_gpu(
     problem: KernelProblem, editable: str | None, target: str, *, config: PairedConfig | None = None,
-    strict: bool = False, limits: Any = None, baseline_ms: float | None = None,
+    strict: bool = False, limits: Any = None, baseline_ms: float | None = None, features: bool = True,
 ) -> tuple[Measurement, Features, dict[str, Any] | None]:
     """(Measurement with its paired speedup, Features, the Nsight Compute case) for `editable`.
 
     Raises TimingRejected when a timed call breaks a rule, MeasureError when nothing usable came
-    back. `strict` (the implausibility gate's re-measure): fresh runners, every round checked."""
+    back. `strict` (the implausibility gate's re-measure): fresh runners, every round checked.
+    `features=False` (a re-measure, an A/A run): no features pass, the time alone."""
     from kernelband.sandbox import SandboxLimits
 
     config = config or config_from_settings(strict)
@@ -99,7 +105,8 @@ def measure_paired_on_gpu(
     if strict:
         limits = replace(limits, warm=False)
     run = measure_paired_runners(problem, editable, "cuda", config, limits=limits, keep_original=not strict,
-                                 after=_features_after(target, timed_call(problem, editable) == "reference"))
+                                 after=_features_after(target, timed_call(problem, editable) == "reference")
+                                 if features else _time_only(target))
     measurement = measurement_of(problem, run, device_name=gpu_name(target), target=target, config=config,
                                  baseline_ms=baseline_ms)
     gpu = resolve_target(target if target != "cpu" else "h100")

@@ -29,8 +29,12 @@ RECYCLE_CPU_SHARE = 0.5  # a warm original is replaced once it used this share o
 class PairedConfig:
     """How a paired measurement runs. `cores`: the measuring core set (empty: no pinning)."""
 
-    rounds: int = 20
-    batch_ms: float = 5.0
+    rounds: int = 20  # at most; fewer once the interval is narrow enough (below)
+    # stop after `min_rounds` once the 95% interval's high/low is at most `settle_width`
+    # (0: always run `rounds`); sequential, so coverage is checked by the A/A runs
+    min_rounds: int = 8
+    settle_width: float = 1.03
+    batch_ms: float = 20.0
     max_batch: int = 2000
     calibration_batches: int = 3
     verify_fraction: float = 0.25
@@ -48,8 +52,9 @@ class PairedConfig:
     def __post_init__(self) -> None:
         if self.clock not in ("wall", "cpu"):
             raise ValueError(f"clock must be 'wall' or 'cpu', not {self.clock!r}")
-        if self.rounds < 3:
-            raise ValueError(f"rounds={self.rounds}: a paired interval needs at least 3 rounds")
+        if self.rounds < 3 or self.min_rounds < 3:
+            raise ValueError(f"rounds={self.rounds}, min_rounds={self.min_rounds}: a paired interval needs "
+                             "at least 3 rounds")
 
     @property
     def how(self) -> str:
@@ -122,14 +127,15 @@ def start_runner(problem: KernelProblem, editable: str | None, device: str, conf
 
 
 class OriginalRunners:
-    """Warm runners of originals, one per (problem, device, timing mode), reused by candidates.
+    """Warm runners of originals, one per (problem, device, timing mode), reused by candidates
+    (eight by default: a suite interleaves its jobs, and each keeps one CUDA context).
 
     Each keeps the original's compiled module loaded; its inputs are rebuilt per round (fresh
     seeds), and its baseline is re-timed beside every candidate, since a speedup is paired. A
     runner is taken for one measurement and given back after it (two measurements at once get
     two runners); one that has used half its CPU-time limit is replaced before it hits it."""
 
-    def __init__(self, size: int = 2) -> None:
+    def __init__(self, size: int = 8) -> None:
         self.size = size
         self.idle: dict[str, Runner] = {}
         self.lock = threading.Lock()

@@ -39,6 +39,7 @@ from kernelband.profile.paired_runners import (
     runner_error,
     start_runner,
 )
+from kernelband.sandbox.gpu_lock import gpu_turn
 from kernelband.sandbox.limits import SandboxLimits
 from kernelband.sandbox.session import CLOCK_TICKS, SessionError
 
@@ -241,6 +242,8 @@ def time_pair(problem: KernelProblem, pair: _Pair, config: PairedConfig, rng: ra
                    "verify": 0.0}
     for round_no in range(config.rounds):
         _one_round(problem, pair, run, config, rng, round_no)
+        if _settled(run, config):
+            break
     if run.verifiable:  # every case's last batch is checked (and gives its output's size)
         started = time.perf_counter()
         for case in cases:
@@ -251,6 +254,16 @@ def time_pair(problem: KernelProblem, pair: _Pair, config: PairedConfig, rng: ra
     pair.pause_both()
     run.claimed_ms, run.judged_ms = pair.claimed_ms, pair.judged_ms
     return run
+
+
+def _settled(run: PairedRun, config: PairedConfig) -> bool:
+    """Enough rounds: at least `min_rounds`, and an interval already as narrow as asked."""
+    if not config.settle_width or len(run.original_ms) < min(config.min_rounds, config.rounds):
+        return False
+    if len(run.original_ms) >= config.rounds:
+        return True
+    interval = paired_speedup(run.original_ms, run.candidate_ms, method="settling")
+    return interval.high / interval.low <= config.settle_width
 
 
 def _one_round(problem: KernelProblem, pair: _Pair, run: PairedRun, config: PairedConfig,
@@ -311,19 +324,24 @@ def _measure_once(problem: KernelProblem, editable: str | None, device: str, con
     rng = random.Random(config.seed if config.seed is not None else random.SystemRandom().randrange(1 << 30))
     parts: dict[str, float] = {}
     start = time.perf_counter()
-    original = ORIGINALS.take(problem, device, config, limits) if keep_original else \
-        start_runner(problem, None, device, config, limits, role="original")
+    with gpu_turn(device, exclusive=False):
+        original = ORIGINALS.take(problem, device, config, limits) if keep_original else \
+            start_runner(problem, None, device, config, limits, role="original")
     parts["load_original"] = time.perf_counter() - start
     try:
         start = time.perf_counter()
-        candidate = start_runner(problem, editable, device, config, limits)
+        with gpu_turn(device, exclusive=False):
+            candidate = start_runner(problem, editable, device, config, limits)
         parts["load_candidate"] = time.perf_counter() - start
         try:
-            run = time_pair(problem, _Pair(original, candidate, config), config, rng,
-                            ORIGINALS.key(problem, device, config))
+            with gpu_turn(device, exclusive=True) as turn:  # the timed rounds have the GPU alone
+                run = time_pair(problem, _Pair(original, candidate, config), config, rng,
+                                ORIGINALS.key(problem, device, config))
+            parts["wait_gpu"] = turn["waited_s"]
             if after is not None:
                 start = time.perf_counter()
-                run.extras = after(candidate, run)
+                with gpu_turn(device, exclusive=False):
+                    run.extras = after(candidate, run)
                 parts["after"] = time.perf_counter() - start
         finally:
             candidate.close()

@@ -46,6 +46,7 @@ def measure_candidate(
     parent_editable: str | None = None, limits: Any = None, hardware_signature: bool = True,
     timings: dict[str, float] | None = None, strict: bool = False,
     paired: bool = True, baseline_ms: float | None = None, paired_config: Any = None,
+    features: bool = True,
 ) -> tuple[Measurement, Features]:
     """Measured on this node's GPU, else the labelled estimate; candidate code runs sandboxed.
 
@@ -59,24 +60,25 @@ def measure_candidate(
     A second sandboxed run measures h with Nsight Compute (its wall seconds go to
     `timings["signature"]`); `hardware_signature=False` skips it and h stays the estimate.
     `strict`: fresh runners, every timed call verified (the implausibility gate's protocol).
+    `features=False` (paired path): the time alone, no features pass in the candidate's runner.
     A timed call that breaks a rule raises `TimingCheckError` with its reason.
     """
     resolve_target(target)  # fail fast, in this process, on an unknown target
     on_gpu = _on_gpu(target)
     if on_gpu and paired:
-        measurement, features, case = _measure_paired(problem, editable, target, strict, limits,
-                                                      baseline_ms, paired_config, timings)
+        measurement, found, case = _measure_paired(problem, editable, target, strict, limits,
+                                                   baseline_ms, paired_config, timings, features)
     else:
-        measurement, features, case = _measure_in_child(problem, editable, target, parent_editable,
-                                                        strict, limits, on_gpu)
+        measurement, found, case = _measure_in_child(problem, editable, target, parent_editable,
+                                                     strict, limits, on_gpu)
     if case and not hardware_signature:
-        features = replace(features, h_note="not measured: the job's policy does not read h")
+        found = replace(found, h_note="not measured: the job's policy does not read h")
     elif case:
         start = time.perf_counter()
-        features = _with_ncu_signature(problem, editable, features, case, limits)
+        found = _with_ncu_signature(problem, editable, found, case, limits)
         if timings is not None:
             timings["signature"] = time.perf_counter() - start
-    return measurement, features
+    return measurement, found
 
 
 def _measure_in_child(problem: KernelProblem, editable: str | None, target: str, parent_editable: str | None,
@@ -96,21 +98,22 @@ def _measure_in_child(problem: KernelProblem, editable: str | None, target: str,
 
 
 def _measure_paired(problem: KernelProblem, editable: str | None, target: str, strict: bool, limits: Any,
-                    baseline_ms: float | None, config: Any,
-                    timings: dict[str, float] | None) -> tuple[Measurement, Features, Any]:
+                    baseline_ms: float | None, config: Any, timings: dict[str, float] | None,
+                    features: bool = True) -> tuple[Measurement, Features, Any]:
     """Two live runners, judge-timed (kernelband/profile/paired_gpu.py); parts into `timings`."""
     from kernelband.evaluate.verified_timing import TimingRejected
     from kernelband.profile.paired_gpu import measure_paired_on_gpu
 
     try:
-        measurement, features, case = measure_paired_on_gpu(
-            problem, editable, target, config=config, strict=strict, limits=limits, baseline_ms=baseline_ms)
+        measurement, found, case = measure_paired_on_gpu(
+            problem, editable, target, config=config, strict=strict, limits=limits, baseline_ms=baseline_ms,
+            features=features)
     except TimingRejected as rej:
         raise TimingCheckError(rej.reason, f"{rej.reason}: {rej.message}") from rej
     if timings is not None:
         for part, seconds in (measurement.checks.get("parts_s") or {}).items():
             timings[f"measure_{part}"] = float(seconds)
-    return measurement, features, case
+    return measurement, found, case
 
 
 NCU_JAIL_NOTE = ("not measured: Nsight Compute passes run outside the jail and this node "

@@ -143,7 +143,7 @@ def _final_measurement(problem: KernelProblem, payload: dict[str, Any],
     """The best timed again in interleaved rounds against the original (its paired speedup);
     a best that cannot be measured again is not accepted (`ok` False with the reason)."""
     against_original = {**payload, "parent_editable": problem.editable,
-                        "hardware_signature": False}
+                        "hardware_signature": False, "features": False}
     measured = _timed(timings, "measure", lambda: _measure(
         problem, payload["editable"], against_original, timings))
     if isinstance(measured, dict):
@@ -192,7 +192,7 @@ def _measure(problem: KernelProblem, editable: str | None, payload: dict[str, An
         return measure_candidate(
             problem, editable, payload["target"], parent_editable=payload.get("parent_editable"),
             hardware_signature=bool(payload.get("hardware_signature", True)), timings=timings,
-            strict=strict, baseline_ms=payload.get("baseline_ms"))
+            strict=strict, baseline_ms=payload.get("baseline_ms"), features=bool(payload.get("features", True)))
 
     try:
         # issue 18: an implausible time is measured again, strictly, before it is rewarded

@@ -13,7 +13,7 @@ from kernelband.problem import load_problem
 from kernelband.profile.features import Features
 from kernelband.profile.measure import Measurement
 from kernelband.profile.paired import PairedSpeedup
-from kernelband.profile.paired_gpu import parse_cores
+from kernelband.sandbox.cores import parse_cores
 from kernelband.profile.paired_runners import PairedConfig
 from kernelband.profile.paired_timing import PairedRun, paired_measurement
 

@@ -56,7 +56,7 @@ def test_original_against_itself_gives_an_interval_containing_one(problem: Kerne
     speedup = results[-1]
     assert speedup.contains_one, [s.describe() for s in results]
     assert speedup.describe().endswith("no significant speedup")
-    assert speedup.rounds == CONFIG.rounds and speedup.baseline == "original"
+    assert CONFIG.min_rounds <= speedup.rounds <= CONFIG.rounds and speedup.baseline == "original"
     assert measured.label == "measured" and "not kernel timings" in measured.method
     assert measured.time_ms == pytest.approx(
         measured.checks["baseline_ms"] / speedup.point)
@@ -270,3 +270,11 @@ def test_a_problems_batch_size_is_calibrated_once_and_reused_by_later_candidates
     assert again.checks["batch"] == first.checks["batch"]
     # the second candidate ran no calibration batch: its timed batches are all the original ran
     assert again.checks["parts_s"]["calibrate"] < first.checks["parts_s"]["calibrate"]
+
+
+def test_a_measurement_stops_early_once_its_interval_is_narrow_and_never_before_min_rounds(
+        problem: KernelProblem) -> None:
+    wide_open = replace(CONFIG, rounds=12, min_rounds=4, settle_width=100.0, batch_ms=10.0)
+    assert _measure(problem, None, wide_open).checks["rounds"] == 4
+    never = replace(wide_open, settle_width=0.0)
+    assert _measure(problem, None, never).checks["rounds"] == 12

@@ -1,0 +1,43 @@
+"""One measurement at a time per GPU, and nothing else on that GPU while it is timed.
+
+A node's workers run several tasks at once (an embedded suite runs two; a GPU worker may run
+more). Correctness runs, runner start-ups and feature passes may share a GPU with each other,
+but a paired measurement's timed rounds must have the GPU to themselves, or one candidate's
+compile or check would enter another's time. A shared lock is held around every sandboxed run
+that uses the GPU, an exclusive one around timed rounds: `flock` on a file per GPU, so the
+rule holds across the worker processes of one node too.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+
+def _lock_path() -> Path:
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")[0].strip() or "0"
+    return Path(tempfile.gettempdir()) / f"kernelband-gpu-{visible}.lock"
+
+
+@contextmanager
+def gpu_turn(device: str, *, exclusive: bool) -> Iterator[dict[str, float]]:
+    """Hold this node's GPU shared or exclusive while the block runs (nothing on a CPU
+    device). Yields {"waited_s": ...}: how long the turn took to come."""
+    waited = {"waited_s": 0.0}
+    if not device.startswith("cuda"):
+        yield waited
+        return
+    # each holder opens its own file description: flock then orders threads of one process too
+    with open(_lock_path(), "a+") as handle:
+        start = time.perf_counter()
+        fcntl.flock(handle, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+        waited["waited_s"] = time.perf_counter() - start
+        try:
+            yield waited
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
