@@ -72,15 +72,17 @@ def deployment(postgres_url: str, tmp_path: Path) -> Iterator[tuple[str, Managed
             deliverer.terminate()
 
 
-def _finish_job(postgres_url: str, job_id: int) -> None:
+def _finish_job(postgres_url: str, job: str) -> None:
     """What the scheduler writes when a job ends: its status and the job_finished event."""
     from sqlalchemy import func, select, update
 
     from kernelband.db import make_engine, make_session_factory, session_scope
     from kernelband.db.models import Event, Job
+    from tests.utils.public_ids import row_id
 
     engine = make_engine(postgres_url)
     with session_scope(make_session_factory(engine)) as s:
+        job_id = row_id(s, job)
         seq = (s.scalar(select(func.max(Event.seq)).where(Event.job_id == job_id)) or 0) + 1
         s.execute(update(Job).where(Job.id == job_id).values(status="completed",
                                                               version=Job.version + 1))
@@ -119,7 +121,8 @@ def test_signed_deliveries_verify_and_failures_are_retried_and_logged(
                             headers["x-kernelband-signature"])
     assert not verify_signature("whsec_wrong", headers["x-kernelband-timestamp"], ok[2],
                                 headers["x-kernelband-signature"])
-    assert f'"job_id":{job_id}' in ok[2].decode()
+    assert f'"job_id":"{job_id}"' in ok[2].decode()
+    assert headers["x-kernelband-delivery"].startswith("dlv_")
     assert (flaky["tries"], flaky["last_status"], flaky["last_error"]) == (3, 204, None)
     assert len([r for r in Receiver.received if r[0] == "/flaky"]) == 3
     assert (down["tries"], down["last_status"]) == (3, 500) and "HTTP 500" in down["last_error"]
