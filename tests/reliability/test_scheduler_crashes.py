@@ -73,7 +73,10 @@ def written_behind(factory: sessionmaker[Session], job_id: int) -> tuple[int, in
             return 0, 0, 0
         stored = dict(track.policy_state or {})
         last = session.scalar(select(func.max(Event.seq)).where(Event.job_id == job_id)) or 0
-        return track.iterations_done, int(stored.get("t", 0)), last - int(stored.get(EVENT_SEQ) or 0)
+        # Pulls finished as the log has them: the row's counters are written with the state.
+        done = session.scalar(select(func.count(Event.id)).where(
+            Event.job_id == job_id, Event.kind == "pull_finished")) or 0
+        return done, int(stored.get("t", 0)), last - int(stored.get(EVENT_SEQ) or 0)
 
 
 def test_leader_killed_between_batch_inserts_and_state_write_back_loses_nothing(
