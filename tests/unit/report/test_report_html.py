@@ -22,6 +22,7 @@ from kernelband.report import (
 )
 from kernelband.report.charts import speedup_series
 from tests.utils.live_server import serve_in_thread
+from tests.utils.public_ids import public_id
 
 ORIGINAL = "def kernel():\n    BLOCK = 64\n    return BLOCK\n"
 FASTER = "def kernel():\n    BLOCK = 256\n    return BLOCK\n"
@@ -103,9 +104,10 @@ def test_report_from_server_matches_database_view(
     app = create_app(Settings(data_dir=tmp_path, broker_url=""), session_factory=sqlite_factory,
                      embedded=True)
     with serve_in_thread(app) as base_url:  # the real app over real HTTP
-        data = from_server(base_url, token, job_id)
+        public = public_id(sqlite_factory, "job", job_id)  # what the API shows the team
+        data = from_server(base_url, token, public)
         with pytest.raises(ReportError, match="404"):
-            from_server(base_url, other, job_id)
+            from_server(base_url, other, public)
     assert speedup_series(data)[0].points == ((1, 4.0), (3, 1.01))
     best = data.job["tracks"][0]["best"]
     assert best["label"] == "measured" and best["speedup_text"] == "4.00x [3.80, 4.20]"
