@@ -35,7 +35,6 @@ from kernelband.public_ids import PublicIds, for_session, public_payload
 
 log = logging.getLogger(__name__)
 
-HOOK_EVENTS = ("job.finished", "suite.finished", "job.new_best")
 # Which job events become which hook event (suite.finished: the last job of a suite finishing).
 _FROM_JOB_EVENT = {"job_finished": "job.finished", "job_cancelled": "job.finished",
                    "new_best": "job.new_best"}

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 # The one token format lives in auth_tokens; TOKEN_PREFIX and hash_token are re-exported here.
@@ -22,7 +22,6 @@ from kernelband.db.models import (
     Problem,
     Team,
     Track,
-    utcnow,
 )
 
 KNOWN_TARGETS = ("rtx4090", "a100", "h100", "h200", "cpu")
@@ -62,16 +61,6 @@ def find_token(session: Session, plaintext: str) -> ApiToken | None:
     query = select(ApiToken).where(ApiToken.token_hash == hash_token(plaintext),
                                    ApiToken.revoked_at.is_(None))
     return session.scalars(query).first()
-
-
-def revoke_token(session: Session, token_id: int, team_id: int | None = None) -> ApiToken:
-    """Revoke a token (idempotent); `team_id` restricts to that team's tokens."""
-    token = session.get(ApiToken, token_id)
-    if token is None or (team_id is not None and token.team_id != team_id):
-        raise NotFoundError(f"token {token_id} not found; list tokens to see valid ids")
-    if token.revoked_at is None:
-        token.revoked_at = utcnow()
-    return token
 
 
 def get_or_create_problem(session: Session, team_id: int, name: str, format: str, source: str,
@@ -116,13 +105,6 @@ def list_jobs(session: Session, team_id: int, limit: int = 50, offset: int = 0) 
     query = (select(Job).where(Job.team_id == team_id).order_by(Job.id.desc())
              .limit(limit).offset(offset))
     return list(session.scalars(query))
-
-
-def count_active_jobs(session: Session, team_id: int) -> int:
-    """Jobs of the team that are queued or running (for the per-team limit)."""
-    query = select(func.count(Job.id)).where(Job.team_id == team_id,
-                                             Job.status.not_in(FINISHED_JOB_STATUSES))
-    return int(session.execute(query).scalar() or 0)
 
 
 def request_cancel(session: Session, job_id: int, team_id: int | None = None) -> Job:

@@ -112,10 +112,6 @@ class GenerationResult:
     messages: tuple[dict[str, str], ...] = ()
     reply: str = ""
 
-    @property
-    def total_tokens(self) -> int:
-        return self.prompt_tokens + self.completion_tokens
-
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["notes"] = list(self.notes)

@@ -8,7 +8,6 @@ from sqlalchemy.orm import Session
 
 from kernelband.db.models import Candidate, Job, Measurement, Track
 
-IN_EVALUATION = ("generated", "compiled")
 _PREFETCHED = "kb_same_source"  # session.info: (track, hash) -> candidates, for a result batch
 
 

@@ -89,13 +89,6 @@ def spread_by_dtype(first: dict[str, Any], *others: dict[str, Any]) -> dict[str,
     return out
 
 
-def dtype_of(value: Any) -> str:
-    """The dtype name of the first tensor in a result (float64 for a Python float, the dtype the
-    comparison uses for it; float32 when there is neither)."""
-    tensors = _tensors(value)
-    return str(tensors[0].dtype).removeprefix("torch.") if tensors else "float32"
-
-
 def derived_tolerances(
     spreads: dict[str, float], dtypes: dict[str, str], declared: dict[str, tuple[float, float]]
 ) -> dict[str, tuple[float, float]]:

@@ -30,14 +30,6 @@ def sleep(payload: dict[str, Any]) -> dict[str, Any]:
     return {}
 
 
-def sleep_after_writing_pid(payload: dict[str, Any]) -> dict[str, Any]:
-    """Write this child's pid to `pid_file` (needs audit off), then sleep."""
-    with open(str(payload["pid_file"]), "w") as out:
-        out.write(str(os.getpid()))
-    time.sleep(float(payload.get("seconds", 3600)))
-    return {}
-
-
 def segfault(payload: dict[str, Any]) -> dict[str, Any]:
     ctypes.string_at(0)
     return {}

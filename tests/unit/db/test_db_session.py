@@ -65,15 +65,12 @@ def test_tokens_problems_jobs_and_cancel(db_factory: sessionmaker[Session]) -> N
         token, plaintext = repository.create_api_token(session, team.id, "ci")
         assert token.token_hash != plaintext and plaintext.startswith(f"kb_{token.prefix}_")
         assert repository.find_token(session, plaintext) is not None
-        repository.revoke_token(session, token.id)
-        assert repository.find_token(session, plaintext) is None
         first = repository.get_or_create_problem(session, team.id, "p", "native", "src", {}, "a")
         again = repository.get_or_create_problem(session, team.id, "p", "native", "src", {}, "a")
         assert first.id == again.id
         with pytest.raises(ValueError, match="choose from"):
             repository.create_job(session, team.id, first.id, ["v100"])
         job = repository.create_job(session, team.id, first.id, ["cpu"], budget_iterations=3)
-        assert repository.count_active_jobs(session, team.id) == 1
         repository.request_cancel(session, job.id)
         assert session.get_one(Job, job.id).cancel_requested is True
         with pytest.raises(repository.NotFoundError, match="not found"):
