@@ -50,8 +50,11 @@ def agreement(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
     if pa is None or pb is None:
         return {"within": None, "overlap": None, "agree": pa is None and pb is None}
     within = abs(pa / pb - 1.0) <= AGREE_WITHIN
-    bounds = [a.get("speedup_low"), a.get("speedup_high"), b.get("speedup_low"), b.get("speedup_high")]
-    overlap = None if None in bounds else bool(bounds[0] <= bounds[3] and bounds[2] <= bounds[1])
+    low_a, high_a = a.get("speedup_low"), a.get("speedup_high")
+    low_b, high_b = b.get("speedup_low"), b.get("speedup_high")
+    overlap = None
+    if low_a is not None and high_a is not None and low_b is not None and high_b is not None:
+        overlap = bool(low_a <= high_b and low_b <= high_a)
     return {"within": within, "overlap": overlap, "agree": within or bool(overlap)}
 
 
