@@ -7,6 +7,8 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich.console import Console
+from rich.table import Table
 
 from kernelband.problem.model import ProblemLoadError
 from kernelband.profile import MeasureError, UnknownTargetError, static_profile_candidate
@@ -14,9 +16,7 @@ from kernelband.profile.archs import DEFAULT_REFERENCE_GPU, TARGETS, resolve_tar
 from kernelband.sandbox import load_problem_sandboxed
 
 
-def _static_table(report: dict[str, Any]) -> Any:
-    from rich.table import Table
-
+def _static_table(report: dict[str, Any]) -> Table:
     table = Table(title=f"static profile for {report['arch']} (label: static, AOT compile, no GPU)")
     for column in ("case", "kernel", "grid", "warps/stages", "regs", "smem B", "local B",
                    "occupancy (limiter)", "access bits"):
@@ -42,9 +42,7 @@ def _sass_lines(report: dict[str, Any]) -> list[str]:
     return lines
 
 
-def _estimate_table(report: dict[str, Any]) -> Any:
-    from rich.table import Table
-
+def _estimate_table(report: dict[str, Any]) -> Table:
     m = report["measurement"]
     table = Table(title=f"{m['label']} time: {m['method']}")
     for column in ("case", "time (estimated)", "limiter", "waves", "bytes", "bandwidth eff."):
@@ -58,9 +56,7 @@ def _estimate_table(report: dict[str, Any]) -> Any:
     return table
 
 
-def _features_table(report: dict[str, Any]) -> Any:
-    from rich.table import Table
-
+def _features_table(report: dict[str, Any]) -> Table:
     table = Table(title="features (phi: behaviour, h: hardware signature)")
     for column in ("feature", "value", "source"):
         table.add_column(column)
@@ -71,8 +67,6 @@ def _features_table(report: dict[str, Any]) -> Any:
 
 def print_report(report: dict[str, Any]) -> None:
     """The report as rich tables; every number shows its label."""
-    from rich.console import Console
-
     console = Console()
     console.print(_static_table(report))
     for line in _sass_lines(report):

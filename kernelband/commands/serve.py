@@ -5,9 +5,12 @@ from __future__ import annotations
 from typing import Annotated
 
 import typer
+import uvicorn
 
 from kernelband.config import get_settings
 from kernelband.db import open_database
+from services.api.app import create_app
+from services.api.embedded import EmbeddedScheduler, register_bootstrap_token
 
 
 def serve(
@@ -17,12 +20,6 @@ def serve(
     scheduler: Annotated[bool, typer.Option(help="Run the embedded scheduler loop.")] = True,
 ) -> None:
     """Serve the REST API with the embedded scheduler (SQLite under the data dir by default)."""
-    # the API (fastapi, uvicorn: about 1.7 s) loads only for `serve`, not at every CLI start
-    import uvicorn
-
-    from services.api.app import create_app
-    from services.api.embedded import EmbeddedScheduler, register_bootstrap_token
-
     settings = get_settings()
     url = settings.effective_database_url
     _, factory = open_database(url, migrate=url.startswith("sqlite"))
