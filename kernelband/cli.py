@@ -79,7 +79,7 @@ app = typer.Typer(cls=LazyCommands, no_args_is_help=True, add_completion=False,
 
 @app.callback()
 def _group() -> None:
-    """KernelBand: faster Triton kernels."""
+    """Without a callback or a registered command, Typer would build no group at all."""
 
 
 def main() -> None:
