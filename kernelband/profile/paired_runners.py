@@ -40,6 +40,8 @@ class PairedConfig:
     verify_fraction: float = 0.25
     pause_idle: bool = True
     graphs: bool = False
+    # on a GPU, fresh inputs at randomly shifted addresses every round (paired_timing.PAD_MAX_BYTES)
+    shuffle_layout: bool = True
     cores: tuple[int, ...] = ()
     command_timeout_s: float = 120.0
     load_timeout_s: float = 600.0

@@ -44,6 +44,12 @@ from kernelband.sandbox.limits import SandboxLimits
 from kernelband.sandbox.session import CLOCK_TICKS, SessionError
 
 FORGED_SLACK_MS = 0.05  # the runner's clock starts after ours; more than this is not jitter
+# A small kernel's time depends on where its data lies (which L2 partition, which DRAM channels):
+# two runners of identical code measured 3% apart on an H200 for a whole run. Fresh inputs
+# behind a random pad every round make placement part of the round-to-round variation, which
+# the interval then covers, instead of a fixed offset between the two processes.
+PAD_MAX_BYTES = 8 * 1024 * 1024
+PAD_STEP_BYTES = 512  # the CUDA caching allocator's granularity
 
 
 @dataclass
@@ -117,10 +123,14 @@ class _Pair:
             return max(cpu_ms, 1e3 / CLOCK_TICKS / 2) / k
         return wall_ms / k
 
-    def prepare(self, cases: Sequence[str], seed: int) -> None:
+    def prepare(self, cases: Sequence[str], seed: int, rng: random.Random | None = None) -> None:
+        """Inputs for `seed` in both runners; with `rng`, each runner first sets aside a random
+        amount of device memory of its own, so its inputs land at other addresses this round."""
         for role in self.runners:
             for case in cases:
-                self.ask(role, {"cmd": "prepare", "case": case, "seed": seed}, self.config.load_timeout_s)
+                pad = rng.randrange(PAD_MAX_BYTES // PAD_STEP_BYTES) * PAD_STEP_BYTES if rng else 0
+                self.ask(role, {"cmd": "prepare", "case": case, "seed": seed, "pad": pad},
+                         self.config.load_timeout_s)
 
     def pause_both(self) -> None:
         for runner in self.runners.values():
@@ -271,8 +281,9 @@ def _one_round(problem: KernelProblem, pair: _Pair, run: PairedRun, config: Pair
     """Fresh inputs, one batch per case in each runner (AB or BA), then maybe a check."""
     cases = run.cases
     started = time.perf_counter()
-    if run.verifiable:  # fresh inputs per round; a harness's inputs are fixed
-        pair.prepare(cases, rng.randrange(1, 1 << 30))
+    shuffle = config.shuffle_layout and config.clock == "wall"  # on a GPU: placement varies too
+    if run.verifiable or shuffle:  # fresh inputs per round (a harness draws its next ones)
+        pair.prepare(cases, rng.randrange(1, 1 << 30), rng if shuffle else None)
     run.parts_s["prepare"] += time.perf_counter() - started
     order = ("original", "candidate") if round_no % 2 == 0 else ("candidate", "original")
     started = time.perf_counter()

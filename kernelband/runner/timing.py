@@ -53,6 +53,7 @@ class TimingServer:
         self.harness: dict[str, Callable[[], Callable[[], Any]]] = {}
         self.batches = 0
         self.pinning: dict[str, Any] = {}  # the cores this runner runs on (told with `load`)
+        self.pads: dict[str, Any] = {}  # per case, device memory held so its inputs move
 
     def handle(self, msg: dict[str, Any]) -> dict[str, Any]:
         handler = getattr(self, f"cmd_{msg.get('cmd')}", None)
@@ -95,6 +96,13 @@ class TimingServer:
 
     def cmd_prepare(self, msg: dict[str, Any]) -> dict[str, Any]:
         name = str(msg["case"])
+        pad = int(msg.get("pad") or 0)
+        if pad and not self.graphs and self.device.startswith("cuda"):
+            # free the case's inputs and last pad, then hold `pad` bytes: the new inputs land
+            # elsewhere (a captured graph would need its addresses, so graphs keep theirs)
+            self.cases.pop(name, None)
+            self.pads.pop(name, None)
+            self.pads[name] = _device_bytes(pad, self.device)
         if self.harness:
             prepared = _Case(self.harness[name]())
         else:
@@ -204,6 +212,12 @@ def _refill(old: list[Any], new: list[Any]) -> bool:
     if hasattr(old, "seed") and hasattr(new, "seed"):
         old.seed = new.seed
     return True
+
+
+def _device_bytes(count: int, device: str) -> Any:
+    import torch
+
+    return torch.empty(count, dtype=torch.uint8, device=device)
 
 
 def _seed_everything(seed: int) -> None:

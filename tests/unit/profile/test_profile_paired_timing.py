@@ -278,3 +278,23 @@ def test_a_measurement_stops_early_once_its_interval_is_narrow_and_never_before_
     assert _measure(problem, None, wide_open).checks["rounds"] == 4
     never = replace(wide_open, settle_width=0.0)
     assert _measure(problem, None, never).checks["rounds"] == 12
+
+
+def test_with_the_wall_clock_every_round_prepares_fresh_inputs_behind_a_random_pad(problem: KernelProblem) -> None:
+    from kernelband.profile import paired_timing
+
+    sent: list[dict[str, object]] = []
+    ask = paired_timing._Pair.ask
+
+    def spy(self: paired_timing._Pair, role: str, command: dict[str, object], timeout_s: float | None = None) -> object:
+        sent.append(command)
+        return ask(self, role, command, timeout_s)
+
+    wall = replace(CONFIG, rounds=3, min_rounds=3, clock="wall", batch_ms=10.0)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(paired_timing._Pair, "ask", spy)
+        _measure(problem, None, wall)
+    pads = [c["pad"] for c in sent if c["cmd"] == "prepare"]
+    # once before calibration without a pad, then every round, for both runners and every case
+    assert pads.count(0) >= 2 and len([p for p in pads if p]) >= 3 * 2 - 1
+    assert all(p % paired_timing.PAD_STEP_BYTES == 0 and p < paired_timing.PAD_MAX_BYTES for p in pads)
