@@ -19,6 +19,7 @@ from kernelband.db.models import Job, Track
 from kernelband.db.session import session_scope
 from services.api.app import create_app
 from services.api.teams import create_token
+from tests.utils.public_ids import row_id
 
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 BROKEN = "import torch\n\ndef nothing():\n    return 1\n"
@@ -44,10 +45,12 @@ def _body() -> dict[str, object]:
             "problems": [*problems, {"name": "broken", "source": BROKEN}]}
 
 
-def _finish(factory: sessionmaker[Session], speedups: dict[int, float | None]) -> None:
-    """Write finished tracks as the scheduler would (speedup None: the original failed)."""
+def _finish(factory: sessionmaker[Session], speedups: dict[str, float | None]) -> None:
+    """Write finished tracks as the scheduler would (speedup None: the original failed);
+    `speedups` is keyed by the public job ids the API answered with."""
     with session_scope(factory) as session:
-        for job_id, speedup in speedups.items():
+        for public_job_id, speedup in speedups.items():
+            job_id = row_id(session, public_job_id)
             job = session.get_one(Job, job_id)
             job.status = "completed" if speedup else "failed"
             session.add(Track(job_id=job_id, target="cpu",
