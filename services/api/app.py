@@ -109,7 +109,9 @@ def create_app(
     _install_middleware(app, _body_limit(settings))
     for module in (health, jobs, results, loop, fleet, suites, tokens, usage, webhooks):
         app.include_router(module.router)
-    app.include_router(dashboard_router)  # HTML dashboard under /ui (engineer H)
+    # The dashboard (/ui) is served by the same app, so a team needs no second server; its
+    # pages read the JSON routes above with the team's own token.
+    app.include_router(dashboard_router)
     install_openapi(app, [SuiteCreate])  # POST /v1/suites reads JSON or multipart by hand
     return app
 
