@@ -160,6 +160,8 @@ def show_report(report: SuiteReport) -> None:
     console.print(problems)
     for failure in report.load_failures:
         console.print(f"[yellow]failed to load[/] {failure.name}: {failure.reason}")
+    for cost in report.throughput:
+        console.print(cost.describe())
 
 
 def _export(report: SuiteReport, csv: Path | None, json_out: Path | None) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
@@ -15,7 +16,7 @@ from kernelband.problem.model import KernelProblem
 from kernelband.scheduling.dispatch import EmbeddedDispatcher, TaskFunction
 from kernelband.scheduling.pipeline import EngineContext, step
 from kernelband.suite.model import LoadFailure, SuiteReport, SuiteSettings
-from kernelband.suite.store import create_suite, suite_report
+from kernelband.suite.store import create_suite, suite_report, suite_throughput
 
 LOCAL_TEAM = "local"
 Progress = Callable[[int, int], None]  # (jobs finished, jobs in the suite)
@@ -49,7 +50,7 @@ def run_local_suite(settings: Settings, name: str, format: str,
     finally:
         dispatcher.close()
     with session_scope(factory) as session:
-        report = suite_report(session, suite_id)
+        report = replace(suite_report(session, suite_id), throughput=suite_throughput(session, suite_id))
     engine.dispose()
     return report
 

@@ -8,6 +8,7 @@ from typing import Any
 
 from kernelband.default_policy import DEFAULT_POLICY
 from kernelband.suite.metrics import ProblemResult, SuiteMetric
+from kernelband.suite.throughput import TargetThroughput
 
 
 @dataclass(frozen=True)
@@ -71,6 +72,8 @@ class SuiteReport:
     metrics: tuple[SuiteMetric, ...]
     problems: tuple[ProblemResult, ...]
     load_failures: tuple[LoadFailure, ...] = field(default_factory=tuple)
+    # what the run cost its workers (kernelband/suite/throughput.py); set by the embedded runner
+    throughput: tuple[TargetThroughput, ...] = field(default_factory=tuple)
 
     @property
     def finished(self) -> bool:
@@ -87,7 +90,7 @@ class SuiteReport:
             "metrics": [m.to_dict() for m in self.metrics],
             "problems": [p.to_dict() for p in self.problems],
             "load_failures": [f.to_dict() for f in self.load_failures],
-        }
+        } | ({"throughput": [t.to_dict() for t in self.throughput]} if self.throughput else {})
 
 
 def report_from_dict(data: dict[str, Any]) -> SuiteReport:
@@ -102,4 +105,5 @@ def report_from_dict(data: dict[str, Any]) -> SuiteReport:
         metrics=tuple(SuiteMetric(**{k: v for k, v in m.items()
                                      if k in SuiteMetric.__dataclass_fields__})
                       for m in data["metrics"]), problems=problems,
-        load_failures=tuple(LoadFailure.from_dict(f) for f in data["load_failures"]))
+        load_failures=tuple(LoadFailure.from_dict(f) for f in data["load_failures"]),
+        throughput=tuple(TargetThroughput.from_dict(t) for t in data.get("throughput") or ()))

@@ -12,13 +12,22 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from kernelband.db import repository
-from kernelband.db.models import FINISHED_JOB_STATUSES, Job, Measurement, Problem, Suite, Track
+from kernelband.db.models import (
+    FINISHED_JOB_STATUSES,
+    Attempt,
+    Job,
+    Measurement,
+    Problem,
+    Suite,
+    Track,
+)
 from kernelband.problem.model import KernelProblem, ProblemLoadError
 from kernelband.profile.perf_harness import HarnessError, with_perf_harness
 from kernelband.speedups import ShownSpeedup, of_track
 from kernelband.suite.metrics import CORRECT_HELD_OUT, ProblemResult, suite_metrics
 from kernelband.suite.model import LoadFailure, SuiteReport, SuiteSettings
 from kernelband.suite.sources import SuiteSource
+from kernelband.suite.throughput import DEVICE_KINDS, TargetThroughput, seconds_between, union_s
 
 # (source, format, name) -> KernelProblem; raises ProblemLoadError (the sandboxed loader).
 Loader = Callable[[str, str, str], KernelProblem]
@@ -155,3 +164,21 @@ def _times(session: Session, candidate_id: int | None,
     cases = {str(item[0]): float(item[1]) for item in row.case_times or []
              if isinstance(item, list | tuple) and len(item) == 2}
     return cases, f"{row.label}: {row.method} on {row.device}"
+
+
+def suite_throughput(session: Session, suite_id: str) -> tuple[TargetThroughput, ...]:
+    """Per target of the suite, from its attempts that a worker started and finished."""
+    rows = session.execute(
+        select(Track.target, Attempt.kind, Attempt.started_at, Attempt.finished_at)
+        .join(Track, Track.id == Attempt.track_id).join(Job, Job.id == Attempt.job_id)
+        .where(Job.suite_id == suite_id, Attempt.started_at.is_not(None), Attempt.finished_at.is_not(None))
+    ).all()
+    if not rows:
+        return ()
+    window = (min(r.started_at for r in rows), max(r.finished_at for r in rows))
+    out = []
+    for target in sorted({r.target for r in rows}):
+        spans = [(r.started_at, r.finished_at) for r in rows if r.target == target and r.kind in DEVICE_KINDS]
+        judged = sum(1 for r in rows if r.target == target and r.kind == "profile")
+        out.append(TargetThroughput(target, judged, seconds_between(*window), union_s(spans)))
+    return tuple(out)
