@@ -38,7 +38,6 @@ _ROUNDS = 6  # a Feistel network with a keyed PRF is a strong permutation from 4
 _VALUE_BITS = 40  # ids up to about 10^12; the other 24 bits must decode as zero
 _MASK32 = 0xFFFFFFFF
 MAX_VALUE = (1 << _VALUE_BITS) - 1
-MAX_TEXT = len("skill_") + _CHARS  # the longest public id
 
 
 class PublicIds:
@@ -144,10 +143,9 @@ def for_session(session: Session, configured: str | None = None) -> PublicIds:
     return codec
 
 
-# The codec a request or command uses: the API sets it per request (an app serves one
-# database), a command or the webhook deliverer once for the process.
+# The codec `public` and `internal` use: the API sets it per request (an app serves one
+# database); code that serves no request passes `for_session`'s codec explicitly.
 _ACTIVE: ContextVar[PublicIds | None] = ContextVar("kernelband_public_ids", default=None)
-_PROCESS: list[PublicIds] = []
 
 
 def activate(codec: PublicIds) -> Token[PublicIds | None]:
@@ -160,18 +158,12 @@ def deactivate(token: Token[PublicIds | None]) -> None:
     _ACTIVE.reset(token)
 
 
-def use_for_process(codec: PublicIds) -> None:
-    """Use `codec` wherever no request set one (commands, the webhook deliverer)."""
-    _PROCESS[:] = [codec]
-
-
 def current() -> PublicIds:
-    """The codec of this request or process."""
+    """The codec of this request."""
     codec = _ACTIVE.get()
     if codec is None:
-        if not _PROCESS:
-            raise RuntimeError("no public-id key is loaded; call public_ids.load() first")
-        codec = _PROCESS[0]
+        raise RuntimeError("no public-id codec is active: outside a request, use "
+                           "for_session(session) and its encode/decode")
     return codec
 
 
