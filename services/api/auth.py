@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from sqlalchemy import bindparam, select, update
 from sqlalchemy.orm import Session
 
-from kernelband.auth_tokens import SCOPES, hashes_match, scope_allows, token_prefix
+from kernelband.auth_tokens import SCOPES, hash_token, hashes_match, scope_allows, token_prefix
 from kernelband.db.models import ApiToken, Job, Team, utcnow
 from services.api.errors import ApiError
 from services.api.timefmt import utc_z
@@ -54,30 +56,57 @@ def authenticate(session: Session, token: str) -> TeamRef:
     raise _invalid()
 
 
+# The read behind every job poll, shared by the job routes (through the ORM) and the 304
+# fast path (services/api/fastpoll.py, prepared on its own connections): the token row by the
+# sha256 of the whole token (the unique index) with its team, and the job's team and version.
 # Built once: constructing the statement costs more CPU than running it on a polled path.
-_TOKEN_AND_JOB = (
-    select(ApiToken.id, ApiToken.team_id, ApiToken.token_hash, ApiToken.revoked_at,
-           ApiToken.expires_at, ApiToken.scope, ApiToken.last_used_at, Team.name,
-           Job.team_id.label("job_team"), Job.version)
+TOKEN_AND_JOB = (
+    select(ApiToken.id, ApiToken.team_id, ApiToken.revoked_at, ApiToken.expires_at,
+           ApiToken.scope, ApiToken.last_used_at, Team.name, Job.team_id.label("job_team"),
+           Job.version)
     .select_from(ApiToken).join(Team, Team.id == ApiToken.team_id)
-    .outerjoin(Job, Job.id == bindparam("job_id")).where(ApiToken.prefix == bindparam("prefix")))
+    .outerjoin(Job, Job.id == bindparam("job_id"))
+    .where(ApiToken.token_hash == bindparam("token_hash")))
+
+
+@dataclass(frozen=True)
+class JobAccess:
+    """What a live token may know of one job, from a `TOKEN_AND_JOB` row."""
+
+    team: TeamRef
+    version: int | None  # None: no such job of this team (another team's looks missing)
+    token_id: int
+    last_used_at: datetime | None  # the token is due a new one when `needs_touch` says so
+
+
+def token_and_job_params(token: str, job_id: int) -> dict[str, object]:
+    """`TOKEN_AND_JOB`'s parameters."""
+    return {"token_hash": hash_token(token), "job_id": job_id}
+
+
+def job_access(token: str, rows: Sequence[Sequence[Any]]) -> JobAccess:
+    """The access `TOKEN_AND_JOB`'s rows for `token` give, else the 401 ApiError (unknown,
+    revoked or expired token). The job routes and the fast path both decide here."""
+    prefix = token_prefix(token)
+    if prefix is None or not rows:
+        raise _invalid()
+    token_id, team_id, revoked_at, expires_at, scope, last_used_at, team, job_team, version = rows[0]
+    _check_live(prefix, revoked_at, expires_at)
+    return JobAccess(team=TeamRef(id=team_id, name=team, scope=scope),
+                     version=int(version) if job_team == team_id else None,
+                     token_id=token_id, last_used_at=last_used_at)
 
 
 def authenticate_for_job(session: Session, token: str, job_id: int) -> tuple[TeamRef, int | None]:
     """`authenticate`, plus the job's version (None: no such job of this team), in one read.
 
     The cheap path of a poll: token, team and the job's small columns in one round trip."""
-    prefix = token_prefix(token)
-    if prefix is not None:
-        params = {"prefix": prefix, "job_id": job_id}
-        for row in session.execute(_TOKEN_AND_JOB, params).all():
-            if not hashes_match(token, row.token_hash):
-                continue
-            _check_live(prefix, row.revoked_at, row.expires_at)
-            _touch(session, row.id, row.last_used_at)
-            version = int(row.version) if row.job_team == row.team_id else None
-            return TeamRef(id=row.team_id, name=row.name, scope=row.scope), version
-    raise _invalid()
+    rows: Sequence[Sequence[Any]] = []
+    if token_prefix(token) is not None:
+        rows = session.execute(TOKEN_AND_JOB, token_and_job_params(token, job_id)).all()
+    access = job_access(token, rows)
+    _touch(session, access.token_id, access.last_used_at)
+    return access.team, access.version
 
 
 def _check_live(prefix: str, revoked_at: datetime | None, expires_at: datetime | None) -> None:

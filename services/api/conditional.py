@@ -17,6 +17,8 @@ from typing import Any
 
 from fastapi import Request, Response
 
+from kernelband.public_ids import public
+
 # Private: the answer depends on the bearer token. no-cache: store it, but ask every time.
 CACHE_CONTROL = "private, no-cache"
 NOT_MODIFIED: dict[int | str, dict[str, Any]] = {
@@ -65,6 +67,16 @@ def fleet_tag(workers: tuple[int, int, datetime | None], depths: Sequence[tuple[
                                  [tuple(d) for d in depths], list(local)))
 
 
+def job_etag(job_id: int, version: int) -> str:
+    """The ETag of a job's detail (`GET /v1/jobs/{id}`) at `version`."""
+    return etag("job", public("job", job_id), version)
+
+
+def events_etag(job_id: int, version: int, after: int, limit: int) -> str:
+    """The ETag of a page of a job's events (`?after=&limit=`) at the job's `version`."""
+    return etag("events", public("job", job_id), version, after, limit)
+
+
 def not_modified(tag: str) -> Response:
     """The 304 answer: no body, the current ETag."""
     return Response(status_code=304, headers={"ETag": tag, "Cache-Control": CACHE_CONTROL})
@@ -76,5 +88,5 @@ def tag_response(response: Response, tag: str) -> None:
     response.headers["Cache-Control"] = CACHE_CONTROL
 
 
-__all__ = ["CACHE_CONTROL", "NOT_MODIFIED", "digest_etag", "etag", "fleet_tag", "instant_key",
-           "is_current", "matches", "not_modified", "tag_response"]
+__all__ = ["CACHE_CONTROL", "NOT_MODIFIED", "digest_etag", "etag", "events_etag", "fleet_tag",
+           "instant_key", "is_current", "job_etag", "matches", "not_modified", "tag_response"]

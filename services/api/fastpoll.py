@@ -6,10 +6,12 @@ after routing, dependency injection, a worker-thread hop and an ORM session, whi
 few milliseconds of CPU per poll. This middleware answers them on the event loop instead:
 
 - one prepared query (services/api/pgasync.py) reads the token row by its sha256 (the unique
-  index) together with the job's `team_id` and `version`, or the workers' fingerprint;
-- it answers 304 only when the token is valid and unrevoked, its `last_used_at` is recent
-  (else the endpoint records the use), the job belongs to the token's team, and the ETag
-  the endpoint would send now (built by the same functions) is among those the client sent.
+  index) together with the job's `team_id` and `version` (the statement the endpoint runs,
+  `TOKEN_AND_JOB` in services/api/auth.py), or the workers' fingerprint;
+- it answers 304 only when the endpoint's own decision on that row (`job_access`) finds the
+  token live and the job its team's, the token's `last_used_at` is recent (else the endpoint
+  records the use), and the ETag the endpoint would send now (built by the same functions)
+  is among those the client sent.
 
 Everything else (no ETag, a changed job, another team's job, a bad or revoked token, odd
 query parameters, SQLite, a busy or failing fast-path connection) goes to the endpoint
@@ -25,13 +27,17 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qsl
 
+from sqlalchemy.dialects import postgresql
+from sqlalchemy.sql import ClauseElement
+from sqlalchemy.sql.compiler import SQLCompiler
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from kernelband.auth_tokens import hash_token, token_prefix
-from kernelband.public_ids import internal, public
-from services.api.auth import needs_touch
-from services.api.conditional import CACHE_CONTROL, etag, fleet_tag, matches
+from kernelband.public_ids import internal
+from services.api.auth import TOKEN_AND_JOB, job_access, needs_touch, token_and_job_params
+from services.api.conditional import CACHE_CONTROL, events_etag, fleet_tag, job_etag, matches
 from services.api.deps import EVENTS_LIMIT_DEFAULT, EVENTS_LIMIT_MAX, MAX_ID
+from services.api.errors import ApiError
 from services.api.fleet import broker_depths_async, pending_depths
 from services.api.pgasync import AsyncPgPool
 
@@ -39,12 +45,25 @@ log = logging.getLogger(__name__)
 
 _JOB_PATH = re.compile(r"/v1/jobs/(job_[0-9a-z]{13})(/events)?")
 _DIGITS = re.compile(r"[0-9]{1,10}")
+
+
+def _prepared(statement: ClauseElement) -> tuple[str, str, tuple[str, ...]]:
+    """A Core statement as `AsyncPgPool` prepares it: its parameter types and its SQL with
+    $1.. placeholders, and the parameters' names in that order."""
+    dialect = postgresql.psycopg2.dialect(paramstyle="numeric_dollar")
+    compiled = statement.compile(dialect=dialect)
+    assert isinstance(compiled, SQLCompiler)
+    names = tuple(compiled.positiontup or ())
+    types = ", ".join(compiled.binds[name].type.compile(dialect=dialect) for name in names)
+    return types, str(compiled), names
+
+
+_JOB_TYPES, _JOB_SQL, _JOB_PARAMS = _prepared(TOKEN_AND_JOB)
 _TOKEN = "SELECT t.team_id, t.revoked_at, t.last_used_at"
 # An expired token finds no row here, so the endpoint answers it (401 expired_token).
 _LIVE = " AND (t.expires_at IS NULL OR t.expires_at > now())"
 STATEMENTS = {
-    "kb_poll_job": ("text, integer", f"{_TOKEN}, j.team_id, j.version FROM api_tokens t "
-                    "LEFT JOIN jobs j ON j.id = $2 WHERE t.token_hash = $1" + _LIVE),
+    "kb_poll_job": (_JOB_TYPES, _JOB_SQL),
     "kb_poll_fleet": ("text", f"{_TOKEN}, w.n, w.newest_id, w.newest_beat FROM api_tokens t "
                       "CROSS JOIN (SELECT count(id) AS n, max(id) AS newest_id, "
                       "max(last_heartbeat) AS newest_beat FROM workers) w "
@@ -172,7 +191,20 @@ class FastPoll:
         pool = self._start()
         if pool is None or (poll.kind == "fleet" and self.owner.state.local_workers):
             return None
-        broker = str(self.owner.state.broker_url or "") if poll.kind == "fleet" else ""
+        if poll.kind == "fleet":
+            tag = await self._fleet_tag(pool, poll.token)
+        else:
+            async with pool.acquire() as conn:
+                if conn is None:
+                    return None
+                params = token_and_job_params(poll.token, poll.job_id)
+                rows = await pool.fetch(conn, "kb_poll_job", [params[n] for n in _JOB_PARAMS])
+            tag = _job_tag(poll, rows)
+        return tag if tag is not None and matches(poll.if_none_match, tag) else None
+
+    async def _fleet_tag(self, pool: AsyncPgPool, token: str) -> str | None:
+        """The fleet view's ETag for a live token that needs no `last_used_at` update."""
+        broker = str(self.owner.state.broker_url or "")
         from_broker = broker.startswith(("redis://", "rediss://"))
         if broker.startswith("rediss://"):
             return None  # TLS: the endpoint reads the depths (services/api/redisllen.py has none)
@@ -180,38 +212,39 @@ class FastPoll:
         async with pool.acquire() as conn:  # released before any Redis round trip
             if conn is None:
                 return None
-            if poll.kind != "fleet":
-                rows = await pool.fetch(conn, "kb_poll_job", (hash_token(poll.token), poll.job_id))
-            else:
-                rows = await pool.fetch(conn, "kb_poll_fleet", (hash_token(poll.token),))
-                if rows and not from_broker:
-                    pending = dict(await pool.fetch(conn, "kb_poll_pending",
-                                                    ("pending", "dispatched")))
+            rows = await pool.fetch(conn, "kb_poll_fleet", (hash_token(token),))
+            if rows and not from_broker:
+                pending = dict(await pool.fetch(conn, "kb_poll_pending",
+                                                ("pending", "dispatched")))
         if not rows:
             return None  # unknown token: the endpoint answers 401
-        team_id, revoked_at, last_used_at, *found = rows[0]
+        _, revoked_at, last_used_at, count, newest_id, newest_beat = rows[0]
         if revoked_at is not None or needs_touch(last_used_at):
             return None
-        if poll.kind == "fleet":
-            if from_broker:
-                depths = [(q, n, "broker") for q, n in (await broker_depths_async(broker)).items()]
-            else:
-                depths = [(d.queue, d.depth, d.source) for d in pending_depths(pending)]
-            count, newest_id, newest_beat = found
-            tag = fleet_tag((count or 0, newest_id or 0, newest_beat), depths)
+        if from_broker:
+            depths = [(q, n, "broker") for q, n in (await broker_depths_async(broker)).items()]
         else:
-            job_team, version = found
-            if job_team != team_id:
-                return None  # another team's job (or none): the endpoint answers 404
-            job = public("job", poll.job_id)
-            tag = (etag("job", job, version) if poll.kind == "job"
-                   else etag("events", job, version, poll.after, poll.limit))
-        return tag if matches(poll.if_none_match, tag) else None
+            depths = [(d.queue, d.depth, d.source) for d in pending_depths(pending)]
+        return fleet_tag((count or 0, newest_id or 0, newest_beat), depths)
 
     def close(self) -> None:
         """Close the fast path's idle connections."""
         if self._pool is not None:
             self._pool.close()
+
+
+def _job_tag(poll: Poll, rows: list[tuple[Any, ...]]) -> str | None:
+    """The job's ETag when the endpoint would answer the poll from `rows` without a write;
+    None when the endpoint must answer (401, 404, or a token due a new `last_used_at`)."""
+    try:
+        access = job_access(poll.token, rows)
+    except ApiError:
+        return None
+    if access.version is None or needs_touch(access.last_used_at):
+        return None
+    if poll.kind == "job":
+        return job_etag(poll.job_id, access.version)
+    return events_etag(poll.job_id, access.version, poll.after, poll.limit)
 
 
 __all__ = ["FastPoll", "FastPollMiddleware", "Poll", "STATEMENTS", "parse_poll"]

@@ -11,7 +11,7 @@ from kernelband.db.models import FINISHED_JOB_STATUSES, JOB_STATUSES, Job, Probl
 from kernelband.sandbox import job_limits
 from services.api import queries, submission
 from services.api.auth import authenticate_for_job
-from services.api.conditional import NOT_MODIFIED, etag, is_current, not_modified, tag_response
+from services.api.conditional import NOT_MODIFIED, is_current, job_etag, not_modified, tag_response
 from services.api.deps import (
     MAX_ID,
     BearerToken,
@@ -108,7 +108,7 @@ def get_job(job_id: JobId, token: BearerToken, db: DbDep, request: Request,
     with session_scope(db) as session:
         # The version is read before the job: content can only be newer than its tag.
         team, version = authenticate_for_job(session, token, job_id)
-        tag = etag("job", public("job", job_id), queries.found_version(job_id, version))
+        tag = job_etag(job_id, queries.found_version(job_id, version))
         if is_current(request, tag):
             return not_modified(tag)
         job, problem = queries.team_job_and_problem(session, team.id, job_id)

@@ -14,7 +14,13 @@ from kernelband.scheduling.stages import stage_times
 from services.api import queries
 from services.api.auth import authenticate_for_job
 from services.api.best import best_kernel_file
-from services.api.conditional import NOT_MODIFIED, etag, is_current, not_modified, tag_response
+from services.api.conditional import (
+    NOT_MODIFIED,
+    events_etag,
+    is_current,
+    not_modified,
+    tag_response,
+)
 from services.api.deps import (
     EVENTS_LIMIT_DEFAULT,
     EVENTS_LIMIT_MAX,
@@ -183,8 +189,7 @@ def list_events(
     streaming = wants_stream(request.headers.get("accept"))
     with session_scope(db) as session:
         _, version = authenticate_for_job(session, token, job_id)
-        tag = etag("events", public("job", job_id), queries.found_version(job_id, version),
-                   after, limit)
+        tag = events_etag(job_id, queries.found_version(job_id, version), after, limit)
         if not streaming:
             if is_current(request, tag):
                 return not_modified(tag)
