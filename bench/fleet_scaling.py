@@ -40,7 +40,7 @@ from bench.common import (
     verdict,
 )
 from kernelband.db import repository
-from kernelband.db.models import Track
+from kernelband.db.models import Event
 from kernelband.db.session import make_engine, make_session_factory, session_scope
 
 LABEL = "SIMULATED GPU workers (lognormal service times), real scheduler, Redis and Postgres"
@@ -92,10 +92,12 @@ def seed(url: str, gpus: int) -> int:
 
 
 def pulls_done(url: str) -> int:
-    """Pulls finished so far over every track."""
+    """Pulls finished so far over every track, from the event log (the tracks' counters are
+    written with their policy states, seconds behind the running leader)."""
     engine = make_engine(url)
     with session_scope(make_session_factory(engine)) as session:
-        done = int(session.scalar(select(func.sum(Track.iterations_done))) or 0)
+        done = int(session.scalar(select(func.count(Event.id))
+                                  .where(Event.kind == "pull_finished")) or 0)
     engine.dispose()
     return done
 
