@@ -9,6 +9,8 @@ from sqlalchemy.orm import Session
 
 from kernelband.db.models import Problem
 from kernelband.problem.model import KernelProblem, ProblemLoadError, problem_hash
+from kernelband.profile.perf_harness import HarnessError, with_perf_harness
+from kernelband.sandbox import load_problem_sandboxed
 from services.api.errors import ApiError
 
 # (source, format, name) -> KernelProblem, raising ProblemLoadError for an invalid file.
@@ -17,14 +19,6 @@ ProblemLoader = Callable[[str, str, str], KernelProblem]
 
 def sandboxed_loader(source: str, format: str, name: str) -> KernelProblem:
     """Load a problem in a sandbox child process (never in the API process)."""
-    try:
-        from kernelband.sandbox import load_problem_sandboxed
-    except ImportError as exc:
-        raise ApiError(
-            503, "loader_unavailable",
-            "The sandboxed problem loader is not installed on this server; ask the operator to "
-            "install the full kernelband package.",
-        ) from exc
     return load_problem_sandboxed(source, format, name)
 
 
@@ -35,8 +29,6 @@ def content_hash(source: str, format: str, perf_source: str = "") -> str:
 
 def attach_perf_or_reject(problem: KernelProblem, perf_source: str) -> KernelProblem:
     """The problem with its performance harness; an unusable harness becomes a 422."""
-    from kernelband.profile.perf_harness import HarnessError, with_perf_harness
-
     try:
         return with_perf_harness(problem, perf_source)
     except HarnessError as exc:

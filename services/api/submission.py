@@ -12,6 +12,8 @@ from kernelband import usage
 from kernelband.config import Settings
 from kernelband.db import ConflictError
 from kernelband.db.models import Job, Problem, Team, utcnow
+from kernelband.generate.model_check import model_refusal
+from kernelband.problem.translate import translation_refusal
 from services.api import problems, queries
 from services.api.errors import ApiError
 from services.api.problems import ProblemLoader
@@ -20,10 +22,10 @@ from services.api.schemas import JobCreate
 
 def validate_policy(name: str, params: dict[str, Any]) -> None:
     """422 with the policy's own message when the name or params are invalid."""
-    try:
-        from kernelband.bandit import PolicyConfigError, make_policy
-    except ImportError:
-        return  # bandit package not in this build: the scheduler validates at start instead
+    # Imported here: the policies load scipy and scikit-learn (about 1,000 modules), which
+    # nothing else in the API process needs, so an API that never sees a submission skips them.
+    from kernelband.bandit import PolicyConfigError, make_policy
+
     try:
         make_policy(name, params)
     except PolicyConfigError as exc:
@@ -82,16 +84,12 @@ def check_suite_concurrency(session: Session, team_id: int, settings: Settings) 
 
 def check_model(model: str, settings: Settings) -> None:
     """422 at once for a generator model that cannot work here (see `model_refusal`)."""
-    from kernelband.generate.model_check import model_refusal
-
     if reason := model_refusal(model, settings.llm_api_base):
         raise ApiError(422, "unknown_model", f"generator.model '{model}' is refused: {reason}.")
 
 
 def check_translation(body: JobCreate) -> None:
     """422 at once for a KernelBench file as published without an LLM model to translate it."""
-    from kernelband.problem.translate import translation_refusal
-
     src = body.problem
     if reason := translation_refusal(src.source, src.format, body.generator.model):
         raise ApiError(422, "llm_model_required", f"The problem '{src.name}' is refused: {reason}.")
