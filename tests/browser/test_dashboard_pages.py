@@ -14,6 +14,7 @@ from tests.browser.conftest import (  # this directory is on sys.path under pyte
     shot,
     sign_in,
 )
+from tests.utils.public_ids import public_id
 
 pytestmark = pytest.mark.browser
 EXAMPLE = REPO / "examples" / "vector_add.py"
@@ -23,13 +24,13 @@ def _count(page: Any, selector: str) -> int:
     return int(page.evaluate(f"document.querySelectorAll({selector!r}).length"))
 
 
-def _api_job(server: LiveServer, iterations: int) -> int:
+def _api_job(server: LiveServer, iterations: int) -> str:
     body = {"problem": {"source": EXAMPLE.read_text(), "name": "vector_add"},
             "targets": ["cpu"], "budget": {"iterations": iterations}, "parallelism": 1}
     r = httpx.post(server.url + "/v1/jobs", json=body, timeout=120,
                    headers={"Authorization": f"Bearer {server.token}"})
     assert r.status_code == 201, r.text
-    return int(r.json()["id"])
+    return str(r.json()["id"])
 
 
 def test_sign_in_keeps_token_in_session_and_hides_other_teams(page: Any, live_server: LiveServer,
@@ -94,7 +95,7 @@ def test_fleet_page_shows_queues(page: Any, live_server: LiveServer) -> None:
 
 def test_large_job_poll_to_paint(page: Any, live_server: LiveServer) -> None:
     job_id = seed_large_job(live_server.factory, "alpha", candidates=200)
-    page.goto(f"{live_server.url}/ui/jobs/{job_id}")
+    page.goto(f"{live_server.url}/ui/jobs/{public_id(live_server.factory, 'job', job_id)}")
     page.wait_for_function("window.kbPerf.length >= 1")
     rows = _count(page, "#candidates-table tbody tr")
     assert rows == 205  # 200 children + 5 originals
@@ -113,7 +114,7 @@ def test_large_job_poll_to_paint(page: Any, live_server: LiveServer) -> None:
 def test_job_page_shows_paired_speedups_with_their_intervals(page: Any,
                                                              live_server: LiveServer) -> None:
     job_id = seed_paired_job(live_server.factory, "alpha")
-    page.goto(f"{live_server.url}/ui/jobs/{job_id}")
+    page.goto(f"{live_server.url}/ui/jobs/{public_id(live_server.factory, 'job', job_id)}")
     page.wait_for_selector("#candidates-table tbody tr[data-candidate]")
     tracks = page.inner_text("#tracks-table")
     assert "1.18x [1.12, 1.24] (final re-measure)" in tracks

@@ -10,6 +10,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from kernelband.db import repository, session_scope
 from kernelband.db.models import Candidate, Event, Measurement, Track, Transcript
 from tests.browser.conftest import LiveServer, shot
+from tests.utils.public_ids import public_id
 
 MARKER = "<!-- kernelband: problem=seeded_repair strategy=tiling -->"
 FIX_REPLY = "Fixed the mask.\n```python\n@triton.jit\ndef kernel(x_ptr):\n    pass  # repaired\n```"
@@ -62,8 +63,8 @@ def seed_repaired_job(factory: sessionmaker[Session], team: str) -> tuple[int, i
 
 def test_transcript_appears_beside_the_candidate(page: Any, live_server: LiveServer) -> None:
     job_id, fixed = seed_repaired_job(live_server.factory, "alpha")
-    page.goto(f"{live_server.url}/ui/jobs/{job_id}")
-    row = f"#candidates-table tr[data-candidate='{fixed}']"
+    page.goto(f"{live_server.url}/ui/jobs/{public_id(live_server.factory, 'job', job_id)}")
+    row = f"#candidates-table tr[data-candidate='{public_id(live_server.factory, 'cand', fixed)}']"
     page.wait_for_selector(row)
     assert "repair turn 1" in page.inner_text(row)
     page.click(f"{row} button.transcript-candidate")

@@ -15,6 +15,7 @@ import pytest
 from kernelband.auth_tokens import mint_token
 from tests.utils.api_process import api_process, rss_bytes
 from tests.utils.processes import ManagedProcess
+from tests.utils.public_ids import row_id
 
 pytestmark = pytest.mark.integration
 
@@ -137,7 +138,7 @@ def test_token_scopes_and_expiry_over_http(
         assert http.post(f"/v1/jobs/{job_id}/cancel", headers=ADMIN).status_code == 200
 
 
-def _append_events(postgres_url: str, job_id: int, count: int, pause_s: float) -> None:
+def _append_events(postgres_url: str, public_job_id: str, count: int, pause_s: float) -> None:
     """What the scheduler does for a running job: numbered events, the job's version bumped
     in the same transaction; the last one finishes the job."""
     from sqlalchemy import update
@@ -147,6 +148,7 @@ def _append_events(postgres_url: str, job_id: int, count: int, pause_s: float) -
 
     engine = make_engine(postgres_url)
     factory = make_session_factory(engine)
+    job_id = row_id(factory, public_job_id)
     with session_scope(factory) as session:
         session.execute(update(Job).where(Job.id == job_id).values(status="running"))
     for seq in range(1, count + 1):
@@ -246,16 +248,17 @@ def test_usage_sums_match_the_attempts_and_a_quota_gives_429_over_http(
             token = create_token(s, team, scope="submit")
         auth = {"Authorization": f"Bearer {token}"}
         job_id = http.post("/v1/jobs", json=_job_body(), headers=auth).json()["id"]
+        job_row = row_id(factory, job_id)
         now = datetime.now(UTC)
         spans = [("gpu.h100", 2.5), ("gpu.h100", 4.0), ("cpu", 1.5)]
         with session_scope(factory) as s:
-            track = Track(job_id=job_id, target="cpu", status="running")
+            track = Track(job_id=job_row, target="cpu", status="running")
             s.add(track)
             s.flush()
-            s.add_all([Attempt(job_id=job_id, track_id=track.id, kind="profile", state="done",
+            s.add_all([Attempt(job_id=job_row, track_id=track.id, kind="profile", state="done",
                                queue=q, started_at=now - timedelta(seconds=sec), finished_at=now)
                        for q, sec in spans])
-            s.add(LlmUsage(job_id=job_id, model="m", tokens=321, usd=0.5, created_at=now))
+            s.add(LlmUsage(job_id=job_row, model="m", tokens=321, usd=0.5, created_at=now))
         body = http.get("/v1/usage", params={"days": 1}, headers=auth).json()
         (job,) = [j for j in body["jobs"] if j["job_id"] == job_id]
         assert job["gpu_s"] == {"h100": 6.5} and job["cpu_s"] == 1.5
@@ -266,7 +269,7 @@ def test_usage_sums_match_the_attempts_and_a_quota_gives_429_over_http(
         assert refused.status_code == 429 and refused.json()["error"] == "quota_exceeded"
         assert "usd_per_day" in refused.json()["message"] and refused.headers["retry-after"]
         with session_scope(factory) as s:
-            s.query(Job).filter_by(id=job_id).update({"status": "cancelled"})
+            s.query(Job).filter_by(id=job_row).update({"status": "cancelled"})
         engine.dispose()
 
 

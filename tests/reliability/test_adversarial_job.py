@@ -32,6 +32,7 @@ from tests.utils.processes import (
     start_worker,
     wait_finished,
 )
+from tests.utils.public_ids import row_id
 
 REPO = Path(__file__).resolve().parents[2]
 ADVERSARIAL = REPO / "tests" / "unit" / "evaluate" / "adversarial"
@@ -121,7 +122,8 @@ def test_adversarial_children_are_rejected_with_reasons_and_no_secret_leaks(
                     "budget": {"iterations": len(EXPECTED)}, "parallelism": 2})
                 assert created.status_code == 201, created.text
                 job_id = created.json()["id"]
-                status = wait_finished(factory, job_id, tuple(started), timeout_s=400)
+                job_row = row_id(factory, job_id)
+                status = wait_finished(factory, job_row, tuple(started), timeout_s=400)
                 pages = [client.get(path, headers=headers).text for path in (
                     f"/v1/jobs/{job_id}", f"/v1/jobs/{job_id}/events",
                     f"/v1/jobs/{job_id}/candidates", "/ui/api/jobs", f"/ui/jobs/{job_id}")]
@@ -135,12 +137,12 @@ def test_adversarial_children_are_rejected_with_reasons_and_no_secret_leaks(
             engine.dispose()
     tally["jobs_completed"] += 1
     with session_scope(factory) as session:
-        track = session.scalars(select(Track).where(Track.job_id == job_id)).one()
+        track = session.scalars(select(Track).where(Track.job_id == job_row)).one()
         children = [(c.editable, c.status, c.reason) for c in session.scalars(
             select(Candidate).where(Candidate.track_id == track.id,
                                     Candidate.id != track.original_candidate_id))]
         events = [str(p) for p in session.scalars(select(Event.payload)
-                                                  .where(Event.job_id == job_id))]
+                                                  .where(Event.job_id == job_row))]
         stored = [str(c.__dict__) for c in session.scalars(
             select(Candidate).where(Candidate.track_id == track.id))]
     reasons = {_origin(editable): (status, reason) for editable, status, reason in children}
