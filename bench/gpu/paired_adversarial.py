@@ -62,7 +62,7 @@ def candidates(editable: str) -> dict[str, str | None]:
 
 def measure(problem: Any, editable: str | None, cpu: bool) -> str:
     from kernelband.evaluate.verified_timing import TimingRejected
-    from kernelband.profile.measure import TimingCheckError
+    from kernelband.profile.measurement import TimingCheckError
 
     try:
         if cpu:

@@ -13,6 +13,7 @@ PHI_NAMES = ("log1p_time_ms", "registers_per_thread", "smem_per_block_kib", "log
 H_NAMES = ("sm_pct", "dram_pct", "l2_pct")
 # "none": nothing to profile (the PyTorch reference of a KernelBench file has no Triton kernel)
 SOURCES = ("ncu", "driver", "static", "estimate", "none")
+REFERENCE_NOTE = "the PyTorch reference (placeholder ModelNew): no Triton kernel to profile"
 
 
 @dataclass(frozen=True)
@@ -71,3 +72,10 @@ def build_features(
     regs_source = "driver" if registers is not None else "static"
     sources = (time_source, regs_source, "static", "static", "static")
     return Features(phi, sources, tuple(float(v) for v in h), (h_source,) * 3)
+
+
+def reference_features(time_ms: float, time_source: str) -> Features:
+    """phi and h of the PyTorch reference: its time, and no Triton kernel to describe."""
+    return Features((math.log1p(max(0.0, time_ms)), 0.0, 0.0, 0.0, 0.0),
+                    (time_source, "none", "none", "none", "none"), (0.0, 0.0, 0.0),
+                    ("none",) * 3, h_note=REFERENCE_NOTE)

@@ -8,13 +8,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kernelband.evaluate.gpu_share import triton_share
+from kernelband.evaluate.integrity import TimerSeal
 from kernelband.evaluate.plausibility import floor_ms
+from kernelband.evaluate.verified_timing import STRICT, VerifiedRuns, VerifyConfig
 from kernelband.problem.model import KernelProblem
+from kernelband.problem.runtime import load_runtime
 from kernelband.profile.archs import ARCH_LIMITS, resolve_target
+from kernelband.profile.case_profile import capture_case
 from kernelband.profile.estimate import estimate_case
-from kernelband.profile.features import Features, build_features
-from kernelband.profile.measure import Measurement, capture_case
+from kernelband.profile.features import Features, build_features, reference_features
+from kernelband.profile.measurement import Measurement
 from kernelband.profile.ncu_pass import NcuCase
+from kernelband.profile.perf_harness import harness_prepares, load_harness, region_prepare
 from kernelband.profile.static import static_profile
 from kernelband.profile.timing import (
     HARNESS_TIMING,
@@ -76,11 +82,6 @@ def _measure_in(
     problem: KernelProblem, editable: str | None, target: str, parent_editable: str | None,
     config: TimingConfig | None, workdir: Path, strict: bool = False,
 ) -> tuple[Measurement, Features, NcuCase | None]:
-    from kernelband.evaluate.gpu_share import triton_share
-    from kernelband.evaluate.integrity import TimerSeal
-    from kernelband.evaluate.verified_timing import STRICT, VerifyConfig
-    from kernelband.problem.runtime import load_runtime
-
     seal = TimerSeal()  # before candidate code runs: checked after every verified call
     device = CudaDevice()
     runtime = load_runtime(problem, editable, "cuda", workdir=workdir)
@@ -113,8 +114,6 @@ def _measure_in(
         triton_share=None if placeholder else triton_share(runtime, problem.cases[slowest]),
     )
     if placeholder:
-        from kernelband.profile.reference import reference_features
-
         return measurement, reference_features(total, "driver"), None
     return (measurement, *gpu_features(problem, runtime, device, target, slowest, total))
 
@@ -131,8 +130,6 @@ class _Timed:
 
 def _time_cases(problem: KernelProblem, runtime: Any, parent: Any, device: CudaDevice,
                 config: TimingConfig | None, verify: Any, seal: Any) -> _Timed:
-    from kernelband.evaluate.verified_timing import VerifiedRuns
-
     timed = _Timed()
     for case in problem.cases:
         child = VerifiedRuns(runtime, problem, case, verify, seal=seal)
@@ -161,8 +158,6 @@ def _measure_harness(
 
     These calls are not verified one by one as the public cases are: their correctness rests on
     the evaluator's check of the same candidate and on the implausibility gate."""
-    from kernelband.evaluate.gpu_share import triton_share
-
     config = config or HARNESS_TIMING
     timed, how, harness = harness_cases(problem, runtime, workdir, "child")
     parent_timed = (harness_cases(problem, parent, workdir, "parent", inputs_from=harness)[0]
@@ -197,8 +192,6 @@ def harness_cases(problem: KernelProblem, runtime: Any, workdir: Path, role: str
     """What a TritonBench-G problem times, how to say it, and the harness (None without one):
     the performance harness's inputs (call_op alone; the same host inputs as `inputs_from`
     when given), or the test's calls into the region."""
-    from kernelband.profile.perf_harness import harness_prepares, load_harness, region_prepare
-
     if problem.perf_source:
         harness = load_harness(problem.perf_source, runtime.candidate_module, workdir, role)
         return (harness_prepares(harness, inputs_from=inputs_from),

@@ -11,16 +11,17 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from kernelband.problem.model import KernelProblem
+from kernelband.sandbox import guard
+
 
 def run_case(payload: dict[str, Any]) -> None:
     """Run `{problem, editable, case_index}`'s candidate once on the GPU, under the audit guard."""
-    from kernelband.sandbox import guard
-
     workdir = os.getcwd()
     guard.install((workdir, os.environ.get("TRITON_CACHE_DIR", workdir)))
+    # after the guard is up: nothing of the candidate's run loads unguarded (module doc)
     import torch
 
-    from kernelband.problem.model import KernelProblem
     from kernelband.problem.runtime import load_runtime
 
     problem = KernelProblem.from_dict(payload["problem"])

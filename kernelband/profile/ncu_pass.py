@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from kernelband.profile.ncu import NcuOutcome, attach_ncu, run_ncu
+from kernelband.sandbox import zygote
 from kernelband.sandbox.zygote import NCU_LAUNCHED_ENV as LAUNCHED_ENV
 
 NCU_TIMEOUT_S = 180.0
@@ -126,8 +127,8 @@ def _grandchild(run: dict[str, Any]) -> None:
         os.dup2(log, 1)
         os.dup2(log, 2)
         os.close(log)
+        # lazy: the fresh path runs ncu_child with -m, which warns if this package loaded it first
         from kernelband.profile.ncu_child import run_case
-        from kernelband.sandbox import zygote
 
         if zygote.RESULT_FD is not None:
             os.close(zygote.RESULT_FD)  # the sandbox result is the parent's alone to write

@@ -14,13 +14,15 @@ import subprocess
 from dataclasses import replace
 from typing import Any
 
+from kernelband.config import get_settings
 from kernelband.evaluate.plausibility import floor_ms
 from kernelband.problem.model import KernelProblem
 from kernelband.profile.archs import resolve_target
-from kernelband.profile.features import Features
-from kernelband.profile.measure import MeasureError, Measurement
+from kernelband.profile.features import Features, reference_features
+from kernelband.profile.measurement import MeasureError, Measurement
 from kernelband.profile.paired_runners import PairedConfig, Runner, timed_call
 from kernelband.profile.paired_timing import PairedRun, measure_paired_runners, measurement_of
+from kernelband.sandbox import SandboxLimits
 from kernelband.sandbox.cores import measuring_cores
 from kernelband.sandbox.device import detect_device
 from kernelband.sandbox.session import SessionError
@@ -30,8 +32,6 @@ FEATURES_TIMEOUT_S = 300.0
 
 def config_from_settings(strict: bool = False) -> PairedConfig:
     """The node's paired-timing settings; `strict`: every round's outputs checked."""
-    from kernelband.config import get_settings
-
     s = get_settings()
     config = PairedConfig(rounds=s.measure_rounds, min_rounds=min(s.measure_min_rounds, s.measure_rounds),
                           settle_width=s.measure_settle_width, batch_ms=s.measure_batch_ms,
@@ -60,8 +60,6 @@ TIME_ONLY_NOTE = "not measured: this measurement reads only the time (registers 
 def _time_only(target: str) -> Any:
     """No features pass: phi holds the time alone, labelled, and no Nsight Compute case."""
     def after(candidate: Runner, run: PairedRun) -> dict[str, Any]:
-        from kernelband.profile.reference import reference_features
-
         medians = [sorted(v)[len(v) // 2] for v in run.case_candidate_ms.values()]
         features = replace(reference_features(sum(medians), "driver"), h_note=TIME_ONLY_NOTE)
         return {"features": features.to_dict()}
@@ -74,8 +72,6 @@ def _features_after(target: str, placeholder: bool) -> Any:
     def after(candidate: Runner, run: PairedRun) -> dict[str, Any]:
         medians = {c: sorted(run.case_candidate_ms[c])[len(run.case_candidate_ms[c]) // 2] for c in run.cases}
         if placeholder:
-            from kernelband.profile.reference import reference_features
-
             return {"features": reference_features(sum(medians.values()), "driver").to_dict()}
         slowest = max(range(len(run.cases)), key=lambda i: medians[run.cases[i]])
         try:
@@ -98,8 +94,6 @@ def measure_paired_on_gpu(
     Raises TimingRejected when a timed call breaks a rule, MeasureError when nothing usable came
     back. `strict` (the implausibility gate's re-measure): fresh runners, every round checked.
     `features=False` (a re-measure, an A/A run): no features pass, the time alone."""
-    from kernelband.sandbox import SandboxLimits
-
     config = config or config_from_settings(strict)
     limits = limits or SandboxLimits.from_settings()
     if strict:

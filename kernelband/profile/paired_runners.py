@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 
 from kernelband.evaluate.verified_timing import TimingRejected
 from kernelband.problem.model import KernelProblem
-from kernelband.profile.measure import MeasureError
+from kernelband.profile.measurement import MeasureError
 from kernelband.sandbox.limits import SandboxLimits, SandboxResult
 from kernelband.sandbox.session import RunnerSession, SessionError
 

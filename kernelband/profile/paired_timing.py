@@ -27,9 +27,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from kernelband.evaluate.verified_timing import TimingRejected
+from kernelband.evaluate.compare import compare_results, tensors
+from kernelband.evaluate.raw_outputs import Unreadable, load_output
+from kernelband.evaluate.verified_timing import TimingRejected, output_fingerprint, same_fingerprint
 from kernelband.problem.model import KernelProblem
-from kernelband.profile.measure import MeasureError, Measurement
+from kernelband.profile.measurement import MeasureError, Measurement
 from kernelband.profile.paired import paired_speedup
 from kernelband.profile.paired_runners import (
     ORIGINALS,
@@ -195,10 +197,6 @@ def _warm_up(pair: _Pair, cases: Sequence[str], batch: dict[str, int]) -> None:
 def _verify(pair: _Pair, problem: KernelProblem, case: str, round_no: int) -> int:
     """Both runners save their last output of `case`; the judge compares them itself and
     returns the bytes the candidate's output spans (for the physical floor)."""
-    from kernelband.evaluate.compare import compare_results, tensors
-    from kernelband.evaluate.raw_outputs import Unreadable, load_output
-    from kernelband.evaluate.verified_timing import output_fingerprint, same_fingerprint
-
     loaded = {}
     for role, runner in pair.runners.items():
         name = f"out-{role}-{round_no}.pt"

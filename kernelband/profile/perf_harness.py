@@ -23,7 +23,9 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from kernelband.problem.devices import device_scope
 from kernelband.problem.model import KernelProblem
+from kernelband.profile import perf_utils
 
 Prepared = Callable[[], Any]
 Prepare = Callable[[], Prepared]
@@ -77,8 +79,6 @@ def _kernel_module_names(source: str) -> list[str]:
 
 def load_harness(source: str, kernel_module: ModuleType, workdir: Path, role: str) -> Any:
     """Import the harness with its kernel import bound to `kernel_module`; an instance."""
-    from kernelband.profile import perf_utils
-
     check_harness_source(source)
     package = ModuleType("TritonBench_v1")
     package.__path__ = []  # a namespace the harness can import submodules from
@@ -112,8 +112,6 @@ def harness_prepares(harness: Any, device: str = "cuda", limit: int | None = Non
     inputs instead of drawing its own: a parent timed beside its child sees identical values
     (the corpus harnesses draw them unseeded), and the sweep is built once. Each harness still
     moves them to the device itself, so an op writing its inputs never touches the other's."""
-    from kernelband.problem.devices import device_scope
-
     if inputs_from is not None:
         harness.input_tensors = list(inputs_from.input_tensors)
     else:
@@ -203,8 +201,6 @@ def record_region_calls(run_test: Callable[[], Any], module: ModuleType,
 
 def region_prepare(problem: KernelProblem, runtime: Any, role: str, device: str) -> Prepare:
     """Replays only the test's calls into region functions (inputs recorded once, untimed)."""
-    from kernelband.problem.devices import device_scope
-
     module = runtime.candidate_module if role == "candidate" else runtime.original_module
     call = runtime.candidate if role == "candidate" else runtime.reference
     case = problem.cases[0]

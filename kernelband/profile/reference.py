@@ -12,7 +12,6 @@ speedup. Runs in the sandbox child: it executes the user's Model.
 
 from __future__ import annotations
 
-import math
 import tempfile
 from typing import Any
 
@@ -20,13 +19,13 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from kernelband.problem.model import KernelProblem
+from kernelband.problem.runtime import load_runtime
 from kernelband.profile.archs import DEFAULT_REFERENCE_GPU, GpuSpec, resolve_target
 from kernelband.profile.estimate import LAUNCH_OVERHEAD_US
-from kernelband.profile.features import Features
-from kernelband.profile.measure import Measurement
+from kernelband.profile.features import Features, reference_features
+from kernelband.profile.measurement import Measurement
 
 METHOD = "PyTorch eager roofline (one launch per torch op, bytes at DRAM peak, FLOPs at peak)"
-NOTE = "the PyTorch reference (placeholder ModelNew): no Triton kernel to profile"
 _MATMUL = frozenset({"matmul", "mm", "bmm", "addmm", "baddbmm", "addbmm", "linear",
                      "__matmul__", "__rmatmul__", "einsum", "bilinear"})
 
@@ -96,8 +95,6 @@ def op_time_ms(moved: int, flops: float, half: bool, name: str, gpu: GpuSpec) ->
 def estimate_reference(problem: KernelProblem, target: str,
                        reference_gpu: str = DEFAULT_REFERENCE_GPU) -> tuple[Measurement, Features]:
     """The labelled estimate of the PyTorch reference on `target` (no GPU needed)."""
-    from kernelband.problem.runtime import load_runtime
-
     gpu = resolve_target(target, reference_gpu)
     case_times: dict[str, float] = {}
     with tempfile.TemporaryDirectory(prefix="kb-reference-") as workdir:
@@ -112,10 +109,3 @@ def estimate_reference(problem: KernelProblem, target: str,
     measurement = Measurement("estimated", f"{METHOD} ({where})", f"{gpu.name} (not run)", target,
                               total, case_times)
     return measurement, reference_features(total, "estimate")
-
-
-def reference_features(time_ms: float, time_source: str) -> Features:
-    """phi and h of the PyTorch reference: its time, and no Triton kernel to describe."""
-    return Features((math.log1p(max(0.0, time_ms)), 0.0, 0.0, 0.0, 0.0),
-                    (time_source, "none", "none", "none", "none"), (0.0, 0.0, 0.0),
-                    ("none",) * 3, h_note=NOTE)

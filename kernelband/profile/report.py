@@ -7,22 +7,21 @@ import tempfile
 from typing import Any
 
 from kernelband.problem.model import KernelProblem
+from kernelband.problem.runtime import load_runtime
 from kernelband.profile.archs import DEFAULT_REFERENCE_GPU, resolve_target
-from kernelband.profile.measure import (
-    Measurement,
+from kernelband.profile.case_profile import (
     capture_case,
     estimate_label,
     features_from_estimate,
     profile_case,
 )
+from kernelband.profile.measurement import Measurement
 
 
 def profile_report_local(
     problem: KernelProblem, editable: str | None, target: str, reference_gpu: str = DEFAULT_REFERENCE_GPU
 ) -> dict[str, Any]:
     """Per case and launch: launch parameters, static profile (label static) and estimate."""
-    from kernelband.problem.runtime import load_runtime
-
     gpu = resolve_target(target, reference_gpu)
     with tempfile.TemporaryDirectory(prefix="kb-report-") as workdir:
         runtime = load_runtime(problem, editable, "cpu", workdir=workdir)

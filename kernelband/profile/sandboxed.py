@@ -9,9 +9,14 @@ from textwrap import shorten
 from typing import Any
 
 from kernelband.problem.model import KernelProblem
+from kernelband.profile import ncu
 from kernelband.profile.archs import DEFAULT_REFERENCE_GPU, resolve_target
 from kernelband.profile.features import Features
-from kernelband.profile.measure import MeasureError, Measurement, TimingCheckError
+from kernelband.profile.measurement import MeasureError, Measurement, TimingCheckError
+from kernelband.profile.ncu_pass import NCU_TIMEOUT_S
+from kernelband.sandbox import SandboxLimits, run_sandboxed
+from kernelband.sandbox.device import detect_device
+from kernelband.sandbox.jail import isolation_setting
 
 MEASURE_TARGET = "kernelband.profile.measure:measure_candidate_task"
 NCU_TARGET = "kernelband.profile.ncu_pass:ncu_pass_task"
@@ -24,8 +29,6 @@ log = logging.getLogger(__name__)
 def _run(
     target: str, payload: dict[str, Any], interpret: bool, limits: Any, min_wall_s: float = 0.0
 ) -> dict[str, Any]:
-    from kernelband.sandbox import SandboxLimits, run_sandboxed
-
     limits = limits or SandboxLimits.from_settings()
     limits = replace(limits, interpret=interpret, wall_s=max(limits.wall_s, min_wall_s))
     result = run_sandboxed(target, payload, limits)
@@ -36,8 +39,6 @@ def _run(
 
 
 def _on_gpu(target: str) -> bool:
-    from kernelband.sandbox.device import detect_device
-
     return target != "cpu" and detect_device().startswith("cuda")
 
 
@@ -87,8 +88,6 @@ def _measure_in_child(problem: KernelProblem, editable: str | None, target: str,
     payload = {"problem": problem.to_dict(), "editable": editable, "target": target,
                "parent_editable": parent_editable, "strict": strict}
     if strict:
-        from kernelband.sandbox import SandboxLimits
-
         limits = replace(limits or SandboxLimits.from_settings(), warm=False)
     value = _run(MEASURE_TARGET, payload, not on_gpu, limits, GPU_MEASURE_WALL_S if on_gpu else 0.0)
     if rejected := value.get("rejected"):
@@ -101,6 +100,7 @@ def _measure_paired(problem: KernelProblem, editable: str | None, target: str, s
                     baseline_ms: float | None, config: Any, timings: dict[str, float] | None,
                     features: bool = True) -> tuple[Measurement, Features, Any]:
     """Two live runners, judge-timed (kernelband/profile/paired_gpu.py); parts into `timings`."""
+    # both load torch, which importing this package must not: only the GPU path needs them
     from kernelband.evaluate.verified_timing import TimingRejected
     from kernelband.profile.paired_gpu import measure_paired_on_gpu
 
@@ -123,8 +123,8 @@ NCU_JAIL_NOTE = ("not measured: Nsight Compute passes run outside the jail and t
 
 def ncu_refused_by_jail(limits: Any = None) -> str:
     """Why a node that must jail submitted code runs no Nsight Compute pass ("" when it may)."""
+    # the settings load pydantic, which sandbox children importing this package never need
     from kernelband.config import get_settings
-    from kernelband.sandbox.jail import isolation_setting
 
     isolation = getattr(limits, "isolation", "") or ""
     if isolation_setting(isolation) != "jail" or get_settings().ncu_unjailed:
@@ -136,11 +136,7 @@ def _with_ncu_signature(problem: KernelProblem, editable: str | None, features: 
                         case: dict[str, Any], limits: Any) -> Features:
     """`features` with h from an Nsight Compute pass; when it fails, h stays the estimate and
     `h_note` says why."""
-    from kernelband.profile.ncu import NcuOutcome, find_ncu, signature
-    from kernelband.profile.ncu_pass import NCU_TIMEOUT_S
-    from kernelband.sandbox import SandboxLimits
-
-    if find_ncu() is None:  # no pass to run: no sandbox child either
+    if ncu.find_ncu() is None:  # no pass to run: no sandbox child either
         return replace(features, h_note="ncu not found on this GPU node: install Nsight Compute")
     if (note := ncu_refused_by_jail(limits)):
         return replace(features, h_note=note)
@@ -154,8 +150,8 @@ def _with_ncu_signature(problem: KernelProblem, editable: str | None, features: 
     except MeasureError as exc:
         log.warning("Nsight Compute pass failed, h stays estimated: %s", exc)
         return replace(features, h_note=shorten(f"the Nsight Compute pass failed: {exc}", NOTE_CHARS))
-    outcome = NcuOutcome.from_dict(value["outcome"])
-    h = signature(outcome)
+    outcome = ncu.NcuOutcome.from_dict(value["outcome"])
+    h = ncu.signature(outcome)
     log.info("Nsight Compute pass (%s) took %.2fs: %s", value.get("mode"),
              float(value.get("seconds", 0.0)), "ok" if h else f"{outcome.reason} {outcome.message}")
     if h is None:

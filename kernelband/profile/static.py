@@ -243,6 +243,7 @@ def default_cache_dir() -> Path:
     triton_cache = os.environ.get("TRITON_CACHE_DIR")
     if triton_cache:
         return Path(triton_cache) / "kernelband-static-profile"
+    # the settings load pydantic, which sandbox children importing this package never need
     from kernelband.config import get_settings
 
     return get_settings().data_dir / "cache" / "static_profile"

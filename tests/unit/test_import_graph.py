@@ -15,13 +15,6 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("kernelband", "services", "bench")
 
-# Circles inside folders being rewritten by their owners; each entry names its modules. A
-# circle that is gone must leave this set too (the test says so), so it can only shrink.
-KNOWN_CIRCLES: frozenset[frozenset[str]] = frozenset({
-    frozenset({"kernelband.profile.gpu", "kernelband.profile.measure",
-               "kernelband.profile.reference"}),
-})
-
 Graph = dict[str, dict[str, int]]  # module -> imported module -> first line
 
 
@@ -137,15 +130,10 @@ def describe(graph: Graph, circle: frozenset[str], files: dict[str, Path], root:
 def test_the_import_graph_has_no_circle() -> None:
     files = module_files(ROOT, PACKAGES)
     graph = import_graph(files)
-    found = circles(graph)
-    for known in sorted(KNOWN_CIRCLES, key=sorted):
-        print("known circle, allowed until its folder is rewritten:", ", ".join(sorted(known)))
-    new = [describe(graph, c, files, ROOT) for c in found if c not in KNOWN_CIRCLES]
-    assert not new, (
+    found = [describe(graph, c, files, ROOT) for c in circles(graph)]
+    assert not found, (
         "import circles (move what both sides need into a module that imports neither):\n"
-        + "\n".join(new))
-    gone = [", ".join(sorted(c)) for c in KNOWN_CIRCLES if c not in found]
-    assert not gone, f"these circles are gone: remove them from KNOWN_CIRCLES: {gone}"
+        + "\n".join(found))
 
 
 def test_a_planted_circle_is_found_and_named(tmp_path: Path) -> None:

@@ -9,7 +9,7 @@ import pytest
 from kernelband.evaluate.plausibility import floor_ms, gate, implausible_reasons
 from kernelband.evaluate.verified_timing import TimingRejected
 from kernelband.profile.archs import GPUS
-from kernelband.profile.measure import Measurement
+from kernelband.profile.measurement import Measurement
 
 H100 = GPUS["h100"]
 

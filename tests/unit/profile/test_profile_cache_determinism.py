@@ -16,8 +16,8 @@ import torch
 from kernelband.problem import KernelProblem, load_problem
 from kernelband.problem.runtime import load_runtime
 from kernelband.profile.archs import resolve_target
+from kernelband.profile.case_profile import capture_case, profile_case
 from kernelband.profile.launches import LaunchRecord, capture_launches
-from kernelband.profile.measure import capture_case, profile_case
 from kernelband.profile.static import cache_key, clear_memory_cache, static_profile
 
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples"

@@ -10,7 +10,7 @@ import pytest
 from kernelband.problem import KernelProblem, load_problem
 from kernelband.problem.runtime import load_runtime
 from kernelband.profile.archs import GPUS
-from kernelband.profile.measure import capture_case, profile_case
+from kernelband.profile.case_profile import capture_case, profile_case
 
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 NATIVE = sorted(p.stem for p in EXAMPLES.glob("*.py"))

@@ -193,7 +193,7 @@ def test_a_pass_that_changes_user_is_never_forked_from_the_ncu_launched_zygote()
 def test_a_policy_that_does_not_read_h_gets_the_estimate_with_the_reason(
         monkeypatch: pytest.MonkeyPatch) -> None:
     from kernelband.profile import sandboxed
-    from kernelband.profile.measure import Measurement
+    from kernelband.profile.measurement import Measurement
 
     measured = Measurement("measured", "cuda events", "NVIDIA H100", "h100", 1.0, {"a": 1.0})
     monkeypatch.setattr(sandboxed, "_on_gpu", lambda target: True)
@@ -208,7 +208,7 @@ def test_a_policy_that_does_not_read_h_gets_the_estimate_with_the_reason(
 
 def test_the_pass_reports_its_own_seconds_and_h(monkeypatch: pytest.MonkeyPatch) -> None:
     from kernelband.profile import sandboxed
-    from kernelband.profile.measure import Measurement
+    from kernelband.profile.measurement import Measurement
     from kernelband.profile.ncu import NcuKernel, NcuOutcome
 
     measured = Measurement("measured", "cuda events", "NVIDIA H100", "h100", 1.0, {"a": 1.0})

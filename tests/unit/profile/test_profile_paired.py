@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from kernelband.profile.measure import Measurement
+from kernelband.profile.measurement import Measurement
 from kernelband.profile.paired import PairedSpeedup, PairedStatsError, paired_speedup
 
 

@@ -11,11 +11,11 @@ import pytest
 
 from kernelband.problem import load_problem
 from kernelband.profile.features import Features
-from kernelband.profile.measure import Measurement
+from kernelband.profile.measurement import Measurement
 from kernelband.profile.paired import PairedSpeedup
-from kernelband.sandbox.cores import parse_cores
 from kernelband.profile.paired_runners import PairedConfig
 from kernelband.profile.paired_timing import PairedRun, paired_measurement
+from kernelband.sandbox.cores import parse_cores
 
 FIXTURE = Path(__file__).parent / "fixtures" / "paired_problem.py"
 

@@ -20,7 +20,7 @@ import pytest
 from kernelband.evaluate.verified_timing import TimingRejected
 from kernelband.problem import load_problem
 from kernelband.problem.model import KernelProblem
-from kernelband.profile.measure import Measurement
+from kernelband.profile.measurement import Measurement
 from kernelband.profile.paired_runners import ORIGINALS, PairedConfig
 from kernelband.profile.paired_timing import measure_speedup
 

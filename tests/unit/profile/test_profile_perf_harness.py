@@ -136,7 +136,7 @@ def test_without_harness_only_the_region_calls_are_replayed(tmp_path: Path) -> N
 
 
 def test_profiling_each_case_runs_the_test_for_that_case(tmp_path: Path) -> None:
-    from kernelband.profile.measure import capture_case
+    from kernelband.profile.case_profile import capture_case
 
     problem = load_problem(TRITONBENCH, "tritonbench", "copy", workdir=tmp_path, device="cpu")
     runtime = load_runtime(problem, None, "cpu", workdir=tmp_path)
