@@ -37,7 +37,7 @@ class Target:
 
     host: str
     port: int
-    job_id: int
+    job_id: str  # the public id
     token: str
     last_seq: int
     mix: str = "full"

@@ -80,7 +80,7 @@ def measure(target: Target, rate: float, seconds: float, meter: CpuMeter,
     return row
 
 
-def serve_rates(url: str, job: tuple[int, str, int], plan: Plan,
+def serve_rates(url: str, job: tuple[str, str, int], plan: Plan,
                 workers: int = SERVER_WORKERS) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Start a server, offer each (mix, rate, seconds) in turn, stop it; rows and errors."""
     with tempfile.TemporaryFile() as log:

@@ -26,14 +26,15 @@ from bench.scheduler_throughput import make_context, seed_jobs
 from kernelband.db import repository
 from kernelband.db.models import Event, Team, Worker
 from kernelband.db.session import make_engine, make_session_factory, session_scope
+from kernelband.public_ids import for_session
 from kernelband.scheduling.pipeline import step
 from services.api.teams import create_token
 
 SIMULATED_WORKERS = 50  # fleet rows the dashboard mix's fleet view lists
 
 
-def seed_api_job(url: str, steps: int = 30) -> tuple[int, str, int]:
-    """A running job with events and candidates; returns (job id, API token, last event seq)."""
+def seed_api_job(url: str, steps: int = 30) -> tuple[str, str, int]:
+    """A running job with events and candidates; returns (its public id, API token, last event seq)."""
     engine = make_engine(url)
     factory = make_session_factory(engine)
     ctx = make_context(factory)
@@ -45,8 +46,9 @@ def seed_api_job(url: str, steps: int = 30) -> tuple[int, str, int]:
         team = session.get_one(Team, job.team_id)
         token = create_token(session, team.name, "bench")  # the API's token format
         last = int(session.scalar(select(func.max(Event.seq)).where(Event.job_id == job_id)) or 0)
+        public = for_session(session).encode("job", job_id)
     engine.dispose()
-    return job_id, token, last
+    return public, token, last
 
 
 def seed_workers(url: str, count: int = SIMULATED_WORKERS) -> None:

@@ -33,10 +33,15 @@ from bench.common import (
 from kernelband.db import repository
 from kernelband.db.models import Event, Job
 from kernelband.db.session import make_engine, make_session_factory, session_scope
+from kernelband.public_ids import for_session
 from services.api.teams import create_token
 
 HEARTBEAT_S = 5.0
 SECTION = "sse-streams"
+
+
+# row id -> the public id the API knows the job by (filled by `seed`)
+PUBLIC: dict[int, str] = {}
 
 
 def seed(url: str, jobs: int) -> tuple[list[int], str]:
@@ -49,6 +54,8 @@ def seed(url: str, jobs: int) -> tuple[list[int], str]:
         ids = [repository.create_job(session, team.id, problem.id, ["cpu"], status="running").id
                for _ in range(jobs)]
         token = create_token(session, "bench-sse", "bench", scope="read")
+        codec = for_session(session)  # the API answers to public ids only
+        PUBLIC.update({job_id: codec.encode("job", job_id) for job_id in ids})
     engine.dispose()
     return ids, token
 
@@ -70,7 +77,7 @@ async def follow(client: httpx.AsyncClient, job_id: int, token: str, opened: asy
     """Read one stream; note when its first `id:` line arrives."""
     headers = {"Authorization": f"Bearer {token}", "Accept": "text/event-stream"}
     try:
-        async with client.stream("GET", f"/v1/jobs/{job_id}/events", headers=headers) as resp:
+        async with client.stream("GET", f"/v1/jobs/{PUBLIC[job_id]}/events", headers=headers) as resp:
             if resp.status_code != 200:
                 errors.append(f"HTTP {resp.status_code}")
                 return
