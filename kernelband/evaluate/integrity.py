@@ -21,6 +21,7 @@ from typing import Any
 import torch
 
 from kernelband.evaluate.compare import tensors
+from kernelband.problem.fair import zero_free_cuda_memory
 
 # (module, dotted attribute) pairs whose identity a measurement depends on.
 SEALED: tuple[tuple[str, str], ...] = (
@@ -92,8 +93,6 @@ def poison(t: torch.Tensor) -> None:
 def scrub_free_memory() -> int:
     """Overwrite the CUDA caching allocator's free blocks (with zeros, POISON_BYTE); returns the
     bytes scrubbed."""
-    from kernelband.problem.fair import zero_free_cuda_memory
-
     return zero_free_cuda_memory()
 
 

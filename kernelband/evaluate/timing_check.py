@@ -14,9 +14,12 @@ import time
 from dataclasses import asdict, replace
 from typing import Any
 
+from kernelband.evaluate.integrity import TimerSeal
 from kernelband.evaluate.verified_timing import STRICT, TimingRejected, VerifiedRuns, VerifyConfig
 from kernelband.problem.model import KernelProblem
-from kernelband.profile.timing import DeviceLayer, Event, TimingConfig, measure
+from kernelband.problem.runtime import load_runtime
+from kernelband.profile.timing import CudaDevice, DeviceLayer, Event, TimingConfig, measure
+from kernelband.sandbox import SandboxLimits, run_sandboxed
 
 TARGET = "kernelband.evaluate.timing_check:timing_check_task"
 # The CPU interpreter is slow: a short run still exercises warm-up, repetitions and checks.
@@ -51,8 +54,6 @@ class HostDevice:
 
 def _device_layer(device: str) -> DeviceLayer:
     if device.startswith("cuda"):
-        from kernelband.profile.timing import CudaDevice
-
         return CudaDevice()
     return HostDevice()
 
@@ -71,9 +72,6 @@ def time_cases_verified(problem: KernelProblem, runtime: Any, layer: DeviceLayer
 
 def timing_check_task(payload: dict[str, Any]) -> dict[str, Any]:
     """Sandbox target: `{problem, editable, device, strict}` -> `{ok, reason, message, ...}`."""
-    from kernelband.evaluate.integrity import TimerSeal
-    from kernelband.problem.runtime import load_runtime
-
     problem = KernelProblem.from_dict(payload["problem"])
     device = str(payload.get("device") or "cpu")
     verify = STRICT if payload.get("strict") else VerifyConfig()
@@ -95,8 +93,6 @@ def timing_check_task(payload: dict[str, Any]) -> dict[str, Any]:
 def check_timing(problem: KernelProblem, editable: str | None, *, device: str = "cpu",
                  strict: bool = False, limits: Any = None, timing: TimingConfig | None = None) -> dict[str, Any]:
     """Run `timing_check_task` in a sandbox child (a fresh interpreter when `strict`)."""
-    from kernelband.sandbox import SandboxLimits, run_sandboxed
-
     limits = limits or SandboxLimits.from_settings()
     limits = replace(limits, interpret=not device.startswith("cuda"), warm=limits.warm and not strict)
     payload = {"problem": problem.to_dict(), "editable": editable, "device": device, "strict": strict,

@@ -30,6 +30,7 @@ import torch
 from kernelband.evaluate import integrity
 from kernelband.evaluate.compare import bitwise_equal, compare_results, mutated_indices, tensors
 from kernelband.problem.model import Case, KernelProblem
+from kernelband.profile.launches import capture_launches
 
 
 class TimingRejected(Exception):
@@ -87,6 +88,7 @@ def _refill(slot: list[Any], source: list[Any]) -> list[Any] | None:
 
 
 def _clone_args(args: list[Any]) -> list[Any]:
+    # the runtime is the sandbox child's: the judge imports this module and never loads it
     from kernelband.problem.runtime import CaseInputs
 
     copies = [a.detach().clone() if isinstance(a, torch.Tensor) else a for a in args]
@@ -172,8 +174,6 @@ class VerifiedRuns:
 
     def _probe(self) -> None:
         """One untimed call with its launches captured: on a side stream it is refused."""
-        from kernelband.profile.launches import capture_launches
-
         call = self._next_call()
         timed_stream = integrity.current_stream()
         with capture_launches() as records:

@@ -14,15 +14,18 @@ reject, but an "ok" decides nothing. The judge compares the files.
 from __future__ import annotations
 
 import time
-from contextlib import AbstractContextManager, nullcontext
+from contextlib import nullcontext
 from typing import Any
 
 from kernelband.evaluate import hardening
 from kernelband.evaluate.compare import aliased_indices, bitwise_equal, mutated_indices, snapshot
-from kernelband.evaluate.torch_work import TORCH_WORK_SLACK, allowance
+from kernelband.evaluate.torch_work import TORCH_WORK_SLACK, TorchWork, allowance
 from kernelband.problem.cuda_guard import guarded_launches
 from kernelband.problem.model import Case, KernelProblem
+from kernelband.problem.runtime import load_runtime
+from kernelband.profile.launches import capture_launches
 from kernelband.runner.outputs import write_index, write_output
+from kernelband.sandbox import guard
 
 TARGET = "kernelband.runner.correctness:run_correctness"
 # A candidate whose torch calls in its region functions (outside its Triton launches) read at
@@ -38,24 +41,6 @@ class Rejected(Exception):
     def __init__(self, reason: str, message: str) -> None:
         super().__init__(message)
         self.reason, self.message = reason, message
-
-
-def _capture() -> AbstractContextManager[list[Any]]:
-    from kernelband.profile.launches import capture_launches
-
-    return capture_launches()
-
-
-def _torch_work(region: Any = None) -> Any:
-    from kernelband.evaluate.torch_work import TorchWork
-
-    return TorchWork(region)
-
-
-def _violations() -> list[str]:
-    from kernelband.sandbox import guard
-
-    return guard.VIOLATIONS
 
 
 class CaseRunner:
@@ -84,7 +69,7 @@ class CaseRunner:
         # The reference runs under the same launch capture as the candidate: a capture keeps
         # each launch's arguments alive until the call returns, and a kernel that reads memory
         # it never wrote must find the same memory layout in both runs.
-        context = _capture() if self.count_launches else nullcontext(launches)
+        context = capture_launches() if self.count_launches else nullcontext(launches)
         host: Any = hardening.host_work(args, self.runtime) if watched else nullcontext()
         threads = hardening.live_threads()
         start = time.perf_counter()
@@ -94,8 +79,8 @@ class CaseRunner:
         except Rejected:
             raise
         except Exception as exc:
-            if who == "candidate" and _violations():
-                raise Rejected("sandbox_violation", f"{where}: {_violations()[0]}") from exc
+            if who == "candidate" and guard.VIOLATIONS:
+                raise Rejected("sandbox_violation", f"{where}: {guard.VIOLATIONS[0]}") from exc
             raise Rejected(f"{who}_error", f"{where}: {who} raised {type(exc).__name__}: {exc}") from exc
         finally:
             self.run_s += time.perf_counter() - start
@@ -106,8 +91,8 @@ class CaseRunner:
     def _after_candidate(self, out: Any, args: list[Any], where: str, launches: list[Any],
                          threads: set[int], host: Any, work: Any) -> None:
         """Timers, threads, streams, Triton launches and host work of one candidate call."""
-        if _violations():
-            raise Rejected("sandbox_violation", f"{where}: {_violations()[0]}")
+        if guard.VIOLATIONS:
+            raise Rejected("sandbox_violation", f"{where}: {guard.VIOLATIONS[0]}")
         self.early = hardening.early_copy(out)
         if found := hardening.after_candidate_call(self.seal, launches, threads):
             raise Rejected(found[0], f"{where}: {found[1]}")
@@ -127,8 +112,8 @@ class CaseRunner:
         region, or Nones."""
         if not self.count_launches:
             return None, None
-        cand = _torch_work(self.runtime.candidate_region)
-        ref = (_torch_work(self.runtime.original_region)
+        cand = TorchWork(self.runtime.candidate_region)
+        ref = (TorchWork(self.runtime.original_region)
                if with_reference and self.runtime.reference_is_original else None)
         return cand, ref
 
@@ -137,7 +122,7 @@ class CaseRunner:
         if measured is not None and not getattr(measured, "cached", False):
             self.original_work.setdefault(case.name, measured.elements)
         if case.name not in self.original_work:
-            work = _torch_work(self.runtime.original_region)
+            work = TorchWork(self.runtime.original_region)
             args = self.runtime.inputs(case, seed)
             try:
                 with work:
@@ -255,8 +240,6 @@ def run_correctness(payload: dict[str, Any]) -> dict[str, Any]:
     start = time.perf_counter()
     seal = hardening.TimerSeal()  # before the candidate's module code runs
     try:
-        from kernelband.problem.runtime import load_runtime
-
         runtime = load_runtime(problem, payload.get("editable"), payload["device"])
     except Exception as exc:
         return {"status": "rejected", "reason": "load_error", "step": None,

@@ -24,10 +24,25 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
+
+import numpy
+import torch
+
+from kernelband.evaluate.gpu_share import triton_share
+from kernelband.evaluate.verified_timing import output_fingerprint
+from kernelband.evaluate.verified_timing import salt as overwrite
+from kernelband.problem.model import KernelProblem
+from kernelband.problem.runtime import load_runtime
+from kernelband.profile.gpu import gpu_features
+from kernelband.profile.perf_harness import harness_prepares, load_harness, region_prepare
+from kernelband.profile.timing import CudaDevice
+from kernelband.runner.outputs import save_file
 
 MAX_BATCH = 100_000
 
@@ -63,10 +78,6 @@ class TimingServer:
         return {"ok": True, **result}
 
     def cmd_load(self, msg: dict[str, Any]) -> dict[str, Any]:
-
-        from kernelband.problem.model import KernelProblem
-        from kernelband.problem.runtime import load_runtime
-
         self.problem = KernelProblem.from_dict(msg["problem"])
         self.device = str(msg.get("device") or "cpu")
         self.graphs = bool(msg.get("graphs"))
@@ -85,10 +96,6 @@ class TimingServer:
     def _harness_cases(self) -> list[tuple[str, Callable[[], Callable[[], Any]]]]:
         """What TritonBench-G times: the performance harness's inputs (call_op alone), or the
         test's calls into the region (kernelband/profile/perf_harness.py)."""
-        from pathlib import Path
-
-        from kernelband.profile.perf_harness import harness_prepares, load_harness, region_prepare
-
         if self.problem.perf_source:
             harness = load_harness(self.problem.perf_source, self.runtime.candidate_module, Path.cwd(), "candidate")
             return harness_prepares(harness, self.device)
@@ -121,8 +128,6 @@ class TimingServer:
         return {}
 
     def cmd_run_batch(self, msg: dict[str, Any]) -> dict[str, Any]:
-        from kernelband.evaluate.verified_timing import output_fingerprint
-
         prepared = self.cases[str(msg["case"])]
         k = max(1, min(int(msg["k"]), MAX_BATCH))
         self._synchronize()
@@ -150,15 +155,11 @@ class TimingServer:
         """A started CUDA event pair on a GPU (its second event still to record), else None."""
         if not self.device.startswith("cuda"):
             return None
-        import torch
-
         pair = (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
         pair[0].record()
         return pair
 
     def cmd_save_output(self, msg: dict[str, Any]) -> dict[str, Any]:
-        from kernelband.runner.outputs import save_file  # torch: loaded in the runner only
-
         name = str(msg["name"])
         if os.path.basename(name) != name:
             raise ValueError(f"{name!r} is not a plain file name")
@@ -173,10 +174,6 @@ class TimingServer:
     def cmd_features(self, msg: dict[str, Any]) -> dict[str, Any]:
         """phi (driver registers, static profile), the case for Nsight Compute and the share of
         GPU time in the candidate's own Triton kernels: as the single-process path gave them."""
-        from kernelband.evaluate.gpu_share import triton_share
-        from kernelband.profile.gpu import gpu_features
-        from kernelband.profile.timing import CudaDevice
-
         slowest = 0 if self.harness else int(msg["slowest"])
         features, case = gpu_features(self.problem, self.runtime, CudaDevice(), str(msg["target"]),
                                       slowest, float(msg["time_ms"]))
@@ -185,16 +182,12 @@ class TimingServer:
 
     def _synchronize(self) -> None:
         if self.device.startswith("cuda"):
-            import torch
-
             torch.cuda.synchronize()
 
 
 def _refill(old: list[Any], new: list[Any]) -> bool:
     """Copy `new` inputs into the tensors of `old` (same addresses: a captured graph and the
     bound call keep working); False when they differ in anything but values."""
-    import torch
-
     if len(old) != len(new):
         return False
     for a, b in zip(old, new, strict=True):
@@ -215,17 +208,10 @@ def _refill(old: list[Any], new: list[Any]) -> bool:
 
 
 def _device_bytes(count: int, device: str) -> Any:
-    import torch
-
     return torch.empty(count, dtype=torch.uint8, device=device)
 
 
 def _seed_everything(seed: int) -> None:
-    import random
-
-    import numpy
-    import torch
-
     random.seed(seed)
     numpy.random.seed(seed)
     torch.manual_seed(seed)
@@ -235,17 +221,11 @@ SALT_ELEMENTS = 2  # per floating input and batch: cheap, and no output can be c
 
 
 def _salt(args: list[Any], salt: int) -> None:
-    import random
-
-    from kernelband.evaluate.verified_timing import salt as overwrite
-
     overwrite(args, SALT_ELEMENTS, random.Random(salt))
 
 
 def _capture(run: Callable[[], Any]) -> tuple[Any, Any]:
     """One call captured as a CUDA graph (after a warm-up on a side stream, as torch asks)."""
-    import torch
-
     stream = torch.cuda.Stream()
     stream.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(stream):
@@ -260,8 +240,6 @@ def _capture(run: Callable[[], Any]) -> tuple[Any, Any]:
 
 
 def _to_cpu(value: Any) -> Any:
-    import torch
-
     if isinstance(value, torch.Tensor):
         return value.detach().to("cpu").clone()
     if isinstance(value, list):
