@@ -195,7 +195,7 @@ def _measure(problem: KernelProblem, editable: str | None, payload: dict[str, An
             strict=strict, baseline_ms=payload.get("baseline_ms"), features=bool(payload.get("features", True)))
 
     try:
-        # issue 18: an implausible time is measured again, strictly, before it is rewarded
+        # a time too good to be true may be a cheat: measured again, strictly, before any reward
         measurement, features, _ = gate(*run(False), lambda: run(True))
     except TimingRejected as rej:
         return {"ok": False, "reason": rej.reason, "message": f"{rej.reason}: {rej.message}"[:500]}
