@@ -101,7 +101,7 @@ def _claimed_ratio(rounds: dict[str, list[float]]) -> float | None:
 
 def _measure(problem: Any, target: str, config: Any, cpu: bool) -> Any:
     if cpu:
-        from kernelband.profile.paired_timing import measure_speedup
+        from kernelband.profile.paired_result import measure_speedup
 
         return measure_speedup(problem, problem.editable, "cpu", target="cpu", device_name="host",
                                config=replace(config, clock="cpu", batch_ms=50.0, rounds=8))

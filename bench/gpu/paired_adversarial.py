@@ -66,8 +66,8 @@ def measure(problem: Any, editable: str | None, cpu: bool) -> str:
 
     try:
         if cpu:
+            from kernelband.profile.paired_result import measure_speedup
             from kernelband.profile.paired_runners import PairedConfig
-            from kernelband.profile.paired_timing import measure_speedup
 
             m = measure_speedup(problem, editable, "cpu", target="cpu", device_name="host",
                                 config=PairedConfig(rounds=10, batch_ms=60.0, clock="cpu"))

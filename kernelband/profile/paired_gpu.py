@@ -20,8 +20,9 @@ from kernelband.problem.model import KernelProblem
 from kernelband.profile.archs import resolve_target
 from kernelband.profile.features import Features, reference_features
 from kernelband.profile.measurement import MeasureError, Measurement
+from kernelband.profile.paired_result import measurement_of
 from kernelband.profile.paired_runners import PairedConfig, Runner, timed_call
-from kernelband.profile.paired_timing import PairedRun, measure_paired_runners, measurement_of
+from kernelband.profile.paired_timing import PairedRun, measure_paired_runners
 from kernelband.sandbox import SandboxLimits
 from kernelband.sandbox.cores import measuring_cores
 from kernelband.sandbox.device import detect_device

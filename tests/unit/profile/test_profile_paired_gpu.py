@@ -13,8 +13,9 @@ from kernelband.problem import load_problem
 from kernelband.profile.features import Features
 from kernelband.profile.measurement import Measurement
 from kernelband.profile.paired import PairedSpeedup
+from kernelband.profile.paired_result import paired_measurement
 from kernelband.profile.paired_runners import PairedConfig
-from kernelband.profile.paired_timing import PairedRun, paired_measurement
+from kernelband.profile.paired_timing import PairedRun
 from kernelband.sandbox.cores import parse_cores
 
 FIXTURE = Path(__file__).parent / "fixtures" / "paired_problem.py"

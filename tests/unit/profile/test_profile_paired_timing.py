@@ -21,8 +21,8 @@ from kernelband.evaluate.verified_timing import TimingRejected
 from kernelband.problem import load_problem
 from kernelband.problem.model import KernelProblem
 from kernelband.profile.measurement import Measurement
+from kernelband.profile.paired_result import measure_speedup
 from kernelband.profile.paired_runners import ORIGINALS, PairedConfig
-from kernelband.profile.paired_timing import measure_speedup
 
 FIXTURE = Path(__file__).parent / "fixtures" / "paired_problem.py"
 CONFIG = PairedConfig(rounds=12, batch_ms=80.0, seed=7, clock="cpu")
