@@ -66,16 +66,12 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
         "the evaluator's own cost per candidate, cold and warm runners", CPU_PAGE),
     _py("generation-loop", "cpu", "bench.generation_loop",
         "repair turns and duplicates with a scripted weak model", CPU_PAGE),
-    _py("sse-streams", "cpu", "bench.sse_streams", "open event streams one API process holds",
-        CPU_PAGE),
     _py("policies", "cpu", "bench.policies", "every policy on simulated reward landscapes",
         CPU_PAGE),
     _py("policies-measured", "cpu", "bench.policy_bench.measured",
         "every policy on the measured replay corpus (bench/gpu/replay/tritonbench-g)", CPU_PAGE),
     _py("corpus-cpu", "cpu", "bench.corpus", "every corpus file through `kernelband check` in "
         "the Triton interpreter (about an hour on 2 cores)", CPU_PAGE),
-    _py("static-profile-latency", "cpu", "bench.static_profile_latency",
-        "static profile per candidate, cold and cached (docs/estimates.md)", "docs/estimates.md"),
     _py("jail-startup", "any", "bench.jail_startup",
         "start-up cost of the jail per run, Landlock + seccomp beside it", CPU_PAGE),
     _py("corpus", "gpu", "bench.corpus", "the corpus checked, timed against its perf harness, "
@@ -85,20 +81,12 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
     _py("paired-aa", "gpu", "bench.gpu.paired_aa", "A/A: corpus originals measured against "
         "themselves through the paired measurement", "docs/measurement.md",
         defaults=("--graphs",)),
-    _py("paired-adversarial", "gpu", "bench.gpu.paired_adversarial", "candidates that try to "
-        "change their own measured speedup, through the paired measurement",
-        "bench/gpu/paired-adversarial-<target>.md"),
     _py("suite-twice", "gpu", "bench.gpu.suite_twice", "one suite run twice: do speedups repeat "
         "(ARGS='--run B' for the second, '--compare' for the table)", TIMING,
         fixed=("--target", "{target}"), defaults=("--run", "A")),
     _py("step-profile", "gpu", "bench.gpu.step_profile", "where one pull's GPU time goes "
         "(check, measurement, Nsight Compute pass)", TIMING,
         fixed=("--out", "{out}", "--target", "{target}"), defaults=("--path-file",)),
-    _py("adversarial", "gpu", "bench.gpu.adversarial", "GPU-only reward hacks against the "
-        "checker and the verified measurement", "docs/reliability.md", defaults=("--out", "{out}")),
-    _py("record-replay", "gpu", "bench.gpu.record_replay", "record the measured replay tables "
-        "the policy benchmark replays", "docs/bandit.md",
-        defaults=("--corpus", CORPUS, "--out", "{out}")),
     Scenario("fleet", "gpu", ("sh", "bench/gpu/fleet_one_gpu.sh", "{out}"),
              ("--target", "{target}"), "the whole deployment on one node, a suite through the "
              "API, one worker killed -9", FLEET),

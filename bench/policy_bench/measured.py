@@ -2,7 +2,7 @@
 
 `python -m bench.policy_bench.measured [--quick] [--replay DIR]` writes the
 `measured-replay` section of bench/RESULTS.md (also run by `make bench`). The measured corpus is
-bench/gpu/replay/tritonbench-g/ (a GPU recording by bench/gpu/record_replay.py) when it exists,
+bench/gpu/replay/tritonbench-g/ (recorded on an H100) when it exists,
 else the CPU recording bench/replay/tritonbench-g-estimated/, whose times are cost-model
 estimates and are labelled so.
 """
@@ -52,8 +52,8 @@ def load_corpus(path: Path | None) -> Corpus:
     """The GPU recording when present, else the estimated CPU recording (or `path`)."""
     path = path or (GPU_CORPUS if GPU_CORPUS.is_dir() else ESTIMATED_CORPUS)
     if not path.is_dir():
-        raise SystemExit(f"no recorded corpus at {path}; record one with "
-                         "`python -m bench.gpu.record_replay --corpus DIR --out DIR`")
+        raise SystemExit(f"no recorded corpus at {path}; pass --replay DIR, a folder in "
+                         "the format of bench/replay/README.md")
     problems, _ = load_replay(path)
     prov_file = path / "provenance.json"
     provenance = json.loads(prov_file.read_text()) if prov_file.exists() else {}

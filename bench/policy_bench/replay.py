@@ -31,8 +31,8 @@ class ReplayProblem:
 
 
 def load_replay(path: Path) -> tuple[list[ReplayProblem], bool]:
-    """Read and validate a replay table, or a folder of per-problem tables (a recording by
-    bench/gpu/record_replay.py); returns the problems and whether they are simulated."""
+    """Read and validate a replay table, or a folder of per-problem tables (a recording, see
+    bench/replay/README.md); returns the problems and whether they are simulated."""
     if path.is_dir():
         docs = [(p, json.loads(p.read_text())) for p in sorted(path.glob("*.json"))
                 if p.name != "provenance.json" and not p.name.endswith(".summary.json")]

@@ -37,7 +37,7 @@ def bench_policies(
     """Compare bandit policies on SIMULATED reward landscapes (and a replay table)."""
     if replay is not None and not replay.exists():
         raise typer.BadParameter(f"replay table {replay} does not exist; pass a JSON file or a "
-                                 "folder recorded by bench/gpu/record_replay.py")
+                                 "folder in the format of bench/replay/README.md")
     module = _load_bench()
     out = REPO_ROOT / "bench" / "RESULTS.md" if write else None
     typer.echo(module.run(quick, replay, out))  # type: ignore[attr-defined]

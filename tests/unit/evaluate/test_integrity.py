@@ -66,7 +66,7 @@ def test_a_reference_result_aliasing_its_inputs_or_weights_is_not_poisoned() -> 
 
 def test_scrub_and_l2_reset_are_no_ops_without_cuda() -> None:
     if torch.cuda.is_available():
-        pytest.skip("CUDA present: covered by bench/gpu/adversarial.py")
+        pytest.skip("CUDA present: this checks the CPU path")
     assert integrity.scrub_free_memory() == 0
     assert integrity.reset_l2_persistence() is False
 
