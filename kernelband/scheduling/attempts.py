@@ -17,6 +17,8 @@ from kernelband.db.models import Attempt, Track, utcnow
 from kernelband.db.row_buffer import add_row
 from kernelband.scheduling.dispatch import queue_for
 
+# An attempt in one of these states is open: its result may still be applied (the only
+# definition; ingest, selection and the lifecycle import it).
 ACTIVE_ATTEMPT_STATES = ("pending", "dispatched", "expired")
 
 

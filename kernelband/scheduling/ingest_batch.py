@@ -21,6 +21,7 @@ from sqlalchemy.orm import Session
 from kernelband.db.models import Attempt, Candidate, Event, Job, Track
 from kernelband.loop.dedupe import prefetch_same_source
 from kernelband.loop.skills import prefetch_for_skills
+from kernelband.scheduling.attempts import ACTIVE_ATTEMPT_STATES
 from kernelband.scheduling.dispatch import TaskResult
 from kernelband.scheduling.events import prime_event_counters
 from kernelband.scheduling.ingest import LockedAttempt, apply_result, generated_child
@@ -28,7 +29,6 @@ from kernelband.scheduling.leases import extend_locked_lease, lease_deadline
 from kernelband.scheduling.state import WITHOUT_STORED_STATE
 
 BATCH_SIZE = 500  # results per transaction: bounds how long attempt locks are held
-OPEN_STATES = ("pending", "dispatched", "expired")
 
 
 def apply_batch(session: Session, items: Sequence[TaskResult], now: datetime, lease_s: float,
@@ -68,7 +68,7 @@ def add_children(session: Session, locked: dict[int, LockedAttempt],
         seen.add(item.attempt_id)
         attempt, track, _, _ = locked.get(item.attempt_id, (None, None, None, None))
         if (attempt is not None and track is not None and attempt.kind == "generate"
-                and attempt.state in OPEN_STATES and item.result.get("ok")
+                and attempt.state in ACTIVE_ATTEMPT_STATES and item.result.get("ok")
                 and item.result.get("editable")):
             children.append(generated_child(session, track, attempt, item.result))
     session.flush()
@@ -77,7 +77,7 @@ def add_children(session: Session, locked: dict[int, LockedAttempt],
 
 def apply_locked(session: Session, attempt: Attempt, result: dict, max_tries: int) -> bool:
     """`ingest_result` for an attempt this transaction holds locked."""
-    if attempt.state not in OPEN_STATES:
+    if attempt.state not in ACTIVE_ATTEMPT_STATES:
         return False  # already applied, or closed by cancellation / expiry
     reason = str(result.get("reason") or "")
     if reason.startswith("task_error") and attempt.tries < max_tries:

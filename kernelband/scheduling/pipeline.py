@@ -25,7 +25,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from kernelband.config import Settings
 from kernelband.db.models import Track, utcnow
 from kernelband.db.session import DatabaseError, session_scope
-from kernelband.scheduling.attempts import claim_pending
+from kernelband.scheduling.attempts import ACTIVE_ATTEMPT_STATES, claim_pending
 from kernelband.scheduling.dispatch import Dispatcher, TaskMessage, TaskResult
 from kernelband.scheduling.fencing import FencingError, verify_epoch
 from kernelband.scheduling.ingest import fail_lost_attempt, lock_attempt
@@ -221,7 +221,7 @@ def ingest_safely(ctx: EngineContext, attempt_id: int, result: dict) -> bool:
     with fenced(ctx) as session:
         loaded = lock_attempt(session, attempt_id)
         attempt = loaded[0] if loaded else None
-        if attempt is None or attempt.state not in ("pending", "dispatched", "expired"):
+        if attempt is None or attempt.state not in ACTIVE_ATTEMPT_STATES:
             return False
         fail_lost_attempt(session, attempt, reason)
     return True

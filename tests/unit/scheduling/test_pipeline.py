@@ -14,6 +14,7 @@ from kernelband.config import Settings
 from kernelband.db import repository
 from kernelband.db.models import ArmStat, Attempt, Candidate, Job, Track, utcnow
 from kernelband.db.session import session_scope
+from kernelband.scheduling.attempts import ACTIVE_ATTEMPT_STATES
 from kernelband.scheduling.dispatch import InboxDispatcher, InlineDispatcher, TaskMessage
 from kernelband.scheduling.fencing import FencingError, claim_leadership
 from kernelband.scheduling.lifecycle import job_is_finished
@@ -153,7 +154,7 @@ def test_cancellation_stops_job_and_ignores_late_results(
         assert session.get_one(Job, job_id).status == "cancelled"
         assert {t.status for t in repository.job_tracks(session, job_id)} == {"cancelled"}
         open_states = session.scalars(select(Attempt.state).where(
-            Attempt.state.in_(("pending", "dispatched", "expired")))).all()
+            Attempt.state.in_(ACTIVE_ATTEMPT_STATES))).all()
         assert open_states == []
         lost = session.scalars(select(Attempt).where(Attempt.kind == "compile")).first()
         assert lost is not None and lost.reason == "cancelled"
