@@ -6,9 +6,10 @@ from pathlib import Path
 
 import pytest
 
+from kernelband.evaluate.verdict import Verdict
 from kernelband.problem.model import KernelProblem
-from kernelband.sandbox import load_problem_sandboxed
-from kernelband.scheduling import tasks
+from kernelband.sandbox import SandboxLimits, load_problem_sandboxed
+from kernelband.scheduling import candidate_tasks, tasks
 
 EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "vector_add.py"
 
@@ -58,17 +59,13 @@ def test_verify_checks_held_out_cases(problem: KernelProblem) -> None:
 def test_a_task_runs_its_sandbox_work_under_the_jobs_limits(
     problem: KernelProblem, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    import kernelband.evaluate
-    from kernelband.evaluate.verdict import Verdict
-    from kernelband.sandbox import SandboxLimits
-
     seen: list[SandboxLimits] = []
 
     def evaluate(*args: object, **kwargs: object) -> Verdict:
         seen.append(SandboxLimits.from_settings())
         return Verdict.reject("wrong_result", "recorded")
 
-    monkeypatch.setattr(kernelband.evaluate, "evaluate_candidate", evaluate)
+    monkeypatch.setattr(candidate_tasks, "evaluate_candidate", evaluate)
     payload = {"problem": problem.to_dict(), "editable": problem.editable, "target": "h100"}
     tasks.verify({**payload, "limits": {"compile_s": 600, "run_s": 20}})
     tasks.verify(payload)

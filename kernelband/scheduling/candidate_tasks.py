@@ -1,0 +1,165 @@
+"""The tasks that judge a candidate: compile (pre-screen), profile (check and measure) and
+verify (held-out acceptance). Candidate code only ever runs inside the sandbox
+(evaluate_candidate and measure_candidate start a sandbox child).
+
+Each returns `to_dict()` of its result value (`kernelband.scheduling.results`), with `timings`:
+wall seconds per part of the task (`check`: the sandboxed correctness run, `static`: the static
+profile, `measure`: timing and features, `signature`: on a GPU, the Nsight Compute pass for h),
+which `kernelband.scheduling.stages` summarises per job.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any, TypeVar
+
+from kernelband.evaluate import check_source, evaluate_candidate
+from kernelband.evaluate.plausibility import gate
+from kernelband.evaluate.verified_timing import TimingRejected
+from kernelband.problem.model import KernelProblem
+from kernelband.profile import (
+    MeasureError,
+    Measurement,
+    StaticProfileError,
+    measure_candidate,
+    static_profile_candidate,
+)
+from kernelband.sandbox.device import detect_device
+from kernelband.scheduling.results import CompileResult, ProfileResult, VerifyResult
+from kernelband.scheduling.task_payload import editable_of, problem_of, under_job_limits
+
+T = TypeVar("T")
+PRESCREEN_SEEDS = 1  # compile only screens out obvious failures; profile checks thoroughly
+CHECK_SEEDS = 3
+
+
+@dataclass(frozen=True)
+class Unmeasured:
+    """Why a correct candidate could not be measured (`reason` machine-readable)."""
+
+    reason: str
+    message: str
+
+
+Measured = tuple[Measurement, dict[str, Any]]  # the measurement and Features.to_dict()
+
+
+@under_job_limits
+def compile(payload: dict[str, Any]) -> dict[str, Any]:  # noqa: A001 - the contract's name
+    """Static checks and an interpreter pre-screen on the public cases (cheap, CPU only)."""
+    if payload["target"] == "cpu":
+        # The cpu target's profile step runs this same interpreter check with more seeds, so a
+        # pre-screen would only repeat it; the static source checks still reject early.
+        found = check_source(payload["editable"])
+        if found is not None:
+            return CompileResult(ok=False, reason=found.reason, message=found.message).to_dict()
+        return CompileResult(ok=True, message="static checks passed; interpreter check runs "
+                             "in the profile step").to_dict()
+    # device=None: the node's device; on a GPU node triton 3.6's interpreter breaks (numpy 2.5).
+    timings: dict[str, float] = {}
+    verdict = _timed(timings, "check", lambda: evaluate_candidate(
+        problem_of(payload), payload["editable"], held_out=False, seeds=PRESCREEN_SEEDS,
+        device=None))
+    static = _timed(timings, "static", lambda: _static_profile(payload)) if verdict.correct else None
+    return CompileResult(ok=verdict.correct, reason="" if verdict.correct else verdict.reason,
+                         message=verdict.message, verdict=verdict.to_dict(),
+                         static_profile=static, timings=timings).to_dict()
+
+
+@under_job_limits
+def profile(payload: dict[str, Any]) -> dict[str, Any]:
+    """Correctness on the target, then time and features (on `cpu`: the labelled estimate)."""
+    problem, editable = problem_of(payload), editable_of(payload)
+    device = "cpu" if payload["target"] == "cpu" else None  # None: the node's GPU
+    timings: dict[str, float] = {}
+    verdict = _timed(timings, "check", lambda: evaluate_candidate(
+        problem, editable, held_out=False, seeds=CHECK_SEEDS, device=device))
+    if not verdict.correct:
+        return ProfileResult(ok=False, reason=verdict.reason, message=verdict.message,
+                             verdict=verdict.to_dict(), timings=timings).to_dict()
+    measured = _timed(timings, "measure", lambda: _measure(problem, editable, payload, timings))
+    timings["measure"] -= timings.get("signature", 0.0)  # parts do not overlap
+    if isinstance(measured, Unmeasured):
+        return ProfileResult(ok=False, reason=measured.reason, message=measured.message,
+                             verdict=verdict.to_dict(), timings=timings).to_dict()
+    measurement, features = measured
+    return ProfileResult(ok=True, verdict=verdict.to_dict(), measurement=measurement,
+                         features=features, timings=timings).to_dict()
+
+
+@under_job_limits
+def verify(payload: dict[str, Any]) -> dict[str, Any]:
+    """Held-out acceptance of a track's best kernel (cases no generator has seen); on a GPU the
+    best that passes is then measured again, paired against the original: the job's speedup."""
+    device = "cpu" if payload["target"] == "cpu" else None
+    timings: dict[str, float] = {}
+    problem = problem_of(payload)
+    verdict = _timed(timings, "check", lambda: evaluate_candidate(
+        problem, payload["editable"], held_out=True, seeds=CHECK_SEEDS, device=device))
+    final = (_final_measurement(problem, payload, timings)
+             if verdict.correct and _measures_on_gpu(payload["target"]) else None)
+    result = VerifyResult(ok=verdict.correct, reason="" if verdict.correct else verdict.reason,
+                          message=verdict.message, verdict=verdict.to_dict(), timings=timings)
+    if isinstance(final, Unmeasured):  # a best that cannot be measured again is not accepted
+        return replace(result, ok=False, reason=f"final_measure:{final.reason}",
+                       message=final.message).to_dict()
+    if final is not None:
+        return replace(result, measurement=final[0], features=final[1]).to_dict()
+    return result.to_dict()
+
+
+def _measures_on_gpu(target: str) -> bool:
+    """A cost-model estimate is deterministic: only a GPU measurement is worth taking again."""
+    return target != "cpu" and detect_device().startswith("cuda")
+
+
+def _final_measurement(problem: KernelProblem, payload: dict[str, Any],
+                       timings: dict[str, float]) -> Measured | Unmeasured:
+    """The best timed again in interleaved rounds against the original (its paired speedup)."""
+    against_original = {**payload, "parent_editable": problem.editable,
+                        "hardware_signature": False, "features": False}
+    return _timed(timings, "measure", lambda: _measure(
+        problem, payload["editable"], against_original, timings))
+
+
+def _timed(timings: dict[str, float], part: str, work: Callable[[], T]) -> T:
+    """Run `work`, noting its wall seconds as `timings[part]` (the result's `timings`)."""
+    start = time.perf_counter()
+    try:
+        return work()
+    finally:
+        timings[part] = time.perf_counter() - start
+
+
+def _measure(problem: KernelProblem, editable: str | None, payload: dict[str, Any],
+             timings: dict[str, float]) -> Measured | Unmeasured:
+    """Measurement and features (the profile package runs the candidate sandboxed)."""
+    def run(strict: bool) -> tuple[Any, Any]:
+        return measure_candidate(
+            problem, editable, payload["target"], parent_editable=payload.get("parent_editable"),
+            hardware_signature=bool(payload.get("hardware_signature", True)), timings=timings,
+            strict=strict, baseline_ms=payload.get("baseline_ms"), features=bool(payload.get("features", True)))
+
+    try:
+        # a time too good to be true may be a cheat: measured again, strictly, before any reward
+        measurement, features, _ = gate(*run(False), lambda: run(True))
+    except TimingRejected as rej:
+        return Unmeasured(rej.reason, f"{rej.reason}: {rej.message}"[:500])
+    except (MeasureError, StaticProfileError) as exc:
+        reason = getattr(exc, "reason", "") or f"measure_failed:{type(exc).__name__}"
+        return Unmeasured(reason, str(exc)[:500])
+    return measurement, features.to_dict()
+
+
+def _static_profile(payload: dict[str, Any]) -> dict[str, Any] | None:
+    """The labelled static profile report for the target, or None when it cannot be built."""
+    try:
+        return static_profile_candidate(problem_of(payload), payload["editable"], payload["target"])
+    except (MeasureError, StaticProfileError) as exc:
+        # The profile step measures resources on the target anyway; keep the reason visible.
+        return {"error": f"{type(exc).__name__}: {str(exc)[:300]}"}
+
+
+__all__ = ["CHECK_SEEDS", "PRESCREEN_SEEDS", "compile", "profile", "verify"]
