@@ -87,12 +87,18 @@ def task_error_result(kind: str, exc: BaseException) -> dict[str, Any]:
             "message": str(exc)[:500], "traceback": tail}
 
 
+# The module of each kind's body. Imported when a task of that kind first runs, so a worker
+# loads only what its kind needs: an LLM worker never loads the sandboxed checks and torch.
+TASK_MODULES = {"generate": "kernelband.scheduling.generate_task",
+                **dict.fromkeys(("compile", "profile", "verify"),
+                                "kernelband.scheduling.candidate_tasks")}
+
+
 def task_function(kind: str) -> TaskFunction:
-    """The task body of a kind, from `kernelband.scheduling.tasks` (imported lazily)."""
+    """The task body of a kind, from its module in `TASK_MODULES` (imported on first use)."""
     if kind not in TASK_KINDS:
         raise ValueError(f"unknown task kind {kind!r}; expected one of {', '.join(TASK_KINDS)}")
-    tasks = importlib.import_module("kernelband.scheduling.tasks")
-    return getattr(tasks, kind)  # type: ignore[no-any-return]
+    return getattr(importlib.import_module(TASK_MODULES[kind]), kind)  # type: ignore[no-any-return]
 
 
 class Dispatcher:
