@@ -16,6 +16,7 @@ from dataclasses import dataclass, replace
 from kernelband.evaluate.verified_timing import TimingRejected
 from kernelband.problem.model import KernelProblem
 from kernelband.profile.measurement import MeasureError
+from kernelband.profile.paired import RUNNER_SD
 from kernelband.sandbox.limits import SandboxLimits, SandboxResult
 from kernelband.sandbox.session import RunnerSession, SessionError
 
@@ -50,6 +51,8 @@ class PairedConfig:
     # charged to the runner's processes during the batch, read by the judge from /proc (the
     # interpreter on a shared host, where wall time measures the host's load, not the calls)
     clock: str = "wall"
+    # between-runner variation added to a GPU measurement's interval (profile/paired.py)
+    runner_sd: float = RUNNER_SD
 
     def __post_init__(self) -> None:
         if self.clock not in ("wall", "cpu"):

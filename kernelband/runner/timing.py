@@ -105,10 +105,12 @@ class TimingServer:
         name = str(msg["case"])
         pad = int(msg.get("pad") or 0)
         if pad and not self.graphs and self.device.startswith("cuda"):
-            # free the case's inputs and last pad, then hold `pad` bytes: the new inputs land
-            # elsewhere (a captured graph would need its addresses, so graphs keep theirs)
+            # free the case's inputs and last pad and hand the cached blocks back to the driver,
+            # then hold `pad` bytes: the new inputs land at other virtual and physical pages
+            # (a captured graph would need its addresses, so graphs keep theirs)
             self.cases.pop(name, None)
             self.pads.pop(name, None)
+            torch.cuda.empty_cache()
             self.pads[name] = _device_bytes(pad, self.device)
         if self.harness:
             prepared = _Case(self.harness[name]())

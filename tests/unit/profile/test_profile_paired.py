@@ -71,3 +71,26 @@ def test_a_measurement_reads_with_its_interval() -> None:
     speedup = PairedSpeedup(1.18, 1.12, 1.24, 20, "judge clock", "original")
     text = Measurement("measured", "judge clock", "H200", "h200", 0.5, speedup=speedup).describe()
     assert text.startswith("measured:") and "1.18x [1.12, 1.24] against the original" in text
+
+
+def test_a_between_runner_term_widens_each_side_in_quadrature() -> None:
+    original, candidate = _noisy(12, 1.01, 7), _noisy(12, 1.0, 8)
+    rounds_only = paired_speedup(original, candidate, method="m")
+    widened = paired_speedup(original, candidate, method="m", runner_sd=0.0075)
+    center, extra = math.log(rounds_only.point), 1.959964 * 0.0075
+    assert widened.point == rounds_only.point
+    assert math.log(widened.high) - center == pytest.approx(math.hypot(math.log(rounds_only.high) - center, extra))
+    assert center - math.log(widened.low) == pytest.approx(math.hypot(center - math.log(rounds_only.low), extra))
+    assert "between-runner sd of 0.75%" in widened.method
+
+
+def test_a_steady_offset_between_two_runners_is_covered_by_the_term() -> None:
+    # rounds that agree closely on a 1.1% offset (as two processes of identical code can)
+    original, candidate = [1.011 * (1 + 0.001 * (i % 3)) for i in range(8)], [1.0] * 8
+    assert not paired_speedup(original, candidate, method="m").contains_one
+    assert paired_speedup(original, candidate, method="m", runner_sd=0.0075).contains_one
+
+
+def test_identical_rounds_still_get_the_between_runner_term() -> None:
+    widened = paired_speedup([1.0] * 4, [1.0] * 4, method="m", runner_sd=0.01)
+    assert widened.low < 1.0 < widened.high and "degenerate" in widened.method
