@@ -22,7 +22,9 @@ from sqlalchemy import update
 from sqlalchemy.orm import Session
 
 from kernelband.bandit import PolicyState, make_policy
+from kernelband.bandit.arms import ucb_scores
 from kernelband.bandit.frontier_index import ClusterIndex, cluster_index, fastest, open_mask
+from kernelband.bandit.strategies import STRATEGY_NAMES
 from kernelband.db.models import ArmStat, Cluster, Job, Track, utcnow
 from kernelband.db.upsert import upsert_rows
 from kernelband.scheduling.view_cache import changed_rows, note_view_written, view_due
@@ -108,8 +110,6 @@ def arm_rows(job: Job, track: Track, state: PolicyState, now: datetime) -> list[
     reward moves every arm's score a little (ln t), and rewriting all of a track's arms for
     that made the view most of what a result cost to apply.
     """
-    from kernelband.bandit.strategies import STRATEGY_NAMES
-
     config = _policy_config(job.policy, json.dumps(job.policy_params or {}, sort_keys=True))
     ucb = _ucb_or_none(state, float(getattr(config, "c", 2.0)))
     theta = getattr(config, "theta_sat", None)
@@ -131,8 +131,6 @@ def _policy_config(name: str, params: str) -> Any:
 
 def _ucb_or_none(state: PolicyState, c: float) -> list[list[float]] | None:
     try:
-        from kernelband.bandit.arms import ucb_scores
-
         scores = ucb_scores(state, c, False)
     except Exception:  # a policy with another arm layout: the view just omits the score
         return None
