@@ -25,12 +25,16 @@ from kernelband.bandit.types import FrontierEntry
 
 @dataclass(frozen=True)
 class FrontierArrays:
-    """time_ms, h (NaN rows where unknown) and whether h is known, per frontier entry."""
+    """time_ms, h (NaN rows where unknown), whether h is known, and phi, per frontier entry."""
 
     entries: list[FrontierEntry]  # the frontier these arrays describe, in order
     time_ms: np.ndarray
     h: np.ndarray
     has_h: np.ndarray
+    # phi of every entry while all have one of the same length; None otherwise (the clustering
+    # then falls back to log1p(time), `clustering.feature_matrix`)
+    phi: np.ndarray | None = None
+    ids: dict[str, int] = field(default_factory=dict)  # kernel id -> first frontier index
 
     def positions(self, kernel_ids: set[str]) -> list[int]:
         """Frontier indices of those of `kernel_ids` that are in the frontier."""
@@ -64,11 +68,41 @@ def frontier_arrays(entries: list[FrontierEntry],
     time_ms = np.fromiter((e.time_ms for e in new), dtype=float, count=len(new))
     h = np.array([e.h if e.h is not None else (np.nan,) * 3 for e in new], dtype=float)
     has_h = np.fromiter((e.h is not None for e in new), dtype=bool, count=len(new))
+    phi = _phi_rows(new, None if previous is None or not start else previous.phi, start)
+    ids = dict(previous.ids) if start and previous is not None else {}
+    for offset, entry in enumerate(new):
+        ids.setdefault(entry.kernel_id, start + offset)
     if start and previous is not None:
         time_ms = np.concatenate([previous.time_ms, time_ms])
         h = np.concatenate([previous.h, h.reshape(-1, 3)])
         has_h = np.concatenate([previous.has_h, has_h])
-    return FrontierArrays(list(entries), time_ms, h.reshape(-1, 3), has_h)
+    return FrontierArrays(list(entries), time_ms, h.reshape(-1, 3), has_h, phi, ids)
+
+
+def _phi_rows(new: list[FrontierEntry], previous: np.ndarray | None,
+              start: int) -> np.ndarray | None:
+    """phi of a prefix (`previous`, `start` rows; None: not one length) extended by `new`."""
+    if start and previous is None:
+        return None  # an earlier entry had no phi or another length: the frontier never will
+    width = previous.shape[1] if previous is not None else len(new[0].phi) if new else 0
+    if width == 0 or any(len(e.phi) != width for e in new):
+        return None
+    rows = np.array([e.phi for e in new], dtype=float).reshape(-1, width)
+    return rows if previous is None else np.concatenate([previous, rows])
+
+
+def in_frontier(state: PolicyState, kernel_id: str) -> bool:
+    """Whether a frontier entry has this kernel id (a dict lookup once the state is indexed)."""
+    if isinstance(state.derived, ClusterIndex):
+        return kernel_id in frontier_arrays_of(state).ids
+    return any(entry.kernel_id == kernel_id for entry in state.frontier)
+
+
+def frontier_arrays_of(state: PolicyState) -> FrontierArrays:
+    """The arrays of the state's frontier, extending those of its index when it has one (the
+    index itself is left as it is; `cluster_index` extends it again, by the new entries only)."""
+    cached = state.derived.frontier if isinstance(state.derived, ClusterIndex) else None
+    return frontier_arrays(state.frontier, cached)
 
 
 def label_array(labels: list[int]) -> np.ndarray:
@@ -155,4 +189,4 @@ def _softmax(logits: np.ndarray, temperature: float) -> np.ndarray:
 
 
 __all__ = ["ClusterIndex", "FrontierArrays", "cluster_index", "fastest", "frontier_arrays",
-           "label_array", "open_mask", "sample_parent_indexed"]
+           "frontier_arrays_of", "in_frontier", "label_array", "open_mask", "sample_parent_indexed"]

@@ -7,6 +7,7 @@ from typing import ClassVar
 import numpy as np
 
 from kernelband.bandit.config import BaseConfig
+from kernelband.bandit.frontier_index import in_frontier
 from kernelband.bandit.state import PolicyState, rng_restore, rng_to_json
 from kernelband.bandit.strategies import STRATEGY_NAMES
 from kernelband.bandit.types import Decision, FrontierEntry, PolicyStateError, reward
@@ -63,7 +64,7 @@ class Policy:
                 f"kernelband: decision {decision_id!r} is not pending (already applied or never "
                 "selected); apply each result exactly once"
             )
-        if child is not None and child.kernel_id in {e.kernel_id for e in state.frontier}:
+        if child is not None and in_frontier(state, child.kernel_id):
             raise PolicyStateError(
                 f"kernelband: kernel {child.kernel_id!r} is already in the frontier; "
                 "give every child a new kernel_id"

@@ -11,6 +11,8 @@ from kernelband.bandit.arms import cluster_members, open_arms, representative, s
 from kernelband.bandit.frontier_index import (
     cluster_index,
     fastest,
+    frontier_arrays,
+    in_frontier,
     open_mask,
     sample_parent_indexed,
 )
@@ -88,3 +90,15 @@ def test_an_index_of_another_frontier_is_never_read() -> None:
     assert index.frontier.entries == other.frontier
     assert index.reps == [representative(other, m) if m else None
                           for m in cluster_members(other, 3)]
+
+
+def test_phi_rows_and_ids_extend_with_the_frontier_until_a_length_differs() -> None:
+    state = clustered_state(20, 3)
+    first = frontier_arrays(state.frontier[:12])
+    grown = frontier_arrays(state.frontier, first)
+    assert grown.phi is not None and np.array_equal(grown.phi, [e.phi for e in state.frontier])
+    assert grown.ids == {e.kernel_id: i for i, e in enumerate(state.frontier)}
+    assert in_frontier(state, "k19") and not in_frontier(state, "k20")
+    mixed = frontier_arrays([*state.frontier, FrontierEntry("short", 1.0, (1.0,))], grown)
+    assert mixed.phi is None
+    assert frontier_arrays([*mixed.entries, state.frontier[0]], mixed).phi is None
