@@ -6,7 +6,7 @@ runs when clusters first form, whenever the frontier has doubled since the last 
 crossed a power of two, and when the last clustering cannot seed the next (a cluster count or
 feature layout that changed); in between, Lloyd's iterations continue from the last centroids
 (mapped into the new z-space) to convergence: the same objective, a local optimum next to the
-last one, found in well under a millisecond.
+last one, found in a few numpy passes over the frontier.
 """
 
 from __future__ import annotations
