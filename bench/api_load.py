@@ -22,9 +22,7 @@ from bench.api_client import CHANGED_EVERY, CONNECTIONS, MIXES, Target, learn_et
 from bench.api_server import (
     SIMULATED_WORKERS,
     CpuMeter,
-    free_port,
     idle_in_transaction,
-    process_cpu_s,
     seed_api_job,
     seed_workers,
     server_errors,
@@ -42,6 +40,7 @@ from bench.common import (
     save_figure,
     verdict,
 )
+from bench.processes import free_port, process_cpu_s
 
 TARGET_RPS, TARGET_P99_MS = 500.0, 50.0
 SERVER_WORKERS = 1  # uvicorn worker processes

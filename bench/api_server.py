@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import re
-import socket
 import subprocess
 import sys
 import time
@@ -22,6 +21,7 @@ from sqlalchemy import func, select, text
 from sqlalchemy.engine import make_url
 
 from bench.common import ADMIN_URL, ROOT
+from bench.processes import descendants, process_cpu_s
 from bench.scheduler_throughput import make_context, seed_jobs
 from kernelband.db import repository
 from kernelband.db.models import Event, Team, Worker
@@ -60,13 +60,6 @@ def seed_workers(url: str, count: int = SIMULATED_WORKERS) -> None:
     engine.dispose()
 
 
-def free_port() -> int:
-    """An unused local TCP port."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def start_server(url: str, port: int, log: IO[bytes], workers: int = 1) -> subprocess.Popen[bytes]:
     """uvicorn serving the API on `url`'s database (output to `log`); waits for /healthz."""
     env = {**os.environ, "KERNELBAND_DATABASE_URL": url, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
@@ -98,32 +91,9 @@ def stop_server(proc: subprocess.Popen[bytes]) -> None:
         proc.wait(timeout=10)
 
 
-def process_cpu_s(pid: int) -> float:
-    """User+system CPU seconds of a process so far (Linux /proc; nan when it is gone)."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return float("nan")
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def process_tree(pid: int) -> list[int]:
-    """`pid` and its descendants (uvicorn's supervisor and its worker processes)."""
-    found, todo = [], [pid]
-    while todo:
-        current = todo.pop()
-        found.append(current)
-        try:
-            todo += [int(c) for c in
-                     Path(f"/proc/{current}/task/{current}/children").read_text().split()]
-        except OSError:
-            continue
-    return found
-
-
 def tree_cpu_s(pid: int) -> float:
-    """CPU seconds of a process tree so far."""
-    return sum(cpu for p in process_tree(pid) if (cpu := process_cpu_s(p)) == cpu)
+    """CPU seconds of a process and its descendants (uvicorn's supervisor and workers) so far."""
+    return sum(cpu for p in (pid, *descendants(pid)) if (cpu := process_cpu_s(p)) == cpu)
 
 
 def backend_pids(url: str) -> list[int]:

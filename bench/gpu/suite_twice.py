@@ -6,7 +6,7 @@ inside its own 95% interval?
     python -m bench.gpu.suite_twice --target h200 --compare   # the table (also after each run)
 
 Each run is `kernelband suite` (rules generator, default policy, T = 4 by default) on 8 corpus
-TritonBench-G problems with their perf harnesses (bench.gpu.fleet_one_gpu.DEFAULT_PICKS), in its
+TritonBench-G problems with their perf harnesses (bench.gpu.fleet.DEFAULT_PICKS), in its
 own SQLite database; the run's report is kept in bench/gpu/suite-twice-<target>-<run>.json. The
 comparison (bench/gpu/suite-twice-<target>.md) lists per problem both runs' best speedups with
 their intervals, whether they agree (within 5%, or overlapping intervals) and whether every
@@ -22,7 +22,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from bench.gpu.fleet_one_gpu import DEFAULT_PICKS
+from bench.gpu.fleet import DEFAULT_PICKS
 
 OUT_DIR = Path(__file__).resolve().parent
 AGREE_WITHIN = 0.05

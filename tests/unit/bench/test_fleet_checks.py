@@ -6,7 +6,7 @@ from dataclasses import replace
 
 import pytest
 
-from bench.gpu.fleet_checks import (
+from bench.gpu.fleet_records import (
     AttemptRow,
     CandidateRow,
     JobRow,

