@@ -8,7 +8,7 @@ are dropped (pulls in flight per team, from the track counters: `pulls_by_team`)
 from __future__ import annotations
 
 import time
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -29,8 +29,8 @@ from kernelband.scheduling.state_cache import held_state, remember_state
 @dataclass
 class TimeBudget:
     """How long a selection may go on choosing pulls once it has read which tracks have free
-    slots (the reads before are not counted: they grow with the database, not with the pulls);
-    `spent` says it stopped because the time was up."""
+    slots (that read is not counted; loading the rows of the tracks it serves is, as they are
+    read in chunks as it goes); `spent` says it stopped because the time was up."""
 
     seconds: float
     deadline: float = field(default=0.0, init=False)
@@ -71,16 +71,32 @@ def select_pulls(session: Session, now: datetime, cap: int | None = None,
     counts: dict[int, int] = {}
     for row in kept:  # dict order = first slot of each track in the fair order
         counts[row.track_id] = counts.get(row.track_id, 0) + 1
-    loaded = load_tracks(session, list(counts))
     if budget is not None:
         budget.start()
     selected = 0
-    for track_id, count in counts.items():
-        track, job = loaded[track_id]
-        selected += select_for_track(session, job, track, count)
-        if budget is not None and budget.over():
-            break
+    for chunk in _chunks(list(counts), budget is not None):
+        loaded = load_tracks(session, chunk)
+        for track_id in chunk:
+            track, job = loaded[track_id]
+            selected += select_for_track(session, job, track, counts[track_id])
+            if budget is not None and budget.over():
+                return selected
     return selected
+
+
+FIRST_CHUNK = 8  # tracks loaded before a time-bounded pass's first selection
+
+
+def _chunks(track_ids: list[int], bounded: bool) -> Iterator[list[int]]:
+    """The tracks to load together, in order: all at once for a pass without a time bound;
+    else FIRST_CHUNK, then twice as many each time, so a pass whose time runs out after a few
+    tracks has not read the rows of every track with a free slot (about 100 ORM rows a pass
+    at 100 jobs, most of them unused), and one that goes on reads in a few statements."""
+    size = len(track_ids) if not bounded else FIRST_CHUNK
+    start = 0
+    while start < len(track_ids):
+        yield track_ids[start:start + size]
+        start, size = start + size, 2 * size
 
 
 def load_tracks(session: Session, track_ids: Sequence[int]) -> dict[int, tuple[Track, Job]]:

@@ -4,17 +4,20 @@ from __future__ import annotations
 
 import time
 from collections import Counter
+from collections.abc import Sequence
 
+import pytest
 from scheduling_fakes import FAKE_TASKS, make_job
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from kernelband.config import Settings
-from kernelband.db.models import Attempt
+from kernelband.db.models import Attempt, Job, Track
 from kernelband.db.session import session_scope
+from kernelband.scheduling import selection
 from kernelband.scheduling.dispatch import InboxDispatcher, TaskMessage
 from kernelband.scheduling.pipeline import EngineContext, dispatch_pending, fenced, step
-from kernelband.scheduling.selection import TimeBudget, select_pulls
+from kernelband.scheduling.selection import FIRST_CHUNK, TimeBudget, load_tracks, select_pulls
 
 
 class BaselineOnlyDispatcher(InboxDispatcher):
@@ -187,3 +190,31 @@ def test_a_pass_out_of_selection_time_says_more_is_waiting(
     report = step(ctx)
     assert (report.selected, report.dispatched, report.more_waiting) == (4, 4, False)
     assert Settings().select_budget_ms > 0  # the leader's default bounds its passes
+
+
+def test_a_time_bounded_pass_reads_only_the_tracks_it_reaches(
+        sqlite_factory: sessionmaker[Session], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Rows of tracks with free slots are read in growing chunks as the choosing goes on, so a
+    pass whose time runs out early has not loaded every track it could have served."""
+    ctx, _ = _running(sqlite_factory, jobs=FIRST_CHUNK + 4, parallelism=1)
+    for _ in range(4):  # a few jobs start per team and housekeeping pass
+        ctx.housekeeping_at = None
+        step(ctx)
+    read: list[list[int]] = []
+
+    def recording(session: Session, track_ids: Sequence[int]) -> dict[int, tuple[Track, Job]]:
+        read.append(list(track_ids))
+        return load_tracks(session, track_ids)
+
+    monkeypatch.setattr(selection, "load_tracks", recording)
+    with fenced(ctx) as session:
+        assert select_pulls(session, ctx.clock(), budget=TimeBudget(0.0)) == 1
+    assert [len(ids) for ids in read] == [FIRST_CHUNK]
+    read.clear()
+    with fenced(ctx) as session:
+        assert select_pulls(session, ctx.clock(), budget=TimeBudget(60.0)) == FIRST_CHUNK + 3
+    assert [len(ids) for ids in read] == [FIRST_CHUNK, 3]
+    read.clear()
+    with fenced(ctx) as session:
+        assert select_pulls(session, ctx.clock()) == 0  # no time bound: one read of all
+    assert read == []
