@@ -29,7 +29,7 @@ import torch
 
 from kernelband.evaluate import integrity
 from kernelband.evaluate.compare import bitwise_equal, compare_results, mutated_indices, tensors
-from kernelband.problem.model import Case, KernelProblem
+from kernelband.problem.model import Case, CaseInputs, KernelProblem
 from kernelband.profile.launches import capture_launches
 
 
@@ -88,9 +88,6 @@ def _refill(slot: list[Any], source: list[Any]) -> list[Any] | None:
 
 
 def _clone_args(args: list[Any]) -> list[Any]:
-    # the runtime is the sandbox child's: the judge imports this module and never loads it
-    from kernelband.problem.runtime import CaseInputs
-
     copies = [a.detach().clone() if isinstance(a, torch.Tensor) else a for a in args]
     if isinstance(args, CaseInputs):
         return CaseInputs(copies, args.case, args.seed)

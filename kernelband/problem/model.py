@@ -41,6 +41,15 @@ class Case:
     held_out: bool = False
 
 
+class CaseInputs(list[Any]):
+    """The argument list of one call; it remembers the case and seed it was built for."""
+
+    def __init__(self, args: list[Any], case: Case, seed: int) -> None:
+        super().__init__(args)
+        self.case = case
+        self.seed = seed
+
+
 @dataclass(frozen=True)
 class KernelProblem:
     """A loaded problem. `source` is the complete module text in its own format.

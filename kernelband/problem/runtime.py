@@ -19,7 +19,7 @@ import torch
 from kernelband.problem.devices import device_scope, use_interpreter_for
 from kernelband.problem.editable import region_offset
 from kernelband.problem.fair import fair_scope
-from kernelband.problem.model import Case, KernelProblem, ProblemLoadError
+from kernelband.problem.model import Case, CaseInputs, KernelProblem, ProblemLoadError
 from kernelband.problem.region_scope import RegionScope
 from kernelband.problem.tritonbench import run_test, runnable_source, test_function_name
 from kernelband.problem.usercode import import_module_file
@@ -32,15 +32,6 @@ WEIGHT_SEED = 42
 def _both(first: AbstractContextManager[Any], second: AbstractContextManager[Any]) -> Iterator[None]:
     with first, second:
         yield
-
-
-class CaseInputs(list[Any]):
-    """The argument list of one call; it remembers the case and seed it was built for."""
-
-    def __init__(self, args: list[Any], case: Case, seed: int) -> None:
-        super().__init__(args)
-        self.case = case
-        self.seed = seed
 
 
 class ProblemRuntime:

@@ -3,7 +3,7 @@
 A token Triton launch followed by the answer computed with numpy or Python lists escapes a check
 that weighs torch calls only. Host computation needs the data on the host first, and every way a
 candidate may reach it goes through a torch call that `HostWork` (a torch function mode, like
-`kernelband.evaluate.torch_work.TorchWork`) sees: `numpy()`/`__array__` (numpy), `tolist()`
+`kernelband.runner.torch_work.TorchWork`) sees: `numpy()`/`__array__` (numpy), `tolist()`
 (Python lists), `item()`/`float()`/`int()`/`bool()` (scalars, one element each: a loop over them
 adds up), `.cpu()`/`.to("cpu")` of a device tensor, and the raw storage. The elements exported
 are weighed together with the torch work, against the same limit (`host_work_problem`).
@@ -123,8 +123,9 @@ class HostWork(TorchFunctionMode):
 
 
 def host_work_problem(host: HostWork, torch_elements: int, inputs: int, limit: float,
-                      allowance: int = 0) -> tuple[str, str] | None:
-    """`(reason, message)` when host exports plus torch work reach `limit` x input elements.
+                      allowance: int = 0) -> str | None:
+    """What was exported, when host exports plus torch work reach `limit` x input elements
+    (the check `decoy_host_compute` of `kernelband.runner.checks`).
 
     `allowance`: elements the original kernel itself spends outside Triton (0: none granted).
     """
@@ -133,7 +134,6 @@ def host_work_problem(host: HostWork, torch_elements: int, inputs: int, limit: f
     total = host.elements + torch_elements - allowance
     if total < limit * max(inputs, 1):
         return None
-    return ("decoy_host_compute",
-            f"the candidate moved data to the host to compute there ({host.top()}; with torch work "
+    return (f"the candidate moved data to the host to compute there ({host.top()}; with torch work "
             f"{host.elements + torch_elements} elements against {inputs} input elements); compute "
             "the result in the Triton kernel (numpy, Python lists and item() loops do not count)")

@@ -1,7 +1,7 @@
-"""The hooks the correctness runner (`kernelband.runner.correctness`) calls for its in-process checks.
+"""What the correctness runner watches around a call: threads, host exports, the result at return,
+and the reference's memory scrubbed before the candidate runs.
 
-One place for them keeps the checks readable: host-side work, timer integrity, side-stream
-launches, plain-tensor outputs and scrubbing the reference's memory.
+The checks that decide on these observations are `kernelband.runner.checks`.
 """
 
 from __future__ import annotations
@@ -11,20 +11,8 @@ from typing import Any
 
 from kernelband.evaluate import integrity
 from kernelband.evaluate.compare import bitwise_equal, tensors
-from kernelband.evaluate.host_work import HostWork, host_work_problem
-from kernelband.evaluate.integrity import (
-    TimerSeal,
-    launch_streams,
-    output_problem,
-    snapshot_out,
-    synchronize,
-)
-
-__all__ = ["TimerSeal", "after_candidate_call", "live_threads", "changed_after_return", "early_copy", "host_work",
-           "host_work_problem", "output_problem", "scrub_reference"]
-
-# Must match kernelband.runner.correctness.TORCH_SHARE_LIMIT: host exports weigh like torch work.
-HOST_SHARE_LIMIT = 1.0
+from kernelband.evaluate.integrity import output_problem, snapshot_out, synchronize
+from kernelband.runner.host_work import HostWork
 
 
 def host_work(args: list[Any], runtime: Any = None) -> HostWork:
@@ -57,30 +45,6 @@ def live_threads() -> set[int]:
     return {t.ident for t in threading.enumerate() if t.ident is not None and not _library_thread(t)}
 
 
-def after_candidate_call(seal: TimerSeal | None, records: list[Any],
-                         threads_before: set[int] | None = None) -> tuple[str, str] | None:
-    """`(reason, message)` when a candidate call replaced a timer, left a thread running or
-    launched on a side stream."""
-    if threads_before is not None and (live_threads() - threads_before):
-        return ("background_thread", "the candidate left a thread running after it returned; "
-                "compute the whole result before returning, on the calling thread")
-    if seal is not None and (broken := seal.broken()):
-        return ("timer_tampered", f"the candidate replaced {broken}; a kernel must not touch "
-                "timers, events or statistics functions")
-    if records and (side := launch_streams(records, integrity.current_stream())):
-        return ("side_stream_launch", f"the candidate launched {sorted(set(side))} on a stream "
-                "other than the current one; the timer sees only the current stream, so launch "
-                "every kernel there")
-    return None
-
-
-def host_work_problem_for(host: Any, work: Any, args: list[Any]) -> tuple[str, str] | None:
-    """The host-work verdict of one watched call (`work` is its TorchWork)."""
-    if not isinstance(host, HostWork):
-        return None
-    return host_work_problem(host, int(work.elements), int(work.input_elements(args)), HOST_SHARE_LIMIT)
-
-
 def early_copy(out: Any) -> Any:
     """A copy of a result taken the moment the call returned (nothing synchronised first)."""
     return snapshot_out(out)
@@ -99,7 +63,7 @@ def scrub_reference(out: Any, ref_args: list[Any], runtime: Any) -> Any:
 
     A TritonBench test's results may share memory with the test module's own state (buffers
     kept between calls, later cases of the same run): those are copied but not overwritten;
-    `scrub_released` overwrites their memory once the checker lets go of them."""
+    `scrub_released` overwrites their memory once the runner lets go of them."""
     if hasattr(runtime, "share_runs"):
         return integrity.stash(out)
     return integrity.stash_and_scrub(out, [ref_args, *_model_state(runtime)])

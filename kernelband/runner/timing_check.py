@@ -1,10 +1,10 @@
 """Verified timing as a sandbox target: every public case timed with its calls checked.
 
-`timing_check_task` runs in a sandbox child. On a GPU it times with CUDA events; on the CPU with
-the host clock (`HostDevice`, times labelled `host timer`: they show that the checks work, they
-are not kernel timings). `check_timing` starts that child from trusted code. The GPU validation
-script (bench/gpu/adversarial.py) and the tests use it; the service's own measurement path wires
-the same `VerifiedRuns` into `kernelband.profile.gpu`.
+`timing_check_task` runs in a sandbox child (it loads the problem runtime). On a GPU it times
+with CUDA events; on the CPU with the host clock (`HostDevice`, times labelled `host timer`:
+they show that the checks work, they are not kernel timings). `check_timing` starts that child
+from trusted code; the tests use it. The service's own measurement path wires the same
+`VerifiedRuns` into `kernelband.profile.gpu`.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from kernelband.problem.runtime import load_runtime
 from kernelband.profile.timing import CudaDevice, DeviceLayer, Event, TimingConfig, measure
 from kernelband.sandbox import SandboxLimits, run_sandboxed
 
-TARGET = "kernelband.evaluate.timing_check:timing_check_task"
+TARGET = "kernelband.runner.timing_check:timing_check_task"
 # The CPU interpreter is slow: a short run still exercises warm-up, repetitions and checks.
 HOST_CONFIG = TimingConfig(warmup=3, min_reps=12, max_reps=12, budget_ms=0.0, flush_l2=False)
 

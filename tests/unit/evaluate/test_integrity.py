@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from kernelband.evaluate import hardening, integrity
+from kernelband.evaluate import integrity
 
 
 def test_seal_names_a_replaced_timer_and_statistics_function(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -54,16 +54,6 @@ def test_stash_keeps_a_copy_and_poisons_the_reference_output() -> None:
     assert not bool(out.any())  # a candidate reading the freed memory finds zeros, not the answer
 
 
-def test_a_reference_result_aliasing_its_inputs_or_weights_is_not_poisoned() -> None:
-    x = torch.ones(4)
-    model = torch.nn.Linear(2, 2)
-    runtime = SimpleNamespace(_models={"c": (model, model)})
-    weight = model.weight.detach().clone()
-    stash = hardening.scrub_reference((x[1:], model.weight, torch.zeros(2)), [x], runtime)
-    assert torch.equal(x, torch.ones(4)) and torch.equal(model.weight.detach(), weight)
-    assert torch.equal(stash[0], torch.ones(3))
-
-
 def test_scrub_and_l2_reset_are_no_ops_without_cuda() -> None:
     if torch.cuda.is_available():
         pytest.skip("CUDA present: this checks the CPU path")
@@ -75,44 +65,3 @@ def test_launches_on_another_stream_are_named() -> None:
     records = [SimpleNamespace(kernel_name="main", stream=7), SimpleNamespace(kernel_name="side", stream=9),
                SimpleNamespace(kernel_name="interp", stream=None)]
     assert integrity.launch_streams(records, 7) == ["side"]
-
-
-def test_a_result_changed_after_return_is_noticed() -> None:
-    out = torch.zeros(4)
-    early = hardening.early_copy(out)
-    assert not hardening.changed_after_return(early, out)
-    out[1] = 1.0
-    assert hardening.changed_after_return(early, out)
-
-
-def _wait(stop: object) -> None:
-    stop.wait()  # type: ignore[attr-defined]
-
-
-def test_a_thread_left_running_is_reported() -> None:
-    import threading
-
-    before = hardening.live_threads()
-    stop = threading.Event()
-    thread = threading.Thread(target=_wait, args=(stop,))
-    thread.start()
-    try:
-        found = hardening.after_candidate_call(None, [], before)
-    finally:
-        stop.set()
-        thread.join()
-    assert found is not None and found[0] == "background_thread"
-
-
-def test_threads_running_library_plumbing_are_not_the_kernels() -> None:
-    import threading
-
-    before = hardening.live_threads()
-    stop = threading.Event()
-    thread = threading.Thread(target=stop.wait)  # a method of the threading module
-    thread.start()
-    try:
-        assert hardening.after_candidate_call(None, [], before) is None
-    finally:
-        stop.set()
-        thread.join()

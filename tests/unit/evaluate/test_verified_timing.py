@@ -12,7 +12,6 @@ from typing import Any
 import pytest
 import torch
 
-from kernelband.evaluate.timing_check import HostDevice, check_timing
 from kernelband.evaluate.verified_timing import (
     STRICT,
     TimingRejected,
@@ -22,6 +21,7 @@ from kernelband.evaluate.verified_timing import (
 )
 from kernelband.problem import KernelProblem
 from kernelband.profile.timing import TimingConfig, measure
+from kernelband.runner.timing_check import HostDevice, check_timing
 from kernelband.sandbox import SandboxLimits, load_problem_sandboxed, shutdown_pool
 
 ROOT = Path(__file__).resolve().parents[3]

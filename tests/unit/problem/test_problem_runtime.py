@@ -10,8 +10,8 @@ import torch
 from problem_testkit import EXAMPLES, results_close
 
 from kernelband.problem import load_problem
-from kernelband.problem.model import KernelProblem, ProblemLoadError
-from kernelband.problem.runtime import CaseInputs, KernelBenchRuntime, load_runtime
+from kernelband.problem.model import CaseInputs, KernelProblem, ProblemLoadError
+from kernelband.problem.runtime import KernelBenchRuntime, load_runtime
 
 
 def _load(rel: str, format: str, workdir: Path) -> KernelProblem:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from kernelband.evaluate.host_work import HostWork, host_work_problem
+from kernelband.runner.host_work import HostWork, host_work_problem
 
 
 def test_numpy_tolist_and_item_exports_of_inputs_are_counted() -> None:
@@ -48,7 +48,7 @@ def test_whole_input_exports_are_a_decoy_small_ones_are_not() -> None:
     host = HostWork()
     host.elements, host.ops = 2000, {"numpy": 2000}
     found = host_work_problem(host, torch_elements=0, inputs=2000, limit=1.0)
-    assert found is not None and found[0] == "decoy_host_compute" and "numpy" in found[1]
+    assert found is not None and "numpy" in found
     host.elements, host.ops = 1, {"item": 1}
     assert host_work_problem(host, torch_elements=10, inputs=2000, limit=1.0) is None
 

@@ -9,9 +9,9 @@ import pytest
 import torch
 
 from kernelband.evaluate import evaluate_candidate
-from kernelband.evaluate.torch_work import TORCH_WORK_SLACK, TorchWork, allowance
 from kernelband.problem import KernelProblem
 from kernelband.problem.region_scope import RegionScope
+from kernelband.runner.torch_work import TORCH_WORK_SLACK, TorchWork, allowance
 from kernelband.sandbox import SandboxLimits, load_problem_sandboxed, shutdown_pool
 
 LIMITS = SandboxLimits(wall_s=60.0, cpu_s=120, interpret=True)
