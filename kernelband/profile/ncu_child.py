@@ -22,6 +22,7 @@ def run_case(payload: dict[str, Any]) -> None:
     # after the guard is up: nothing of the candidate's run loads unguarded (module doc)
     import torch
 
+    # the runtime imports the problem and the candidate: they load under the guard too
     from kernelband.problem.runtime import load_runtime
 
     problem = KernelProblem.from_dict(payload["problem"])

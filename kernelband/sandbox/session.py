@@ -25,6 +25,7 @@ from typing import Any
 
 from kernelband.sandbox import pool
 from kernelband.sandbox.limits import SandboxLimits, SandboxResult
+from kernelband.sandbox.runner import prepare_run
 from kernelband.sandbox.watch import kill_session, session_members, session_usage
 
 COMMANDS_FIFO = "commands.fifo"
@@ -57,8 +58,6 @@ class RunnerSession:
     """A running sandbox child serving `target(payload)`; see the module doc."""
 
     def __init__(self, target: str, payload: dict[str, Any], limits: SandboxLimits | None = None) -> None:
-        from kernelband.sandbox.runner import prepare_run
-
         self.limits = limits or SandboxLimits.from_settings()
         jailed, self.workdir = prepare_run(self.limits, prefix="kb-session-")
         for name in (COMMANDS_FIFO, REPLIES_FIFO):

@@ -1,6 +1,7 @@
-"""The module import graph of kernelband/, services/ and bench/ has no circle.
+"""The module import graph of kernelband/, services/ and bench/: no circle, few imports inside
+functions (each with its reason), and the rooms of the judge and the runner kept apart.
 
-Built from the source with ast: imports at module top, inside functions and under
+Built from the source with ast: for circles, imports at module top, inside functions and under
 TYPE_CHECKING all count. `from a.b import c` is an edge to the module a.b.c when that is a
 module, else to a.b; a package is its `__init__` module.
 """
@@ -8,7 +9,9 @@ module, else to a.b; a package is its `__init__` module.
 from __future__ import annotations
 
 import ast
+import functools
 from collections.abc import Iterator
+from dataclasses import dataclass
 from itertools import pairwise
 from pathlib import Path
 
@@ -30,6 +33,16 @@ def module_files(root: Path, packages: tuple[str, ...]) -> dict[str, Path]:
     return files
 
 
+@functools.cache
+def _parse_text(text: str, filename: str) -> ast.Module:
+    return ast.parse(text, filename)
+
+
+def parse(path: Path) -> ast.Module:
+    """The file's syntax tree (parsed once per text: the tests below walk every file often)."""
+    return _parse_text(path.read_text(encoding="utf-8"), str(path))
+
+
 def _imported_names(node: ast.Import | ast.ImportFrom, module: str, is_package: bool) -> list[str]:
     if isinstance(node, ast.Import):
         return [alias.name for alias in node.names]
@@ -48,14 +61,33 @@ def _resolve(name: str, modules: dict[str, Path]) -> str | None:
     return name or None
 
 
-def import_graph(modules: dict[str, Path]) -> Graph:
+def _type_checking(node: ast.AST) -> bool:
+    test = node.test if isinstance(node, ast.If) else None
+    return isinstance(test, ast.Name | ast.Attribute) and ast.unparse(test).endswith("TYPE_CHECKING")
+
+
+def import_nodes(tree: ast.AST, loaded_only: bool = False) -> Iterator[ast.Import | ast.ImportFrom]:
+    """Every import statement; with `loaded_only`, those that run when the module is imported
+    (not inside functions, not under TYPE_CHECKING)."""
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            yield node
+        elif loaded_only and isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
+            continue
+        elif loaded_only and isinstance(node, ast.If) and _type_checking(node):
+            stack.extend(node.orelse)
+        else:
+            stack.extend(ast.iter_child_nodes(node))
+
+
+def import_graph(modules: dict[str, Path], loaded_only: bool = False) -> Graph:
     graph: Graph = {}
     for module, path in modules.items():
         edges = graph.setdefault(module, {})
         is_package = path.name == "__init__.py"
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
-            if not isinstance(node, ast.Import | ast.ImportFrom):
-                continue
+        for node in import_nodes(parse(path), loaded_only):
             names = _imported_names(node, module, is_package)
             # `from a import b`: the submodule a.b when it exists, else the module a
             if isinstance(node, ast.ImportFrom):
@@ -151,3 +183,171 @@ def test_a_planted_circle_is_found_and_named(tmp_path: Path) -> None:
     assert graph["pkg.d"] == {"pkg.a": 1}
     assert describe(graph, circles(graph)[0], files, tmp_path) == (
         "pkg.a (pkg/a.py:1) -> pkg.sub.b (pkg/sub/b.py:2) -> pkg.c (pkg/c.py:3) -> pkg.a")
+
+
+# Imports of `kernelband` inside functions: each is a deliberate lazy load (a heavy library kept
+# out of a light process, a module that may load only inside the sandbox child) and says so.
+MAX_FUNCTION_IMPORTS = 20
+
+
+@dataclass(frozen=True)
+class FunctionImport:
+    path: Path
+    line: int
+    text: str
+    reason: str  # the comment on its line or above its block of imports ("" when none)
+
+
+def _reason(lines: list[str], node: ast.Import | ast.ImportFrom, spans: list[range]) -> str:
+    """The comment on the import's lines, else the comment just above its run of imports."""
+    for text in lines[node.lineno - 1:node.end_lineno]:
+        if "#" in text:
+            return text.split("#", 1)[1].strip()
+    above = node.lineno - 1
+    while any(above in span for span in spans):  # an import of the same block
+        above -= 1
+    comment: list[str] = []
+    while above >= 1 and lines[above - 1].strip().startswith("#"):  # a comment of several lines
+        comment.insert(0, lines[above - 1].strip()[1:].strip())
+        above -= 1
+    return " ".join(comment)
+
+
+def function_imports(root: Path, packages: tuple[str, ...], prefix: str = "kernelband") -> list[FunctionImport]:
+    """Every import of a `prefix` module inside a function (nested functions counted once)."""
+    found: dict[tuple[Path, int], FunctionImport] = {}
+    for path in module_files(root, packages).values():
+        source = path.read_text(encoding="utf-8")
+        lines = source.splitlines()
+        for function in ast.walk(parse(path)):
+            if not isinstance(function, ast.FunctionDef | ast.AsyncFunctionDef):
+                continue
+            nodes = [n for n in ast.walk(function) if isinstance(n, ast.Import | ast.ImportFrom)]
+            spans = [range(n.lineno, (n.end_lineno or n.lineno) + 1) for n in nodes]
+            for node in nodes:
+                names = [node.module or ""] if isinstance(node, ast.ImportFrom) else [a.name for a in node.names]
+                if any(name == prefix or name.startswith(prefix + ".") for name in names):
+                    found[(path, node.lineno)] = FunctionImport(
+                        path.relative_to(root), node.lineno, ast.unparse(node), _reason(lines, node, spans))
+    return sorted(found.values(), key=lambda f: (str(f.path), f.line))
+
+
+def test_imports_inside_functions_are_few_and_each_says_why() -> None:
+    found = function_imports(ROOT, ("kernelband", "services"))
+    listing = "\n".join(f"{f.path}:{f.line}: {f.text}  # {f.reason or 'NO REASON'}" for f in found)
+    assert len(found) <= MAX_FUNCTION_IMPORTS, (
+        f"{len(found)} imports of kernelband inside functions (at most {MAX_FUNCTION_IMPORTS}): move "
+        f"them to the module top, or break the circle that keeps them there\n{listing}")
+    assert all(f.reason for f in found), (
+        "an import inside a function says why on its line or the line above:\n"
+        + "\n".join(f"{f.path}:{f.line}: {f.text}" for f in found if not f.reason))
+
+
+def test_a_function_import_and_its_reason_are_found(tmp_path: Path) -> None:
+    package = tmp_path / "kernelband"
+    package.mkdir()
+    (package / "__init__.py").write_text("import kernelband.a\n")
+    (package / "a.py").write_text(
+        "def f():\n"
+        "    # torch stays out of light processes\n"
+        "    import torch\n"
+        "    from kernelband import b\n"
+        "\n"
+        "    def g():\n"
+        "        from kernelband.b import (\n"
+        "            c,  # the child only\n"
+        "        )\n"
+        "    from kernelband.b import d\n"
+        "    from os import path\n")
+    found = function_imports(tmp_path, ("kernelband",))
+    assert [(f.line, f.reason) for f in found] == [
+        (4, "torch stays out of light processes"), (7, "the child only"), (10, "")]
+
+
+# The judge (kernelband.evaluate) decides verdicts and never loads what runs untrusted work; the
+# runner side (kernelband.runner and the problem modules that import a problem or a candidate)
+# runs in sandbox children, which hold no database credentials and never write to it.
+JUDGE = ("kernelband.evaluate",)
+RUNNER_SIDE = ("kernelband.runner", "kernelband.problem.runtime", "kernelband.problem.usercode",
+               "kernelband.problem.formats", "kernelband.problem.native", "kernelband.problem.tritonbench",
+               "kernelband.problem.kernelbench")
+DATABASE = ("kernelband.db", "services", "sqlalchemy", "psycopg2", "alembic")
+
+
+def _in(module: str, rooms: tuple[str, ...]) -> bool:
+    return any(module == room or module.startswith(room + ".") for room in rooms)
+
+
+def _reached(graph: Graph, start: str) -> dict[str, str]:
+    """Every module `start` loads, each with the module that imports it first."""
+    parent = {start: ""}
+    queue = [start]
+    while queue:
+        node = queue.pop(0)
+        for child in sorted(graph[node]):
+            if child not in parent:
+                parent[child] = node
+                queue.append(child)
+    return parent
+
+
+def _chain(parent: dict[str, str], end: str) -> str:
+    chain = [end]
+    while parent[chain[-1]]:
+        chain.append(parent[chain[-1]])
+    return " -> ".join(reversed(chain))
+
+
+def _external(path: Path, loaded_only: bool) -> set[str]:
+    """The top-level names of what a file imports."""
+    tree = parse(path)
+    return {name.split(".")[0] for node in import_nodes(tree, loaded_only) if not getattr(node, "level", 0)
+            for name in ([node.module or ""] if isinstance(node, ast.ImportFrom) else [a.name for a in node.names])}
+
+
+def room_violations(files: dict[str, Path], source: tuple[str, ...], forbidden: tuple[str, ...]) -> list[str]:
+    """Imports from modules of `source` of anything in `forbidden`: written anywhere in those
+    modules, or loaded with them (module-top imports, followed through every module they load)."""
+    everywhere, loaded = import_graph(files), import_graph(files, loaded_only=True)
+    found = []
+    for module in sorted(m for m in files if _in(m, source)):
+        found += [f"{module} imports {target} ({files[module].name}:{line})"
+                  for target, line in everywhere[module].items() if _in(target, forbidden)]
+        found += [f"{module} imports {name} ({files[module].name})"
+                  for name in _external(files[module], False) if _in(name, forbidden)]
+        parent = _reached(loaded, module)
+        found += [_chain(parent, other) for other in parent if other != module and _in(other, forbidden)]
+        found += [f"{_chain(parent, other)} -> {name}" for other in parent if other != module
+                  for name in _external(files[other], True) if _in(name, forbidden)]
+    return found
+
+
+def test_the_judge_never_imports_the_runner_side() -> None:
+    files = module_files(ROOT, ("kernelband", "services"))
+    found = room_violations(files, JUDGE, RUNNER_SIDE)
+    assert not found, ("the judge must not import what runs untrusted work (move the shared piece "
+                       "to a module both may import):\n" + "\n".join(found))
+
+
+def test_the_runner_side_never_reaches_the_database() -> None:
+    files = module_files(ROOT, ("kernelband", "services"))
+    found = room_violations(files, RUNNER_SIDE, DATABASE)
+    assert not found, ("code that runs untrusted work must not import the database or the "
+                       "services:\n" + "\n".join(found))
+
+
+def test_a_room_violation_is_found_through_the_modules_it_loads(tmp_path: Path) -> None:
+    package = tmp_path / "pkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "judge.py").write_text("from pkg import shared\n")
+    (package / "shared.py").write_text("import typing\nif typing.TYPE_CHECKING:\n    import pkg.runner\n"
+                                       "def late():\n    import pkg.runner\n")
+    (package / "runner.py").write_text("import sqlalchemy\n")
+    files = module_files(tmp_path, ("pkg",))
+    assert room_violations(files, ("pkg.judge",), ("pkg.runner",)) == []  # not loaded with it
+    (package / "shared.py").write_text("import pkg.runner\n")
+    assert room_violations(files, ("pkg.judge",), ("pkg.runner",)) == [
+        "pkg.judge -> pkg.shared -> pkg.runner"]
+    assert room_violations(files, ("pkg.judge",), ("sqlalchemy",)) == [
+        "pkg.judge -> pkg.shared -> pkg.runner -> sqlalchemy"]
