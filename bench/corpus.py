@@ -3,7 +3,8 @@
 Writes the acceptance table (accepted; each refusal reason with its count and files) to
 bench/results/corpus-<device>.json and the `corpus` section of bench/RESULTS.md. With
 `--target h100|h200` (on a GPU machine) it runs bench/gpu/corpus_gpu.py instead: the same check on
-CUDA, the perf-harness timing comparison and a short suite, written under bench/gpu/.
+CUDA, the perf-harness timing comparison and a short suite, written into a run folder under
+bench/gpu/runs/.
 
 The corpus lives outside the repository (../shared/corpus from the repo root); without it the
 benchmark says so and does nothing.
@@ -95,7 +96,7 @@ def section(before: dict[str, Any] | None, after: dict[str, Any]) -> str:
             "the CPU Triton interpreter cannot run (too slow for the interpreter budget, a crash "
             "inside it, or a feature it lacks); their message names a GPU target to check them "
             "on. The GPU run of the same corpus is `python -m bench.corpus --target h100` "
-            "(bench/gpu/corpus-h100.md).\n\n")
+            "(bench/gpu/RESULTS-corpus.md).\n\n")
     body = _summary(before, after) + "### Latest run\n\n" + acceptance_table(after)
     if before is not None:
         body += (f"\n\n### Before ({before.get('label', 'earlier run')})\n\n"
@@ -117,6 +118,8 @@ def main(argv: list[str] | None = None) -> int:
     """Run the corpus benchmark; returns a process exit code."""
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--target", choices=("h100", "h200"), help="run the GPU variant (CUDA)")
+    parser.add_argument("--out", type=Path, help="with --target: the run folder "
+                        "(default bench/gpu/runs/corpus-<target>-<date>)")
     parser.add_argument("--workers", type=int, default=2,
                         help="parallel checks (default 2; with --target: 8)")
     parser.add_argument("--only", nargs="*", help="file stems to check (default: all)")
@@ -130,7 +133,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--wall-note", default="", help="with --report-only: how it was measured")
     args = parser.parse_args(argv)
     if args.target:
-        return corpus_gpu.main(args.target, args.only, args.workers, label=args.label)
+        return corpus_gpu.main(args.target, args.only, args.workers, label=args.label,
+                               out=args.out)
     if not TRITONBENCH.is_dir():
         print(f"corpus benchmark skipped: {TRITONBENCH} not found (the corpus lives in "
               "../shared/corpus next to the repository)")

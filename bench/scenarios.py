@@ -75,15 +75,16 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
     _py("jail-startup", "any", "bench.jail_startup",
         "start-up cost of the jail per run, Landlock + seccomp beside it", CPU_PAGE),
     _py("corpus", "gpu", "bench.corpus", "the corpus checked, timed against its perf harness, "
-        "and a short suite on the node's GPU", CORPUS_PAGE, fixed=("--target", "{target}")),
+        "and a short suite on the node's GPU", CORPUS_PAGE,
+        fixed=("--target", "{target}", "--out", "{out}")),
     _py("judge-forgeries", "gpu", "bench.gpu.judge_forgeries",
-        "the judge against forged verdicts on CUDA", TIMING, defaults=("--out", "{out}")),
+        "the judge against forged verdicts on CUDA", TIMING, fixed=("--out", "{out}")),
     _py("paired-aa", "gpu", "bench.gpu.paired_aa", "A/A: corpus originals measured against "
         "themselves through the paired measurement", "docs/measurement.md",
-        defaults=("--graphs",)),
+        fixed=("--out", "{out}"), defaults=("--graphs",)),
     _py("suite-twice", "gpu", "bench.gpu.suite_twice", "one suite run twice: do speedups repeat "
         "(ARGS='--run B' for the second, '--compare' for the table)", TIMING,
-        fixed=("--target", "{target}"), defaults=("--run", "A")),
+        fixed=("--target", "{target}", "--out", "{out}"), defaults=("--run", "A")),
     _py("step-profile", "gpu", "bench.gpu.step_profile", "where one pull's GPU time goes "
         "(check, measurement, Nsight Compute pass)", TIMING,
         fixed=("--out", "{out}", "--target", "{target}"), defaults=("--path-file",)),
@@ -116,6 +117,12 @@ def target_for_device(name: str) -> str:
     raise SystemExit(f"no KernelBand target for device {name!r}: pass the target in ARGS")
 
 
+def run_folder(name: str, target: str) -> Path:
+    """Where a GPU scenario's records go: bench/gpu/runs/<name>-<target>-<date>."""
+    day = datetime.datetime.now(datetime.UTC).date().isoformat()
+    return RUNS / f"{name}-{target}-{day}"
+
+
 def listing() -> str:
     """One line per scenario: name, device, purpose, page."""
     return "\n".join(f"{s.name:24} {s.device:4} {s.purpose} -> {s.page}"
@@ -133,8 +140,7 @@ def run(name: str, extra: list[str], out: Path | None, gpu_only: bool) -> int:
     if scenario.device == "gpu" and not gpus:
         raise SystemExit(f"{name} needs a GPU and nvidia-smi finds none here: run it on a GPU "
                          "node (`make bench-gpu SCENARIO=" + name + "`)")
-    day = datetime.datetime.now(datetime.UTC).date().isoformat()
-    out = out or RUNS / f"{name}-{target or 'cpu'}-{day}"
+    out = out or run_folder(name, target or "cpu")
     argv = scenario.argv(extra, out, target or "cpu", gpus)
     print("+ " + " ".join(argv), flush=True)
     return subprocess.run(argv, cwd=ROOT, check=False).returncode

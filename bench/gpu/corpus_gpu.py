@@ -9,7 +9,7 @@ Three phases, each with its own time box so the whole run fits in about 9 minute
    `do_bench_config` defaults of performance_utils.py), on the same inputs, same process;
 3. a short suite (rules generator, T >= 5) on those problems: Correct / Fast@1 / geomean.
 
-Writes bench/gpu/corpus-<target>.json and .md. A phase cut short by its time box says so;
+Writes corpus-<target>.json and .md into the run folder (bench/gpu/runs/corpus-<target>-<date>). A phase cut short by its time box says so;
 problems it did not reach are listed as not run. Nothing is estimated here: every time is
 measured on the GPU named in the output.
 """
@@ -29,13 +29,13 @@ from typing import Any
 from sqlalchemy import select
 
 from bench.corpus_check import CORPUS, ROOT, acceptance_table, check_one
+from bench.scenarios import run_folder
 from kernelband.db.models import Suite
 from kernelband.db.session import open_database, session_scope
 from kernelband.profile.perf_harness import harness_prepares, load_harness
 from kernelband.profile.timing import HARNESS_TIMING, CudaDevice, measure
 from kernelband.suite.store import suite_report
 
-OUT_DIR = ROOT / "bench" / "gpu"
 PHASE_S = {"check": 240.0, "perf": 150.0, "suite": 120.0}
 # sandbox budgets of the check phase: a GPU run is short, first compiles are not
 CHECK_ENV = {"KERNELBAND_SANDBOX_TIMEOUT_S": "30", "KERNELBAND_SANDBOX_COMPILE_S": "90"}
@@ -247,8 +247,8 @@ def phase_boxes(overrides: str) -> dict[str, float]:
 
 
 def main(target: str, only: list[str] | None, workers: int | None = None,
-         budget: int = 5, label: str = "") -> int:
-    """Run the three phases and write bench/gpu/corpus-<target>[-<label>].{json,md}.
+         budget: int = 5, label: str = "", out: Path | None = None) -> int:
+    """Run the three phases and write corpus-<target>[-<label>].{json,md} into `out`.
 
     A phase whose box is 0 (KERNELBAND_CORPUS_PHASE_S="check=0") is skipped; without the check
     phase, the perf phase takes the `only` files as they are (say so in the label)."""
@@ -288,10 +288,11 @@ def main(target: str, only: list[str] | None, workers: int | None = None,
             "check_wall_s": check_wall, "perf": perf, "suite": suite,
             "command": f"python -m bench.corpus --target {target}",
             "phase_boxes_s": boxes, "wall_s": time.monotonic() - start}
-    OUT_DIR.mkdir(parents=True, exist_ok=True)
+    out = out or run_folder("corpus", target)
+    out.mkdir(parents=True, exist_ok=True)
     stem = f"corpus-{target}" + (f"-{label}" if label else "")
-    (OUT_DIR / f"{stem}.json").write_text(json.dumps(data, indent=1, default=str))
-    (OUT_DIR / f"{stem}.md").write_text(render(data))
+    (out / f"{stem}.json").write_text(json.dumps(data, indent=1, default=str))
+    (out / f"{stem}.md").write_text(render(data))
     print(render(data))
     return 0
 

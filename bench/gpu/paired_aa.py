@@ -10,7 +10,7 @@ each problem twice, with many launches per batch and with CUDA-graph replays, fo
 The profile step's parts (load, correctness, the original's runner = reference, candidate's
 runner, calibration, timed rounds, output checks, features) are printed per problem.
 
-Writes paired-aa-<target>.json and .md to --out (default bench/gpu). `--cpu` rehearses the same
+Writes paired-aa-<target>.json and .md to --out (default bench/gpu/runs/paired-aa-<target>-<date>). `--cpu` rehearses the same
 flow on the CPU interpreter (runner CPU time as the clock; not kernel timings).
 """
 
@@ -27,7 +27,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[2]
+from bench.scenarios import ROOT, RUNS, run_folder
+
 WITHIN = 0.03
 PARTS = ("load", "correctness", "load_original", "load_candidate", "calibrate", "prepare", "timed_rounds", "verify",
          "after", "measure")
@@ -38,7 +39,7 @@ def _problems(corpus: Path, count: int, only: list[str]) -> list[str]:
     harnessed = {p.name.removesuffix("_perf.py") for p in (corpus / "perf").glob("*_perf.py")}
     names = [n for n in only if n in harnessed] if only else []
     if not names:
-        recorded = ROOT / "bench" / "gpu" / "corpus-h200-perf.json"
+        recorded = RUNS / "corpus-h200-2026-11-26" / "corpus-h200-perf.json"
         if recorded.exists():
             rows = json.loads(recorded.read_text()).get("perf", [])
             timed = sorted((r["ours_ms"], r["problem"]) for r in rows if r.get("problem") in harnessed)
@@ -157,7 +158,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--graphs", action="store_true", help="also measure with CUDA-graph replays")
     parser.add_argument("--cpu", action="store_true", help="rehearse on the CPU interpreter")
     parser.add_argument("--tag", default="", help="a suffix for the output files (one per configuration)")
-    parser.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", ROOT / "bench" / "gpu")))
+    parser.add_argument("--out", type=Path, default=os.environ.get("OUT"), help="run folder")
     args = parser.parse_args(argv)
     if not (args.corpus / "kernels").is_dir():
         print(f"no corpus at {args.corpus}: pass --corpus ../shared/corpus/tritonbench-g", file=sys.stderr)
@@ -172,10 +173,11 @@ def main(argv: list[str] | None = None) -> int:
     text = (f"# A/A paired timing on {target} ({rows[0].get('device', '?') if rows else '?'})\n\n"
             f"{table(rows)}\n\n{summary(rows)}\n\n## Profile step parts (seconds)\n\n{parts_table(rows)}\n")
     print("\n" + text)
-    args.out.mkdir(parents=True, exist_ok=True)
+    out = Path(args.out) if args.out else run_folder("paired-aa", target)
+    out.mkdir(parents=True, exist_ok=True)
     stem = f"paired-aa-{target}" + (f"-{args.tag}" if args.tag else "")
-    (args.out / f"{stem}.json").write_text(json.dumps(rows, indent=1, default=str))
-    (args.out / f"{stem}.md").write_text(text)
+    (out / f"{stem}.json").write_text(json.dumps(rows, indent=1, default=str))
+    (out / f"{stem}.md").write_text(text)
     return 0
 
 

@@ -7,8 +7,9 @@ inside its own 95% interval?
 
 Each run is `kernelband suite` (rules generator, default policy, T = 4 by default) on 8 corpus
 TritonBench-G problems with their perf harnesses (bench.gpu.fleet.DEFAULT_PICKS), in its
-own SQLite database; the run's report is kept in bench/gpu/suite-twice-<target>-<run>.json. The
-comparison (bench/gpu/suite-twice-<target>.md) lists per problem both runs' best speedups with
+own SQLite database; the run's report is kept in suite-twice-<target>-<run>.json in the run folder
+(--out, default bench/gpu/runs/suite-twice-<target>-<date>). The comparison (suite-twice-<target>.md
+there) lists per problem both runs' best speedups with
 their intervals, whether they agree (within 5%, or overlapping intervals) and whether every
 reported point lies inside its own interval. Nothing here is estimated: on a machine without a
 GPU the script refuses to run.
@@ -23,13 +24,13 @@ from pathlib import Path
 from typing import Any
 
 from bench.gpu.fleet import DEFAULT_PICKS
+from bench.scenarios import run_folder
 
-OUT_DIR = Path(__file__).resolve().parent
 AGREE_WITHIN = 0.05
 
 
-def run_path(target: str, run: str) -> Path:
-    return OUT_DIR / f"suite-twice-{target}-{run}.json"
+def run_path(out: Path, target: str, run: str) -> Path:
+    return out / f"suite-twice-{target}-{run}.json"
 
 
 def _key(row: dict[str, Any]) -> tuple[str, str, str]:
@@ -105,7 +106,8 @@ def render(target: str, rows: list[dict[str, Any]], runs: dict[str, dict[str, An
     return "\n".join(lines) + "\n"
 
 
-def run_once(target: str, run: str, names: list[str], budget: int, timeout_s: float) -> int:
+def run_once(out: Path, target: str, run: str, names: list[str], budget: int,
+             timeout_s: float) -> int:
     import torch
 
     from bench.gpu.corpus_gpu import corpus_root, suite_phase
@@ -115,20 +117,22 @@ def run_once(target: str, run: str, names: list[str], budget: int, timeout_s: fl
         return 2
     result = suite_phase(names, corpus_root(), target, budget, timeout_s)
     result["device"] = torch.cuda.get_device_name(0)
-    run_path(target, run).write_text(json.dumps(result, indent=1, default=str))
-    print(f"run {run}: {result['status']}, wall {result['wall_s']:.0f} s -> {run_path(target, run)}")
+    out.mkdir(parents=True, exist_ok=True)
+    run_path(out, target, run).write_text(json.dumps(result, indent=1, default=str))
+    print(f"run {run}: {result['status']}, wall {result['wall_s']:.0f} s -> "
+          f"{run_path(out, target, run)}")
     return 0
 
 
-def write_comparison(target: str) -> int:
-    runs = {name: json.loads(run_path(target, name).read_text())
-            for name in ("A", "B") if run_path(target, name).exists()}
+def write_comparison(out: Path, target: str) -> int:
+    runs = {name: json.loads(run_path(out, target, name).read_text())
+            for name in ("A", "B") if run_path(out, target, name).exists()}
     if len(runs) < 2:
         print(f"only {sorted(runs) or 'no'} run(s) so far; run --run A and --run B")
         return 0
     rows = compare(runs["A"].get("report") or {}, runs["B"].get("report") or {})
     text = render(target, rows, runs)
-    (OUT_DIR / f"suite-twice-{target}.md").write_text(text)
+    (out / f"suite-twice-{target}.md").write_text(text)
     print(text)
     return 0
 
@@ -143,13 +147,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--names", nargs="*", default=None, help="corpus problem names")
     parser.add_argument("--budget", type=int, default=4, help="T: iterations per problem")
     parser.add_argument("--timeout", type=float, default=540.0, help="seconds for one run")
+    parser.add_argument("--out", type=Path, default=None,
+                        help="run folder of both runs (default bench/gpu/runs/suite-twice-"
+                             "<target>-<date>)")
     args = parser.parse_args(argv)
+    out = args.out or run_folder("suite-twice", args.target)
     if args.run:
         names = args.names or list(DEFAULT_PICKS)[:args.problems]
-        code = run_once(args.target, args.run, names, args.budget, args.timeout)
+        code = run_once(out, args.target, args.run, names, args.budget, args.timeout)
         if code:
             return code
-    return write_comparison(args.target)
+    return write_comparison(out, args.target)
 
 
 if __name__ == "__main__":

@@ -78,7 +78,8 @@ def test_every_shell_script_under_bench_is_a_scenario() -> None:
 def test_placeholders_are_filled_and_args_replace_the_defaults(tmp_path: Path) -> None:
     suite = scenarios.SCENARIOS["suite-twice"]
     argv = suite.argv([], tmp_path, "h200", 2)
-    assert argv[-4:] == ["--target", "h200", "--run", "A"] and argv[1:3] == ["-m", "bench.gpu.suite_twice"]
+    assert argv[-6:] == ["--target", "h200", "--out", str(tmp_path), "--run", "A"]
+    assert argv[1:3] == ["-m", "bench.gpu.suite_twice"]
     assert suite.argv(["--run", "B"], tmp_path, "h200", 2)[-2:] == ["--run", "B"]
     fleet = scenarios.SCENARIOS["fleet-scaling"].argv([], tmp_path, "h200", 4)
     assert fleet[:4] == ["sh", "bench/gpu/fleet.sh", "scaling", str(tmp_path)] and "4,1" in fleet
