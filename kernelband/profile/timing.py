@@ -57,7 +57,7 @@ KERNELBENCH_METHOD = ("KernelBench harness: cuda events, 3 warm-up + 100 trials,
 # with at most 200 runs (the default allows 1,000): a tiny kernel's median is settled long
 # before that, and every run pays for an L2 flush and a launch cover, so a whole sweep is timed
 # in seconds rather than tens of seconds. Agreement with TritonBench's do_bench on the same
-# inputs: bench/gpu/corpus-<target>-perf.md.
+# inputs: bench/gpu/RESULTS-corpus.md.
 HARNESS_TIMING = TimingConfig(max_reps=200)
 
 
