@@ -26,7 +26,7 @@ import sys
 import tempfile
 import time
 import traceback
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -36,20 +36,14 @@ from sqlalchemy import Engine
 from bench.gpu import fleet_records as db
 from bench.gpu.fleet_deploy import (
     REPO,
-    Servers,
+    Deployment,
     WorkerSpec,
-    base_env,
     measure_queue,
     measuring_specs,
-    migrate_and_token,
-    start_api,
-    start_scheduler,
-    start_servers,
-    start_worker,
     worker_specs,
 )
 from bench.gpu.fleet_tables import environment, write_outputs
-from bench.processes import Child, alive_pids, kill_pids, start_child
+from bench.processes import alive_pids, kill_pids, start_child
 from kernelband.db.session import make_engine
 
 # Small corpus kernels that load in the sandbox on the CPU interpreter too (sin_computation
@@ -85,44 +79,30 @@ class Plan:
     llm_concurrency: int = 2
 
 
-@dataclass
-class Watch:
-    """What the watch loop has done so far."""
-
-    submitted: float = 0.0
-    kill: dict[str, Any] = field(default_factory=dict)
-    deadline_hit: bool = False
-    last_progress: float = 0.0
-
-
 class Fleet:
     """The processes of one run and what they produced; `results` is filled as it goes."""
 
     def __init__(self, plan: Plan, results: dict[str, Any]) -> None:
         self.plan, self.results = plan, results
-        self.log_dir = plan.workdir / "logs"
-        self.log_dir.mkdir(parents=True, exist_ok=True)
-        self.servers: Servers | None = None
-        self.children: dict[str, Child] = {}
-        self.orphans: list[int] = []
-        self.engine: Engine | None = None
-        self.api_url = ""
-        self.token = ""
-        self.suite_id: str | None = None
-        self.job_ids: list[int] = []
         self.specs = {s.name: s for s in worker_specs(plan.target, plan.cpu_concurrency,
                                                       plan.llm_concurrency, plan.gpus)}
+        self.fleet = Deployment(plan.workdir, self.specs, plan.wheels, plan.lease_s, plan.pg_user)
+        self.children = self.fleet.children
+        self.orphans: list[int] = []
+        self.engine: Engine | None = None
+        self.suite_id: str | None = None
+        self.job_ids: list[int] = []
         self.measuring = {_node_prefix(s.node): s for s in measuring_specs(
             list(self.specs.values()), plan.target)}
         self.queue = measure_queue(plan.target)
-        self.watch = Watch()
-        self.worker_env: dict[str, str] = {}
-        self.db_env: dict[str, str] = {}
+        self.submitted = self.last_progress = 0.0
+        self.deadline_hit = False
+        self.kill: dict[str, Any] = {}  # the kill -9 and what became of its attempt
         self.t0 = time.time()
         results.update(target=plan.target, measure_queue=self.queue, budget=plan.budget,
                        parallel=plan.parallel, problems=[p.stem for p in plan.problem_files],
                        problems_dir=str(plan.problems_dir), gpus=plan.gpus,
-                       worker_plan={s.name: _describe(s) for s in self.specs.values()},
+                       worker_plan={s.name: s.describe() for s in self.specs.values()},
                        timeline=[])
 
     def mark(self, what: str, **data: Any) -> None:
@@ -133,29 +113,12 @@ class Fleet:
 
     # --- deploy -----------------------------------------------------------------------------
     def deploy(self) -> None:
-        p = self.plan
-        self.servers = start_servers(p.workdir, self.log_dir, p.wheels, p.pg_user)
-        self.mark("postgres and redis up", database=self.servers.database_url,
-                  redis=self.servers.redis_url)
-        # A temp folder of this run's own: the sandbox's Triton cache lives under it, so every
-        # run of a sweep starts as cold as the first instead of reusing its compiled kernels.
-        tmp = p.workdir / "tmp"
-        tmp.mkdir(exist_ok=True)
-        common = {"KERNELBAND_LEASE_S": str(p.lease_s), "KERNELBAND_HEARTBEAT_INTERVAL_S": "5",
-                  "TMPDIR": str(tmp)}
-        self.worker_env = base_env(self.servers.redis_url, common)
-        self.db_env = {**self.worker_env, "KERNELBAND_DATABASE_URL": self.servers.database_url}
-        self.token = migrate_and_token(self.db_env, "fleet")
-        self.mark("migrated; team token created")
-        api, self.api_url = start_api(self.db_env, self.log_dir)
-        self.children["api"] = api
-        self.children["scheduler"] = start_scheduler(self.db_env, self.log_dir)
-        for spec in self.specs.values():
-            self.children[spec.name] = start_worker(spec, self.worker_env, self.log_dir)
-        self.engine = make_engine(self.servers.database_url)
+        self.fleet.start()
+        assert self.fleet.servers is not None
+        self.engine = make_engine(self.fleet.servers.database_url)
         self._wait_workers()
-        self.mark("api, scheduler and workers up", api=self.api_url,
-                  workers={s.name: _describe(s) for s in self.specs.values()})
+        self.mark("fleet up", database=self.fleet.servers.database_url, api=self.fleet.api_url,
+                  workers={s.name: s.describe() for s in self.specs.values()})
 
     def _wait_workers(self, timeout_s: float = 90.0) -> None:
         """Until every worker's first heartbeat reached the workers table."""
@@ -179,29 +142,30 @@ class Fleet:
         folder.mkdir()
         for path in p.problem_files:
             shutil.copy(path, folder / path.name)
-        args = [str(folder), "--server", self.api_url, "--format", "tritonbench",
+        args = [str(folder), "--server", self.fleet.api_url, "--format", "tritonbench",
                 "--target", p.target, "--budget", str(p.budget), "--parallel", str(p.parallel),
                 "--json", str(p.out / "suite.json")]
         self.results["suite_command"] = "kernelband suite " + " ".join(args) + \
             " --token $KERNELBAND_TOKEN"
-        env = {**self.db_env, "KERNELBAND_TOKEN": self.token}
+        env = {**self.fleet.db_env, "KERNELBAND_TOKEN": self.fleet.token}
         env.pop("KERNELBAND_DATABASE_URL")
-        self.watch.submitted = time.time()
+        self.submitted = time.time()
         self.children["suite"] = start_child("suite-cli", [sys.executable, "-m", "kernelband.cli",
-                                                           "suite", *args], env, self.log_dir,
+                                                           "suite", *args], env,
+                                             self.fleet.log_dir,
                                              cwd=REPO)
         self.mark("suite submitted", problems=len(p.problem_files))
 
     def client(self) -> httpx.Client:
-        return httpx.Client(base_url=self.api_url, timeout=30,
-                            headers={"Authorization": f"Bearer {self.token}"})
+        return httpx.Client(base_url=self.fleet.api_url, timeout=30,
+                            headers={"Authorization": f"Bearer {self.fleet.token}"})
 
     def watch_loop(self) -> None:
         assert self.engine is not None
         suite = self.children["suite"]
         while suite.alive():
             if time.monotonic() > self.plan.deadline - RESERVE_S:
-                self.watch.deadline_hit = True
+                self.deadline_hit = True
                 self.mark("time limit: stopping the suite client before every job finished")
                 suite.stop()
                 break
@@ -221,14 +185,14 @@ class Fleet:
         rows = db.attempts(self.engine, self.job_ids)
         measured = sum(1 for a in rows if a.queue == self.queue and a.kind == "profile"
                        and a.state == "done")
-        if time.time() - self.watch.last_progress > 10:
-            self.watch.last_progress = time.time()
+        if time.time() - self.last_progress > 10:
+            self.last_progress = time.time()
             open_now = sum(a.state in ("pending", "dispatched", "expired") for a in rows)
             self.mark("progress", jobs=len(self.job_ids), profiles_done=measured,
                       attempts_open=open_now)
-        if self.plan.kill and not self.watch.kill and measured >= self.plan.kill_after:
+        if self.plan.kill and not self.kill and measured >= self.plan.kill_after:
             self._maybe_kill()
-        kill = self.watch.kill
+        kill = self.kill
         if kill and "survivors_after_10s" not in kill and time.time() > kill["killed_at"] + 10:
             kill["survivors_after_10s"] = alive_pids(kill["survivors"])
 
@@ -248,16 +212,15 @@ class Fleet:
         time.sleep(1.0)
         survivors = alive_pids([p for p in pids if p not in family])
         self.orphans += survivors
-        self.watch.kill = {"attempt": running.id, "kind": running.kind, "worker": spec.node,
-                           "tries_at_kill": running.tries, "started_at": running.started_at,
-                           "killed_at": killed_at, "held_s": round(killed_at - running.started_at, 2),
-                           "pids_killed": pids, "survivors": survivors}
-        self.children[spec.name] = start_worker(spec, self.worker_env, self.log_dir,
-                                                f"{spec.name}-restarted")
-        self.watch.kill["restarted_at"] = time.time()
+        self.kill = {"attempt": running.id, "kind": running.kind, "worker": spec.node,
+                     "tries_at_kill": running.tries, "started_at": running.started_at,
+                     "killed_at": killed_at, "held_s": round(killed_at - running.started_at, 2),
+                     "pids_killed": pids, "survivors": survivors}
+        self.fleet.restart_worker(spec.name)
+        self.kill["restarted_at"] = time.time()
         self.mark("killed -9 the measuring worker mid-measurement and restarted it",
                   worker=spec.node, attempt=running.id, kind=running.kind,
-                  held_s=self.watch.kill["held_s"], survivors=survivors)
+                  held_s=self.kill["held_s"], survivors=survivors)
 
     def _holder(self, attempt_id: int) -> WorkerSpec | None:
         """The measuring worker that runs `attempt_id`: the only one, or the one whose
@@ -276,15 +239,15 @@ class Fleet:
         self.job_ids = db.suite_job_ids(self.engine, self.suite_id)
         records = db.read_records(self.engine, self.job_ids)
         self.results["integrity"] = db.integrity(records)
-        self.results["deadline_hit"] = self.watch.deadline_hit
-        kill = dict(self.watch.kill)
+        self.results["deadline_hit"] = self.deadline_hit
+        kill = dict(self.kill)
         if kill:
             kill["outcome"] = db.kill_outcome(records.attempts, kill["attempt"],
                                               kill["tries_at_kill"])
         self.results["kill"] = kill or {"skipped": "no kill (disabled or no measurement seen)"}
         ends = [a.finished_at for a in records.attempts if a.finished_at]
         end = max(ends) if ends else time.time()
-        wall = end - self.watch.submitted
+        wall = end - self.submitted
         pulls = len(records.pulls)
         self.results["workers"] = db.workers(self.engine)
         names = sorted(w["name"] for w in self.results["workers"]
@@ -292,7 +255,7 @@ class Fleet:
         metrics: dict[str, Any] = {"wall_s": wall, "pulls": pulls,
                                    "pulls_per_s": db.rate(pulls, wall),
                                    "killed_try_s": kill.get("held_s")}
-        windows = {"suite": (self.watch.submitted, end), "active": _active(records, self.queue)}
+        windows = {"suite": (self.submitted, end), "active": db.active_window(records.attempts, self.queue)}
         for label, window in windows.items():
             metrics[f"busy_share_{label}"] = db.busy_share(records.attempts, self.queue, window)
             metrics[f"busy_by_worker_{label}"] = db.busy_by_worker(
@@ -327,39 +290,17 @@ class Fleet:
                 self.gather()
             except Exception as exc:  # noqa: BLE001
                 self.results.setdefault("gather_error", f"{type(exc).__name__}: {exc}")
-        order = ["suite"] + [n for n in self.children if n.startswith("worker")] + ["scheduler", "api"]
-        stopped = {}
-        for name in order:  # a worker's warm shutdown waits for its task: 5 s, then SIGKILL
-            if name in self.children:
-                stopped[name] = self.children[name].stop(timeout_s=5 if name != "api" else 10)
-        self.results["orphans_alive_at_end"] = alive_pids(self.orphans)
-        kill_pids(self.orphans)
         if self.engine is not None:
             self.engine.dispose()
-        if self.servers is not None:
-            self.servers.stop()
-        self.results["exit_codes"] = stopped
+        self.results["exit_codes"] = self.fleet.stop()
+        self.results["orphans_alive_at_end"] = alive_pids(self.orphans)
+        kill_pids(self.orphans)
         self.results["orphans_after_kill"] = self.orphans
 
 
 def _node_prefix(node: str) -> str:
     """`gpu1` of `gpu1@%h` or `gpu1@host`: a worker's name without its host."""
     return node.split("@", 1)[0]
-
-
-def _describe(spec: WorkerSpec) -> str:
-    """The worker's command-line essentials and its pinned device, for the timeline."""
-    device = spec.env.get("CUDA_VISIBLE_DEVICES")
-    return f"-Q {spec.queues} -c {spec.concurrency} -n {spec.node}" + (
-        f" CUDA_VISIBLE_DEVICES={device}" if device is not None else "")
-
-
-def _active(records: Any, queue: str) -> tuple[float, float]:
-    """From the first dispatch to the last finish of the measuring queue's attempts."""
-    rows = [a for a in records.attempts if a.queue == queue and a.dispatched_at and a.finished_at]
-    if not rows:
-        return (0.0, 0.0)
-    return (min(a.dispatched_at for a in rows), max(a.finished_at for a in rows))
 
 
 def pick_problems(directory: Path, count: int, names: list[str] | None) -> list[Path]:

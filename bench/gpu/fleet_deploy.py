@@ -196,6 +196,12 @@ class WorkerSpec:
     node: str
     env: dict[str, str] = field(default_factory=dict)
 
+    def describe(self) -> str:
+        """The worker's command-line essentials and its pinned device, for the timeline."""
+        device = self.env.get("CUDA_VISIBLE_DEVICES")
+        return f"-Q {self.queues} -c {self.concurrency} -n {self.node}" + (
+            f" CUDA_VISIBLE_DEVICES={device}" if device is not None else "")
+
     def argv(self) -> list[str]:
         return [sys.executable, "-m", "celery", "-A", "services.worker.app", "worker",
                 "-Q", self.queues, "-c", str(self.concurrency), "-n", self.node,
@@ -321,3 +327,59 @@ def start_worker(spec: WorkerSpec, worker_env: dict[str, str], log_dir: Path,
     env = {k: v for k, v in {**worker_env, **spec.env, **NO_MULTICAST_ENV}.items()
            if k != "KERNELBAND_DATABASE_URL"}
     return start_child(log_name or spec.name, spec.argv(), env, log_dir, cwd=REPO)
+
+
+@dataclass
+class Deployment:
+    """One node's fleet, started by `start` and stopped by `stop`: servers, migrations and a
+    team token, the API, one scheduler and the workers of `specs`."""
+
+    workdir: Path
+    specs: dict[str, WorkerSpec]
+    wheels: Path | None = None
+    lease_s: float = 30.0
+    pg_user: str = "nobody"
+    servers: Servers | None = None
+    children: dict[str, Child] = field(default_factory=dict)
+    worker_env: dict[str, str] = field(default_factory=dict)
+    db_env: dict[str, str] = field(default_factory=dict)
+    api_url: str = ""
+    token: str = ""
+
+    @property
+    def log_dir(self) -> Path:
+        return self.workdir / "logs"
+
+    def start(self) -> None:
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        self.servers = start_servers(self.workdir, self.log_dir, self.wheels, self.pg_user)
+        # A temp folder of this run's own: the sandbox's Triton cache lives under it, so every
+        # run of a sweep starts as cold as the first instead of reusing its compiled kernels.
+        tmp = self.workdir / "tmp"
+        tmp.mkdir(exist_ok=True)
+        common = {"KERNELBAND_LEASE_S": str(self.lease_s),
+                  "KERNELBAND_HEARTBEAT_INTERVAL_S": "5", "TMPDIR": str(tmp)}
+        self.worker_env = base_env(self.servers.redis_url, common)
+        self.db_env = {**self.worker_env, "KERNELBAND_DATABASE_URL": self.servers.database_url}
+        self.token = migrate_and_token(self.db_env, "fleet")
+        self.children["api"], self.api_url = start_api(self.db_env, self.log_dir)
+        self.children["scheduler"] = start_scheduler(self.db_env, self.log_dir)
+        for spec in self.specs.values():
+            self.children[spec.name] = start_worker(spec, self.worker_env, self.log_dir)
+
+    def restart_worker(self, name: str) -> None:
+        spec = self.specs[name]
+        self.children[name] = start_worker(spec, self.worker_env, self.log_dir,
+                                           f"{name}-restarted")
+
+    def stop(self) -> dict[str, int | None]:
+        """Every child (the suite client, workers, scheduler, API), then the servers; the
+        children's exit codes."""
+        order = ["suite"] + [n for n in self.children if n.startswith("worker")]
+        stopped = {}
+        for name in [*order, "scheduler", "api"]:
+            if name in self.children:  # a worker's warm shutdown waits for its task: 5 s
+                stopped[name] = self.children[name].stop(timeout_s=10 if name == "api" else 5)
+        if self.servers is not None:
+            self.servers.stop()
+        return stopped

@@ -308,6 +308,14 @@ def busy_by_worker(attempts: Iterable[AttemptRow], queue: str, window: tuple[flo
             "held_s": seconds, "workers": worker_count, "window_s": span}
 
 
+def active_window(attempts: Iterable[AttemptRow], queue: str) -> tuple[float, float]:
+    """From the first dispatch to the last finish of the measuring queue's attempts."""
+    rows = [a for a in attempts if a.queue == queue and a.dispatched_at and a.finished_at]
+    if not rows:
+        return (0.0, 0.0)
+    return (min(a.dispatched_at or 0.0 for a in rows), max(a.finished_at or 0.0 for a in rows))
+
+
 def rate(count: int, seconds: float) -> float | None:
     """count / seconds, None when no time passed."""
     return count / seconds if seconds > 0 else None
