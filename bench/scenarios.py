@@ -80,7 +80,7 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
     _py("judge-forgeries", "gpu", "bench.gpu.judge_forgeries",
         "the judge against forged verdicts on CUDA", TIMING, fixed=("--out", "{out}")),
     _py("paired-aa", "gpu", "bench.gpu.paired_aa", "A/A: corpus originals measured against "
-        "themselves through the paired measurement", "docs/measurement.md",
+        "themselves through the paired measurement", TIMING,
         fixed=("--out", "{out}"), defaults=("--graphs",)),
     _py("suite-twice", "gpu", "bench.gpu.suite_twice", "one suite run twice: do speedups repeat "
         "(ARGS='--run B' for the second, '--compare' for the table)", TIMING,

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import matplotlib
@@ -10,10 +9,11 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+from bench import common  # noqa: E402
 from bench.policy_bench.experiments import BatchRow, LandscapeResult  # noqa: E402
 from bench.policy_bench.runner import regret_curves  # noqa: E402
 
-BEGIN, END = "<!-- policy-benchmark:begin -->", "<!-- policy-benchmark:end -->"
+BEGIN, END = common.markers("policy-benchmark")
 
 
 def plot_curves(results: list[LandscapeResult], path: Path, per_row: int = 4) -> None:
@@ -88,12 +88,5 @@ def batch_table(rows: list[BatchRow]) -> str:
 
 
 def write_section(results_md: Path, body: str) -> None:
-    """Replace (or append) the delimited policy-benchmark section, leaving the rest intact."""
-    section = f"{BEGIN}\n{body.strip()}\n{END}"
-    text = results_md.read_text() if results_md.exists() else "# Benchmark results\n"
-    if BEGIN in text and END in text:
-        text = re.sub(re.escape(BEGIN) + r".*?" + re.escape(END), lambda _: section, text,
-                      flags=re.S)
-    else:
-        text = text.rstrip("\n") + "\n\n" + section + "\n"
-    results_md.write_text(text)
+    """Replace (or append) the policy-benchmark section of `results_md`, leaving the rest."""
+    common.write_section("policy-benchmark", body, results_md)
