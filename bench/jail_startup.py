@@ -1,12 +1,11 @@
-"""Start-up cost of the jail per run, and what Landlock + seccomp would give instead.
+"""Start-up cost of the jail per run, and what a jailed child can still reach.
 
 `python -m bench.jail_startup [--quick]` measures, on this machine:
 - a bare process: `/bin/true` directly and inside the bwrap jail (the jail's own cost);
-- a bare interpreter: `python -c pass` directly, jailed, and with Landlock + seccomp applied;
+- a bare interpreter: `python -c pass` directly and jailed;
 - a sandboxed run (`run_sandboxed`, the echo probe): cold and warm, jailed and not;
-- from a forked process (the warm path): fork alone, fork + Landlock + seccomp, fork + the run's
-  own namespaces (kernelband/sandbox/forkjail.py);
-- what a Landlock + seccomp child can still see (no pid namespace): the answer table.
+- from a forked process (the warm path): fork alone;
+- what a jailed child can still see: the answer table.
 Writes bench/results/jail_startup.json and the `jail-startup` section of bench/RESULTS.md.
 """
 
@@ -25,35 +24,7 @@ from typing import Any
 
 from bench.common import RESULTS_DIR, fmt, machine_line, markdown_table, write_section
 
-nan = float("nan")
-
 JSON_PATH = RESULTS_DIR / "jail_startup.json"
-# applied in a child: the runtime read-only, the work dir writable, /proc readable (Python and
-# Triton read /proc/self), and seccomp refusing new sockets of the inet families and ptrace
-LANDLOCK_CHILD = r"""
-import errno, os, socket, sys, json
-import landlock, pyseccomp
-from landlock import FSAccess
-def confine(paths, workdir):
-    read = FSAccess.READ_FILE | FSAccess.READ_DIR | FSAccess.EXECUTE
-    rs = landlock.Ruleset()
-    for path in paths:  # a file takes file rights only
-        rs.allow(path, rules=read if os.path.isdir(path) else FSAccess.READ_FILE)
-    rs.allow(workdir)
-    rs.apply()
-    f = pyseccomp.SyscallFilter(pyseccomp.ALLOW)
-    for family in (socket.AF_INET, socket.AF_INET6):
-        f.add_rule(pyseccomp.ERRNO(errno.EPERM), "socket", pyseccomp.Arg(0, pyseccomp.EQ, family))
-    f.add_rule(pyseccomp.ERRNO(errno.EPERM), "ptrace")
-    f.load()
-"""
-
-
-def have_landlock() -> bool:
-    """Landlock and pyseccomp are installed for this comparison only (not in the lock)."""
-    import importlib.util
-
-    return all(importlib.util.find_spec(m) is not None for m in ("landlock", "pyseccomp"))
 
 
 def _median_ms(fn: Callable[[], object], n: int) -> float:
@@ -66,25 +37,13 @@ def _median_ms(fn: Callable[[], object], n: int) -> float:
     return statistics.median(samples)
 
 
-def _runtime_paths() -> list[str]:
-    """What the Landlock child may read: the jail's runtime, its /etc files, /proc and /dev."""
-    import kernelband
-    from kernelband.sandbox.jail import _ETC_FILES
-
-    paths = {sys.base_prefix, sys.prefix, os.path.dirname(os.path.dirname(kernelband.__file__)),
-             "/usr", "/proc", "/dev", *(os.path.join("/etc", name) for name in _ETC_FILES)}
-    return sorted(p for p in paths if os.path.exists(p))
-
-
 def bare_processes(n: int) -> dict[str, float]:
-    """`/bin/true` and `python -c pass`: directly, jailed, under Landlock + seccomp."""
+    """`/bin/true` and `python -c pass`: directly and jailed."""
     from kernelband.sandbox import jail
 
     workdir = tempfile.mkdtemp(dir=jail.runs_parent())
     env = {"PATH": "/usr/bin:/bin"}
     run = lambda argv: subprocess.run(argv, check=True, env=env)  # noqa: E731
-    confine = f"{LANDLOCK_CHILD}\nconfine({_runtime_paths()!r}, {workdir!r})"
-    imports = "import landlock, pyseccomp"
     try:
         out = {
             "true_direct_ms": _median_ms(lambda: run(["/bin/true"]), n),
@@ -92,13 +51,7 @@ def bare_processes(n: int) -> dict[str, float]:
             "python_direct_ms": _median_ms(lambda: run([sys.executable, "-c", "pass"]), n),
             "python_jailed_ms": _median_ms(
                 lambda: run(jail.jail_argv([sys.executable, "-c", "pass"], workdir, env)), n),
-            "python_landlock_imports_ms": nan, "python_landlock_applied_ms": nan,
         }
-        if have_landlock():
-            out["python_landlock_imports_ms"] = _median_ms(
-                lambda: run([sys.executable, "-c", imports]), n)
-            out["python_landlock_applied_ms"] = _median_ms(
-                lambda: run([sys.executable, "-c", confine]), n)
         return out
     finally:
         os.rmdir(workdir)
@@ -144,21 +97,9 @@ def _fork_ms(child: Callable[[], None], n: int) -> float:
 
 
 def forked(n: int) -> dict[str, float]:
-    """What a warm run pays after the fork: nothing, Landlock + seccomp, or its namespaces. Runs
-    inside a jailed zygote's view is what the service does; here the namespaces' cost is
-    measured through a real warm jailed run instead (sandboxed_runs)."""
-    out = {"fork_ms": _fork_ms(lambda: None, n), "fork_landlock_seccomp_ms": nan}
-    if not have_landlock():
-        return out
-    scope: dict[str, Any] = {}
-    exec(LANDLOCK_CHILD, scope)  # noqa: S102 - the benchmark's own code
-    workdir = tempfile.mkdtemp()
-    paths = _runtime_paths()
-    try:
-        out["fork_landlock_seccomp_ms"] = _fork_ms(lambda: scope["confine"](paths, workdir), n)
-        return out
-    finally:
-        os.rmdir(workdir)
+    """What a warm run's fork costs alone (its namespaces are measured through a real warm
+    jailed run, in sandboxed_runs)."""
+    return {"fork_ms": _fork_ms(lambda: None, n)}
 
 
 VISIBILITY_CHILD = r"""
@@ -183,26 +124,19 @@ print(json.dumps({
 """
 
 
-def visibility() -> dict[str, dict[str, str]]:
-    """What a child sees under Landlock + seccomp and in the jail (the same probe)."""
+def visibility() -> dict[str, str]:
+    """What a child in the jail can still reach (the pool starts bwrap with an empty
+    environment of its own)."""
     from kernelband.sandbox import jail
 
     workdir = tempfile.mkdtemp(dir=jail.runs_parent())
-    env = {"PATH": "/usr/bin:/bin"}
-    confine = f"{LANDLOCK_CHILD}\nconfine({_runtime_paths()!r}, {workdir!r})\n{VISIBILITY_CHILD}"
+    argv = jail.jail_argv([sys.executable, "-c", VISIBILITY_CHILD], workdir,
+                          {"PATH": "/usr/bin:/bin"})
     try:
-        # bwrap started as the pool starts it: with an empty environment of its own
-        jailed = subprocess.run(jail.jail_argv([sys.executable, "-c", VISIBILITY_CHILD], workdir, env),
-                                capture_output=True, text=True, check=True, env={})
-        seen = {"jail": json.loads(jailed.stdout)}
-        seen["landlock_seccomp"] = {what: "not installed" for what in seen["jail"]}
-        if have_landlock():
-            landlocked = subprocess.run([sys.executable, "-c", confine], capture_output=True,
-                                        text=True, check=True, env=env)
-            seen["landlock_seccomp"] = json.loads(landlocked.stdout)
+        jailed = subprocess.run(argv, capture_output=True, text=True, check=True, env={})
+        return dict(json.loads(jailed.stdout))
     finally:
         os.rmdir(workdir)
-    return seen
 
 
 def measure(quick: bool = False) -> dict[str, Any]:
@@ -220,28 +154,24 @@ def section(data: dict[str, Any]) -> str:
     """The `jail-startup` section of bench/RESULTS.md."""
     d = data
     rows = [
-        ("`/bin/true`", fmt(d["true_direct_ms"]), fmt(d["true_jailed_ms"]), "-"),
-        ("`python -c pass`", fmt(d["python_direct_ms"]), fmt(d["python_jailed_ms"]),
-         f"{fmt(d['python_landlock_applied_ms'])} (imports alone {fmt(d['python_landlock_imports_ms'])})"),
+        ("`/bin/true`", fmt(d["true_direct_ms"]), fmt(d["true_jailed_ms"])),
+        ("`python -c pass`", fmt(d["python_direct_ms"]), fmt(d["python_jailed_ms"])),
         ("sandboxed run, cold (fresh interpreter)", fmt(d["run_cold_unjailed_ms"]),
-         fmt(d["run_cold_jailed_ms"]), "-"),
+         fmt(d["run_cold_jailed_ms"])),
         ("sandboxed run, warm (forked from the zygote)", fmt(d["run_warm_unjailed_ms"]),
-         fmt(d["run_warm_jailed_ms"]), "-"),
-        ("after a fork (warm path's own step)", fmt(d["fork_ms"]), "see warm run",
-         fmt(d["fork_landlock_seccomp_ms"])),
+         fmt(d["run_warm_jailed_ms"])),
+        ("after a fork (warm path's own step)", fmt(d["fork_ms"]), "see warm run"),
     ]
-    seen = d["visibility"]
-    visible = [(what, seen["landlock_seccomp"][what], seen["jail"][what]) for what in seen["jail"]]
+    visible = list(d["visibility"].items())
     return ("## Jail start-up cost\n\n"
             f"Command: `python -m bench.jail_startup`; {d['machine']} Median of {d['repeats']} "
             "(cold sandboxed runs: fewer), milliseconds per run; the zygote's own start is not "
             "counted. Jailed = bubblewrap (kernelband/sandbox/jail.py); warm jailed runs also "
             "take their own mount, pid, network, IPC and user namespaces after the fork.\n\n"
-            + markdown_table(("what", "not jailed ms", "jailed (bwrap) ms", "Landlock + seccomp ms"),
-                             rows)
-            + "\n\nWhat a child can still reach (the same probe, run under each; in the jail its "
-            "parent is bwrap's own pid 1, started with an empty environment):\n\n"
-            + markdown_table(("attempt", "Landlock + seccomp", "bwrap jail"), visible))
+            + markdown_table(("what", "not jailed ms", "jailed (bwrap) ms"), rows)
+            + "\n\nWhat a child in the jail can still reach (its parent is bwrap's own pid 1, "
+            "started with an empty environment):\n\n"
+            + markdown_table(("attempt", "bwrap jail"), visible))
 
 
 def main(argv: list[str] | None = None) -> None:
