@@ -17,8 +17,8 @@ import contextlib
 import cProfile
 import io
 import json
-import os
 import pstats
+import site
 import subprocess
 import sys
 import tempfile
@@ -128,10 +128,6 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--path-file", action="store_true",
                         help="write a .pth so sandbox children import this checkout (bare GPU machine)")
     args = parser.parse_args(argv)
-    from bench.gpu.environment import install_path_file, stub_missing_litellm
-
-    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-    stub_missing_litellm()
     if args.path_file:
         install_path_file([str(Path.cwd()), *[p for p in sys.path if p.startswith("/tmp/site")]])
     args.out.mkdir(parents=True, exist_ok=True)
@@ -147,6 +143,18 @@ def main(argv: list[str] | None = None) -> None:
             print(f"--- {row['example']} {kind} in-process", flush=True)
             print(_head(row[f"{kind}_profile"]), flush=True)
     (args.out / "step_profile.json").write_text(json.dumps(data, indent=1))
+
+
+def install_path_file(paths: list[str]) -> Path | None:
+    """Write a .pth file so sandbox children (started with a scrubbed environment) find `paths`."""
+    for directory in site.getsitepackages():
+        target = Path(directory) / "kernelband_gpu_validate.pth"
+        try:
+            target.write_text("\n".join(paths) + "\n")
+        except OSError:
+            continue
+        return target
+    return None
 
 
 def _head(text: str, lines: int = 22) -> str:
