@@ -45,6 +45,7 @@ from bench.gpu.fleet_deploy import (
 from bench.gpu.fleet_tables import environment, write_outputs
 from bench.processes import alive_pids, kill_pids, start_child
 from kernelband.db.session import make_engine
+from kernelband.scheduling.attempts import ACTIVE_ATTEMPT_STATES
 
 # Small corpus kernels that load in the sandbox on the CPU interpreter too (sin_computation
 # does not: `arange` arguments that triton's interpreter refuses).
@@ -187,7 +188,7 @@ class Fleet:
                        and a.state == "done")
         if time.time() - self.last_progress > 10:
             self.last_progress = time.time()
-            open_now = sum(a.state in ("pending", "dispatched", "expired") for a in rows)
+            open_now = sum(a.state in ACTIVE_ATTEMPT_STATES for a in rows)
             self.mark("progress", jobs=len(self.job_ids), profiles_done=measured,
                       attempts_open=open_now)
         if self.plan.kill and not self.kill and measured >= self.plan.kill_after:

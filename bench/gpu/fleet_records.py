@@ -18,8 +18,8 @@ from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session
 
 from kernelband.db.models import Attempt, Candidate, Event, Job, Measurement, Track, Worker
+from kernelband.scheduling.attempts import ACTIVE_ATTEMPT_STATES
 
-ACTIVE_STATES = ("pending", "dispatched", "expired")
 CLOSED_STATES = ("done", "failed")
 FINISHED_JOB_STATES = ("completed", "cancelled", "failed")
 FINISHED_TRACK_STATES = ("completed", "cancelled", "failed")
@@ -213,7 +213,7 @@ def integrity(records: Records) -> dict[str, Any]:
                                       if c.lineage_depth > 0 and c.decision_id),
         "doubled_pulls": _repeated((p.job_id, p.target, p.decision) for p in records.pulls
                                    if p.decision),
-        "open_attempts": sorted(a.id for a in records.attempts if a.state in ACTIVE_STATES),
+        "open_attempts": sorted(a.id for a in records.attempts if a.state in ACTIVE_ATTEMPT_STATES),
         "unfinished_jobs": sorted(j.id for j in records.jobs
                                   if j.status not in FINISHED_JOB_STATES),
         "closed_without_result": sorted(a.id for a in records.attempts
