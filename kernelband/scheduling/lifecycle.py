@@ -8,7 +8,9 @@ Everything is read from the database each pass, so a restarted scheduler misses 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
@@ -104,22 +106,47 @@ def jobs_needing_finish(session: Session, now: datetime) -> list[Job]:
     Stateless (read from the database every pass), so a restarted scheduler misses nothing:
     a cancel request, a spent budget, a running track whose iterations are all dispatched and
     answered, or no unfinished track left.
+
+    Plain reads of columns joined here, not one statement: where nothing analyzes the tables
+    the planner guessed one running job and scanned the running tracks once per job (measured
+    at 100 jobs: 2,300 buffers, 18 ms a pass); only the jobs to act on are loaded as rows.
     """
-    running = session.scalars(select(Job).where(Job.status == "running").order_by(Job.id)).all()
+    running = {row.id: row for row in session.execute(_RUNNING_BUDGETS)}
     if not running:
         return []
-    open_pull = (select(Attempt.id).where(Attempt.track_id == Track.id,
-                                          Attempt.decision_id.is_not(None),
-                                          Attempt.state.in_(ACTIVE_ATTEMPT_STATES)).exists())
-    done_searching = (select(Track.job_id).join(Job, Job.id == Track.job_id)
-                      .where(Job.status == "running", Track.status == "running",
-                             Track.iterations_dispatched >= Job.budget_iterations, ~open_pull))
-    unfinished = (select(Track.id).where(Track.job_id == Job.id,
-                                         Track.status.not_in(FINISHED_TRACK)).exists())
-    all_finished = select(Job.id).where(Job.status == "running", ~unfinished)
-    ready = set(session.scalars(done_searching)) | set(session.scalars(all_finished))
-    return [job for job in running
-            if job.cancel_requested or job.id in ready or budget_reason(job, now)]
+    tracks = session.execute(select(Track.id, Track.job_id, Track.status,
+                                    Track.iterations_dispatched)
+                             .where(Track.job_id.in_(list(running)))).all()
+    unfinished = {t.job_id for t in tracks if t.status not in FINISHED_TRACK}
+    spent = [t for t in tracks if t.status == "running"
+             and t.iterations_dispatched >= running[t.job_id].budget_iterations]
+    ready = (set(running) - unfinished) | done_searching(session, spent)
+    ids = [job.id for job in running.values()
+           if job.cancel_requested or job.id in ready or budget_reason(job, now)]
+    if not ids:
+        return []
+    return list(session.scalars(select(Job).where(Job.id.in_(ids)).order_by(Job.id)))
+
+
+def done_searching(session: Session, spent: Sequence[Any]) -> set[int]:
+    """Jobs of the `spent` tracks (rows with `id` and `job_id`: running, every iteration
+    dispatched) that have no pull open: one read of those tracks' open pulls (usually none)."""
+    if not spent:
+        return set()
+    busy = set(session.scalars(
+        select(Attempt.track_id).where(Attempt.track_id.in_([row.id for row in spent]),
+                                       Attempt.decision_id.is_not(None),
+                                       Attempt.state.in_(ACTIVE_ATTEMPT_STATES))))
+    return {row.job_id for row in spent if row.id not in busy}
+
+
+# What `jobs_needing_finish` reads of every running job (`budget_reason`, the cancel flag and
+# the iteration budget): the whole rows, JSON columns parsed, cost more than the reads that
+# pick the few to act on.
+_RUNNING_BUDGETS = select(Job.id, Job.cancel_requested, Job.budget_iterations,
+                          Job.budget_tokens, Job.tokens_used, Job.budget_usd, Job.cost_usd,
+                          Job.budget_wall_s, Job.started_at).where(
+    Job.status == "running").order_by(Job.id)
 
 
 def cancel_job(session: Session, job: Job, tracks: list[Track]) -> None:

@@ -8,9 +8,10 @@ from sqlalchemy import event, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from kernelband.config import Settings
-from kernelband.db.models import Event, FrontierRow, Job, Track, utcnow
+from kernelband.db.models import Attempt, Event, FrontierRow, Job, Track, utcnow
 from kernelband.db.session import session_scope
 from kernelband.scheduling import state_cache
+from kernelband.scheduling.attempts import ACTIVE_ATTEMPT_STATES
 from kernelband.scheduling.dispatch import InlineDispatcher
 from kernelband.scheduling.events import append_event, prime_event_counters
 from kernelband.scheduling.lifecycle import job_is_finished, jobs_needing_finish, start_queued_jobs
@@ -113,6 +114,25 @@ def test_finish_examines_only_jobs_that_can_change(sqlite_factory: sessionmaker[
         session.flush()
         assert [j.id for j in jobs_needing_finish(session, utcnow())] == [job.id]
         job.cancel_requested, job.budget_tokens, job.tokens_used = False, 10, 10
+        session.flush()
+        assert [j.id for j in jobs_needing_finish(session, utcnow())] == [job.id]
+
+
+def test_a_track_out_of_iterations_finishes_once_no_pull_is_open(
+        sqlite_factory: sessionmaker[Session]) -> None:
+    track_id = running_track(sqlite_factory)
+    with session_scope(sqlite_factory) as session:
+        track = session.get_one(Track, track_id)
+        job = session.get_one(Job, track.job_id)
+        job.budget_iterations = track.iterations_dispatched = 2
+        session.flush()
+        open_pulls = session.scalars(select(Attempt).where(
+            Attempt.track_id == track_id, Attempt.decision_id.is_not(None),
+            Attempt.state.in_(ACTIVE_ATTEMPT_STATES))).all()
+        assert open_pulls, "the running track has pulls in flight"
+        assert jobs_needing_finish(session, utcnow()) == []
+        for attempt in open_pulls:
+            attempt.state = "done"
         session.flush()
         assert [j.id for j in jobs_needing_finish(session, utcnow())] == [job.id]
 
