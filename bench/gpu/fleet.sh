@@ -18,6 +18,11 @@ T0=$(date +%s)
 MODE=${1:?usage: sh bench/gpu/fleet.sh run|scaling OUT_DIR [options]}
 OUT=${2:?usage: sh bench/gpu/fleet.sh run|scaling OUT_DIR [options]}
 shift 2
+case "$MODE" in
+  run) MODULE=bench.gpu.fleet ;;
+  scaling) MODULE=bench.gpu.fleet_scaling; set -- --pack --since "$T0" "$@" ;;
+  *) echo "unknown mode $MODE: run or scaling" >&2; exit 2 ;;
+esac
 mkdir -p "$OUT"
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 PY=${PYTHON:-python3}
@@ -37,8 +42,4 @@ if [ ! -x "$VENV/bin/python" ]; then
     || echo "$PWD" > "$VENV_SITE/kernelband-checkout.pth"
 fi
 "$VENV/bin/python" -c 'import torch, triton, celery, fastapi, kernelband; print("torch", torch.__version__, "cuda", torch.cuda.is_available(), "gpus", torch.cuda.device_count(), "triton", triton.__version__)' 2>&1 | tee "$OUT/install-check.txt"
-case "$MODE" in
-  run) exec "$VENV/bin/python" -m bench.gpu.fleet --out "$OUT" "$@" ;;
-  scaling) exec "$VENV/bin/python" -m bench.gpu.fleet_scaling --out "$OUT" --pack --since "$T0" "$@" ;;
-  *) echo "unknown mode $MODE: run or scaling" >&2; exit 2 ;;
-esac
+exec "$VENV/bin/python" -m "$MODULE" --out "$OUT" "$@"
