@@ -1,10 +1,10 @@
 """The anti-cheat checks of a candidate call, as objects in the order the runner makes them.
 
-Each `Check` names what it looks at and the rejection reason it gives; `find` returns what it
-found (the message, without the case label) or None. The correctness runner makes
-`SANDBOX_VIOLATION` first (also when the call raised), then `AT_RETURN` the moment the call
-returned, and `ON_RESULT` once the reference of the same step has run. The first check that
-finds something rejects the candidate. A runner's rejection is a second wall: the judge
+Each `Check` has a name, says what it looks at and gives its own rejection reason; `find`
+returns what it found (the message, without the case label) or None. The correctness runner
+makes `SANDBOX_VIOLATION` first (also when the call raised), then `AT_RETURN` the moment the
+call returned, and `ON_RESULT` once the reference of the same step has run. The first check
+that finds something rejects the candidate. A runner's rejection is a second wall: the judge
 decides correctness from the output files alone.
 """
 
@@ -54,8 +54,10 @@ class CandidateCall:
 
 @dataclass(frozen=True)
 class Check:
-    """One anti-cheat check: what it looks at, the reason it rejects with, how it finds it."""
+    """One anti-cheat check: its name, what it looks at, the reason it rejects with, how it
+    finds it."""
 
+    name: str
     reason: str
     checks: str
     find: Callable[[CandidateCall], str | None]
@@ -139,25 +141,28 @@ def _mutated(call: CandidateCall) -> str | None:
             "kernel writes them on purpose)")
 
 
-SANDBOX_VIOLATION = Check("sandbox_violation", "the sandbox's audit guard saw a forbidden operation",
-                          _sandbox)
+SANDBOX_VIOLATION = Check("sandbox", "sandbox_violation",
+                          "the sandbox's audit guard saw no forbidden operation", _sandbox)
 AT_RETURN: tuple[Check, ...] = (
-    Check("background_thread", "no thread the call started is still running", _thread),
-    Check("timer_tampered", "timers, CUDA events and statistics functions are the ones sealed "
-          "before the candidate loaded", _timer),
-    Check("side_stream_launch", "every Triton launch ran on the current stream", _side_stream),
-    Check("decoy_no_triton_launch", "the call launched at least one Triton kernel", _no_launch),
-    Check("decoy_host_compute", "input data exported to the host plus torch work stay under "
-          "SHARE_LIMIT per input element", _host_compute),
+    Check("threads", "background_thread", "no thread the call started is still running", _thread),
+    Check("timers", "timer_tampered", "timers, CUDA events and statistics functions are the ones "
+          "sealed before the candidate loaded", _timer),
+    Check("streams", "side_stream_launch", "every Triton launch ran on the current stream", _side_stream),
+    Check("triton launch", "decoy_no_triton_launch", "the call launched at least one Triton kernel",
+          _no_launch),
+    Check("host work", "decoy_host_compute", "input data exported to the host plus torch work stay "
+          "under SHARE_LIMIT per input element", _host_compute),
 )
 ON_RESULT: tuple[Check, ...] = (
-    Check("decoy_torch_compute", "torch work in region functions stays under SHARE_LIMIT per input "
-          "element or within the original's own", _torch_compute),
-    Check("output_not_plain_tensor", "the result holds plain, materialised dense tensors", _not_plain),
-    Check("output_changed_after_return", "the result is bit for bit what it was at return, once "
-          "every stream finished", _changed),
-    Check("output_aliases_input", "the result shares no memory with the inputs", _aliased),
-    Check("input_mutated", "the inputs are unchanged, INPLACE_OUTPUTS excepted", _mutated),
+    Check("torch work", "decoy_torch_compute", "torch work in region functions stays under "
+          "SHARE_LIMIT per input element or within the original's own", _torch_compute),
+    Check("plain output", "output_not_plain_tensor", "the result holds plain, materialised dense "
+          "tensors", _not_plain),
+    Check("result at return", "output_changed_after_return", "the result is bit for bit what it was "
+          "at return, once every stream finished", _changed),
+    Check("aliasing", "output_aliases_input", "the result shares no memory with the inputs", _aliased),
+    Check("input mutation", "input_mutated", "the inputs are unchanged, INPLACE_OUTPUTS excepted",
+          _mutated),
 )
 CHECKS: tuple[Check, ...] = (SANDBOX_VIOLATION, *AT_RETURN, *ON_RESULT)
 

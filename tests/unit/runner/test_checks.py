@@ -29,9 +29,9 @@ def _call(args: list[torch.Tensor] | None = None, **fields: object) -> Candidate
     return CandidateCall("case=c0 seed=1", args or [torch.zeros(4)], **{**base, **fields})  # type: ignore[arg-type]
 
 
-def test_every_check_has_its_own_machine_readable_reason_and_says_what_it_checks() -> None:
+def test_every_check_has_its_own_name_and_reason_and_says_what_it_checks() -> None:
     reasons = [c.reason for c in CHECKS]
-    assert len(set(reasons)) == len(reasons)
+    assert len(set(reasons)) == len(reasons) and len({c.name for c in CHECKS}) == len(CHECKS)
     assert all(re.fullmatch(r"[a-z][a-z0-9_]*", r) and c.checks for r, c in zip(reasons, CHECKS, strict=True))
     assert reasons[0] == "sandbox_violation"
     assert [c.reason for c in AT_RETURN][:3] == ["background_thread", "timer_tampered", "side_stream_launch"]
