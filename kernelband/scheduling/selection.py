@@ -29,8 +29,8 @@ from kernelband.scheduling.state_cache import held_state, remember_state
 @dataclass
 class TimeBudget:
     """How long a selection may go on choosing pulls once it has read which tracks have free
-    slots (that read is not counted; loading the rows of the tracks it serves is, as they are
-    read in chunks as it goes); `spent` says it stopped because the time was up.
+    slots and the rows of the first few (those reads are not counted; the rows of further
+    tracks are, read in chunks as it goes); `spent` says it stopped because the time was up.
 
     The time is the scheduler thread's own CPU time: on a quiet core it is the wall time, and
     on a core shared with other processes a pass still does the same work (with a wall-clock
@@ -77,11 +77,11 @@ def select_pulls(session: Session, now: datetime, cap: int | None = None,
     counts: dict[int, int] = {}
     for row in kept:  # dict order = first slot of each track in the fair order
         counts[row.track_id] = counts.get(row.track_id, 0) + 1
-    if budget is not None:
-        budget.start()
     selected = 0
-    for chunk in _chunks(list(counts), budget is not None):
+    for number, chunk in enumerate(_chunks(list(counts), budget is not None)):
         loaded = load_tracks(session, chunk)
+        if number == 0 and budget is not None:
+            budget.start()  # after the first read, which every pass makes however short
         for track_id in chunk:
             track, job = loaded[track_id]
             selected += select_for_track(session, job, track, counts[track_id])
