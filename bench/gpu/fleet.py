@@ -382,8 +382,7 @@ def main(argv: list[str] | None = None) -> int:
         fleet = Fleet(plan_from(args, workdir), results)
         fleet.run()
     except BaseException as exc:  # noqa: BLE001 - always write what was gathered
-        results["error"] = f"{type(exc).__name__}: {exc}"
-        results["traceback"] = traceback.format_exc()[-4000:]
+        results |= {"error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()[-4000:]}
         print(f"fleet run stopped early: {results['error']}", file=sys.stderr, flush=True)
     finally:
         if fleet is not None:
