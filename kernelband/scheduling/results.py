@@ -11,7 +11,7 @@ a KeyError deep inside a step. Keys no step reads (a traceback, the worker's nam
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar, TypeVar
 
 from kernelband.generate.messages import GenerationResult
@@ -92,9 +92,9 @@ class GenerateResult(ResultValue):
         """The task result of a generator's answer (every field carried over)."""
         return cls(**{item.name: getattr(generation, item.name) for item in fields(generation)})
 
-    def without_transcript(self) -> GenerateResult:
+    def without_transcript(self) -> dict[str, Any]:
         """The result as the attempt keeps it: the transcript lives in its own table."""
-        return replace(self, messages=(), reply="")
+        return {k: v for k, v in self.to_dict().items() if k not in ("messages", "reply")}
 
 
 @dataclass(frozen=True)
@@ -175,7 +175,7 @@ def _read(kind: str, name: str, value: Any) -> Any:
     # JSON true/false are ints to isinstance: a bool is only a bool field's value
     if not isinstance(value, expected) or (isinstance(value, bool) and expected is not bool):
         raise MalformedResult(kind, name, f"is not {words}")
-    if expected == (int, float):
+    if expected == _NUMBER[0] and isinstance(value, int | float):
         return float(value)
     return dict(value) if isinstance(value, dict) else value
 

@@ -14,11 +14,13 @@ from kernelband.config import Settings
 from kernelband.db import repository
 from kernelband.db.models import ArmStat, Attempt, Candidate, Job, Track, utcnow
 from kernelband.db.session import session_scope
+from kernelband.scheduling import ingest
 from kernelband.scheduling.attempts import ACTIVE_ATTEMPT_STATES
 from kernelband.scheduling.dispatch import InboxDispatcher, InlineDispatcher, TaskMessage
 from kernelband.scheduling.fencing import FencingError, claim_leadership
 from kernelband.scheduling.lifecycle import job_is_finished
 from kernelband.scheduling.pipeline import EngineContext, ingest_result, step
+from kernelband.scheduling.results import CompileResult, GenerateResult, ProfileResult, VerifyResult
 from kernelband.scheduling.state import load_state
 
 
@@ -261,9 +263,11 @@ def test_malformed_result_fails_its_attempt_not_the_scheduler(
     run_to_end(context(db_factory, InlineDispatcher({**FAKE_TASKS, "profile": garbled_profile})),
                job_id)
     with session_scope(db_factory) as session:
-        reasons = session.scalars(select(Attempt.reason).where(
+        refused = session.scalars(select(Attempt).where(
             Attempt.kind == "profile", Attempt.decision_id.is_not(None))).all()
-        assert reasons == ["ingest_error:KeyError"] * 2
+        assert [a.reason for a in refused] == ["malformed_result:measurement"] * 2
+        assert all(a.state == "failed" and "lacks method, device, target, time_ms"
+                   in a.result["message"] for a in refused)  # type: ignore[index]
         assert session.get_one(Job, job_id).status == "completed"
 
 
@@ -358,3 +362,23 @@ def test_compile_and_profile_payloads_carry_the_child_and_its_parents_code(
             assert message.payload["parent_editable"] == parent_code
         else:
             assert "parent_editable" not in message.payload
+
+
+def test_every_ingest_step_receives_its_kinds_typed_result(
+    db_factory: sessionmaker[Session], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    seen: dict[str, set[type]] = {}
+    for name in ("apply_generate", "apply_compile", "apply_profile", "apply_baseline",
+                 "apply_verify"):
+        original = getattr(ingest, name)
+
+        def spy(*args: Any, _name: str = name, _original: Any = original) -> None:
+            seen.setdefault(_name, set()).add(type(args[-1]))
+            _original(*args)
+
+        monkeypatch.setattr(ingest, name, spy)
+    job_id = make_job(db_factory, budget_iterations=6, parallelism=2)
+    run_to_end(context(db_factory), job_id)  # the fakes answer with plain JSON dicts
+    assert seen == {"apply_generate": {GenerateResult}, "apply_compile": {CompileResult},
+                    "apply_baseline": {ProfileResult}, "apply_profile": {ProfileResult},
+                    "apply_verify": {VerifyResult}}

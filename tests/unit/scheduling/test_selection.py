@@ -83,5 +83,5 @@ def test_pull_counters_match_open_attempts_through_faults(
     with session_scope(db_factory) as session:  # the faults did happen
         reasons = {reason for reason in session.scalars(select(Attempt.reason)) if reason}
         tries = session.scalar(select(func.max(Attempt.tries)))
-    assert "ingest_error:KeyError" in reasons and tries and tries >= 2
+    assert "malformed_result:measurement" in reasons and tries and tries >= 2
     assert any(reason.startswith("lost:") for reason in reasons)
