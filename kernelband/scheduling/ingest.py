@@ -27,10 +27,19 @@ from kernelband.generate.normalize import source_hash
 from kernelband.loop.dedupe import find_duplicate, mark_duplicate
 from kernelband.loop.repairs import failure_of, schedule_repair
 from kernelband.loop.skills import record_skill
-from kernelband.loop.transcripts import record_transcript, without_transcript
+from kernelband.loop.transcripts import record_transcript
 from kernelband.loop.translate import kept_original, needs_translation, replaces_best
+from kernelband.profile.measurement import Measurement as MeasurementValue
 from kernelband.scheduling.attempts import new_attempt
 from kernelband.scheduling.events import append_event, prime_event_counters
+from kernelband.scheduling.results import (
+    CompileResult,
+    GenerateResult,
+    ProfileResult,
+    TaskResultValue,
+    VerifyResult,
+    lost_result,
+)
 from kernelband.scheduling.state import (
     WITHOUT_STORED_STATE,
     frontier_entry,
@@ -67,43 +76,41 @@ def lock_attempt(session: Session, attempt_id: int) -> LockedAttempt | None:
     return attempt, track, job, candidate
 
 
-def apply_result(session: Session, attempt: Attempt, result: dict[str, Any]) -> None:
+def apply_result(session: Session, attempt: Attempt, result: TaskResultValue) -> None:
     """Close the attempt and apply its result (the caller checked it is still open)."""
     # "done": a worker answered (even "rejected"); "failed": no usable answer, every try.
-    broken = result.get("lost") or str(result.get("reason") or "").startswith("task_error")
-    attempt.state = "failed" if broken else "done"
-    attempt.result = result
-    attempt.reason = None if result.get("ok") else str(result.get("reason") or "failed")
+    attempt.state = "failed" if result.broken else "done"
+    attempt.result = result.to_dict()
+    attempt.reason = None if result.ok else (result.reason or "failed")
     attempt.finished_at = utcnow()
     track = session.get_one(Track, attempt.track_id)
     job = session.get_one(Job, attempt.job_id)
-    if attempt.kind == "generate":
+    if isinstance(result, GenerateResult):
         apply_generate(session, job, track, attempt, result)
-    elif attempt.kind == "compile":
+    elif isinstance(result, CompileResult):
         apply_compile(session, job, track, attempt, result)
-    elif attempt.kind == "profile" and attempt.decision_id is None:
-        apply_baseline(session, job, track, attempt, result)
-    elif attempt.kind == "profile":
-        apply_profile(session, job, track, attempt, result)
-    elif attempt.kind == "verify":
+    elif isinstance(result, VerifyResult):
         apply_verify(session, job, track, attempt, result)
+    elif attempt.decision_id is None:  # a profile of the original kernel, not of a pull
+        apply_baseline(session, job, track, attempt, result)
+    else:
+        apply_profile(session, job, track, attempt, result)
 
 
 def fail_lost_attempt(session: Session, attempt: Attempt, reason: str) -> None:
     """An attempt lost for good counts as a failed result with that reason."""
-    apply_result(session, attempt, {"ok": False, "lost": True, "reason": reason,
-                                    "message": "no result arrived within the lease, every try"})
+    apply_result(session, attempt, lost_result(attempt.kind, reason))
 
 
 def apply_generate(session: Session, job: Job, track: Track, attempt: Attempt,
-                   result: dict[str, Any]) -> None:
+                   result: GenerateResult) -> None:
     """Record usage and the transcript; a new child goes on to compile, a duplicate is
     recorded with its original's outcome, a failure gets a repair turn or ends the pull."""
     record_usage(session, job, attempt, result)
-    attempt.result = without_transcript(result)
+    attempt.result = result.without_transcript()
     child = None
-    if result.get("ok") and result.get("editable"):
-        child = new_child(session, track, attempt, str(result["editable"]))
+    if result.ok and result.editable:
+        child = new_child(session, track, attempt, result.editable)
     transcript = record_transcript(session, attempt, result, child)
     if child is None:
         fail_pull(session, job, track, attempt, None, result, transcript)
@@ -120,7 +127,7 @@ def apply_generate(session: Session, job: Job, track: Track, attempt: Attempt,
 
 def new_child(session: Session, track: Track, attempt: Attempt, editable: str) -> Candidate:
     """The generated child of the pull's parent (a repair turn's child too), flushed for its id."""
-    child = generated_child(session, track, attempt, {"editable": editable})
+    child = generated_child(session, track, attempt, editable)
     if child.id is None:
         session.flush()
     return child
@@ -141,12 +148,12 @@ def apply_duplicate(session: Session, job: Job, track: Track, attempt: Attempt,
 
 
 def fail_pull(session: Session, job: Job, track: Track, attempt: Attempt,
-              child: Candidate | None, result: dict[str, Any],
+              child: Candidate | None, result: TaskResultValue,
               transcript: Transcript | None = None) -> None:
     """A failed child gets its next repair turn when one is due; otherwise the pull ends."""
     if schedule_repair(session, job, track, attempt, child, result, transcript):
         return
-    reason = (child.reason if child is not None else None) or str(result.get("reason") or "")
+    reason = (child.reason if child is not None else None) or result.reason
     finish_pull(session, job, track, attempt, child, reason or "no code")
 
 
@@ -154,8 +161,9 @@ _CHILDREN = "kb_generated_children"
 
 
 def generated_child(session: Session, track: Track, attempt: Attempt,
-                    result: dict[str, Any]) -> Candidate:
-    """The child a successful generate result describes, added to the session once.
+                    editable: str) -> Candidate:
+    """The child a successful generate result describes (its `editable`), added to the
+    session once.
 
     A batch adds the children of all its generate results first and flushes once, so their
     ids come back in one INSERT instead of one round trip per result."""
@@ -163,7 +171,6 @@ def generated_child(session: Session, track: Track, attempt: Attempt,
     child = prepared.get(attempt.id)
     if child is None:
         parent = session.get_one(Candidate, attempt.candidate_id)
-        editable = str(result["editable"])
         repair = attempt.payload.get("repair")
         child = Candidate(track_id=track.id, parent_id=parent.id, decision_id=attempt.decision_id,
                           strategy=attempt.payload.get("strategy"), editable=editable,
@@ -178,11 +185,11 @@ def generated_child(session: Session, track: Track, attempt: Attempt,
 
 
 def apply_compile(session: Session, job: Job, track: Track, attempt: Attempt,
-                  result: dict[str, Any]) -> None:
+                  result: CompileResult) -> None:
     """A compiled child goes on to be profiled on its target; a rejected one ends the pull."""
     child = session.get_one(Candidate, attempt.candidate_id)
-    child.static_profile = result.get("static_profile")
-    if not result.get("ok"):
+    child.static_profile = result.static_profile
+    if not result.ok:
         reject(child, result)
         fail_pull(session, job, track, attempt, child, result)
         return
@@ -191,14 +198,14 @@ def apply_compile(session: Session, job: Job, track: Track, attempt: Attempt,
 
 
 def apply_profile(session: Session, job: Job, track: Track, attempt: Attempt,
-                  result: dict[str, Any]) -> None:
+                  result: ProfileResult) -> None:
     """A correct, measured child joins the frontier and may become the track's best."""
     child = session.get_one(Candidate, attempt.candidate_id)
-    if not (result.get("ok") and result.get("measurement")):
+    if not result.ok or result.measurement is None:
         reject(child, result)
         fail_pull(session, job, track, attempt, child, result)
         return
-    measurement = store_measurement(session, child, result)
+    measurement = store_measurement(session, child, result.measurement, result.features)
     child.status = "measured"
     entry = frontier_entry(child, measurement)
     finish_pull(session, job, track, attempt, child, "measured", entry)
@@ -208,17 +215,17 @@ def apply_profile(session: Session, job: Job, track: Track, attempt: Attempt,
 
 
 def apply_baseline(session: Session, job: Job, track: Track, attempt: Attempt,
-                   result: dict[str, Any]) -> None:
+                   result: ProfileResult) -> None:
     """The original kernel's measurement starts the track's bandit; without it the track fails."""
     original = session.get_one(Candidate, attempt.candidate_id)
-    if not (result.get("ok") and result.get("measurement")):
+    if not result.ok or result.measurement is None:
         reject(original, result)
         track.status, track.finished_at = "failed", utcnow()
         track.reason = f"original kernel failed on {track.target}: {original.reason}"
         append_event(session, job.id, "track_failed", {"target": track.target,
                                                        "reason": track.reason})
         return
-    measurement = store_measurement(session, original, result)
+    measurement = store_measurement(session, original, result.measurement, result.features)
     original.status = "measured"
     state = policy_for(job).init_state(frontier_entry(original, measurement), job.seed)
     save_state(session, track, state)
@@ -227,10 +234,10 @@ def apply_baseline(session: Session, job: Job, track: Track, attempt: Attempt,
 
 
 def apply_verify(session: Session, job: Job, track: Track, attempt: Attempt,
-                 result: dict[str, Any]) -> None:
+                 result: VerifyResult) -> None:
     """Held-out acceptance: a pass completes the track, a failure falls back to the next best."""
     candidate = session.get_one(Candidate, attempt.candidate_id)
-    if result.get("ok"):
+    if result.ok:
         track.held_out, track.held_out_reason = "passed", None
         record_final_speedup(session, job, track, candidate, result)
         complete_track(session, job, track)
@@ -253,12 +260,12 @@ def apply_verify(session: Session, job: Job, track: Track, attempt: Attempt,
 
 
 def record_final_speedup(session: Session, job: Job, track: Track, candidate: Candidate,
-                         result: dict[str, Any]) -> None:
+                         result: VerifyResult) -> None:
     """The final step's paired re-measure of the best against the original becomes the speedup
     the track reports (a verify result without one, e.g. an estimate, keeps the earlier one)."""
-    if not result.get("measurement"):
+    if result.measurement is None:
         return
-    measurement = store_measurement(session, candidate, result)
+    measurement = store_measurement(session, candidate, result.measurement, result.features)
     set_best(session, job, track, candidate, measurement, announce=False)
     track.best_speedup_final = track.best_speedup_low is not None
 
@@ -301,15 +308,14 @@ def finish_pull(session: Session, job: Job, track: Track, attempt: Attempt,
         else (child.turn if child is not None else 0)})
 
 
-def record_usage(session: Session, job: Job, attempt: Attempt, result: dict[str, Any]) -> None:
+def record_usage(session: Session, job: Job, attempt: Attempt, result: GenerateResult) -> None:
     """Tokens and cost of a generation, counted against the job's budgets."""
-    prompt = int(result.get("prompt_tokens") or 0)
-    completion = int(result.get("completion_tokens") or 0)
-    usd, known = float(result.get("cost_usd") or 0.0), bool(result.get("cost_known", True))
-    if not (prompt or completion or result.get("model")):
+    prompt, completion = result.prompt_tokens, result.completion_tokens
+    usd, known = result.cost_usd, result.cost_known
+    if not (prompt or completion or result.model):
         return
     add_row(session, LlmUsage, {
-        "job_id": job.id, "attempt_id": attempt.id, "model": str(result.get("model")),
+        "job_id": job.id, "attempt_id": attempt.id, "model": result.model,
         "prompt_tokens": prompt, "completion_tokens": completion, "tokens": prompt + completion,
         "usd": usd, "cost_known": known, "created_at": utcnow()})
     job.tokens_used += prompt + completion
@@ -324,20 +330,18 @@ def _case_times(raw: Any) -> list[Any]:
     return list(raw or [])
 
 
-def store_measurement(session: Session, candidate: Candidate,
-                      result: dict[str, Any]) -> Measurement:
-    """A measurement row from Measurement.to_dict() plus Features.to_dict().
+def store_measurement(session: Session, candidate: Candidate, data: MeasurementValue,
+                      features: dict[str, Any] | None) -> Measurement:
+    """A measurement row from a result's measurement and its Features.to_dict().
 
     Inserted as a buffered row (`row_buffer`); the returned object is not in the session (its
     `id` is None), it carries the values for the frontier entry, best and skill."""
-    data = result["measurement"]
-    values = {"candidate_id": candidate.id, "label": data["label"], "method": data["method"],
-              "device": data["device"], "target": data["target"],
-              "time_ms": float(data["time_ms"]),
-              "case_times": _case_times(data.get("case_times_ms")), "cv": data.get("cv"),
-              "noisy": bool(data.get("noisy", False)), "paired_ratio": data.get("paired_ratio"),
-              **paired_columns(data.get("speedup")),
-              "features": result.get("features"), "created_at": utcnow()}
+    values = {"candidate_id": candidate.id, "label": data.label, "method": data.method,
+              "device": data.device, "target": data.target, "time_ms": float(data.time_ms),
+              "case_times": _case_times(data.case_times_ms), "cv": data.cv,
+              "noisy": bool(data.noisy), "paired_ratio": data.paired_ratio,
+              **paired_columns(data.speedup.to_dict() if data.speedup is not None else None),
+              "features": features, "created_at": utcnow()}
     add_row(session, Measurement, values)
     return Measurement(**values)
 
@@ -361,10 +365,10 @@ def set_best(session: Session, job: Job, track: Track, candidate: Candidate,
             "device": measurement.device})
 
 
-def reject(candidate: Candidate, result: dict[str, Any], prefix: str = "") -> None:
+def reject(candidate: Candidate, result: TaskResultValue, prefix: str = "") -> None:
     """Mark a candidate rejected with the machine-readable reason of the result."""
     candidate.status = "rejected"
-    candidate.reason = prefix + str(result.get("reason") or "rejected")
+    candidate.reason = prefix + (result.reason or "rejected")
 
 
 def next_best(session: Session, track: Track,

@@ -26,6 +26,7 @@ from kernelband.scheduling.dispatch import TaskResult
 from kernelband.scheduling.events import prime_event_counters
 from kernelband.scheduling.ingest import LockedAttempt, apply_result, generated_child
 from kernelband.scheduling.leases import extend_locked_lease, lease_deadline
+from kernelband.scheduling.results import GenerateResult, LeaseBeat, TaskResultValue, read_result
 from kernelband.scheduling.state import WITHOUT_STORED_STATE
 
 BATCH_SIZE = 500  # results per transaction: bounds how long attempt locks are held
@@ -35,53 +36,61 @@ def apply_batch(session: Session, items: Sequence[TaskResult], now: datetime, le
                 max_tries: int) -> list[bool]:
     """Each item in order: heartbeats extend leases, results apply at most once."""
     locked = lock_attempts(session, {item.attempt_id for item in items})
-    add_children(session, locked, items)
+    read = [read_item(locked, item) for item in items]  # each result read once, by its kind
+    add_children(session, locked, read)
     held = prefetch_for_skills(session, [  # kept while applying (the identity map is weak)
         (job, track, candidate) for attempt, track, job, candidate in locked.values()
         if attempt.kind == "profile" and attempt.decision_id is not None and candidate])
     outcomes = []
-    for item in items:
-        attempt = locked[item.attempt_id][0] if item.attempt_id in locked else None
-        result = item.result
-        if attempt is None:
+    for entry in read:
+        if entry is None:
             outcomes.append(False)
-        elif result.get("heartbeat"):  # the attempt stays open for its real result
-            extend_locked_lease(attempt, lease_deadline(now, lease_s),
-                                str(result.get("task_id") or ""), now)
+        elif isinstance(entry[1], LeaseBeat):  # the attempt stays open for its real result
+            extend_locked_lease(entry[0], lease_deadline(now, lease_s), entry[1].task_id, now)
             outcomes.append(False)
         else:
-            outcomes.append(apply_locked(session, attempt, result, max_tries))
+            outcomes.append(apply_locked(session, entry[0], entry[1], max_tries))
     del held
     return outcomes
 
 
+def read_item(locked: dict[int, LockedAttempt],
+              item: TaskResult) -> tuple[Attempt, TaskResultValue | LeaseBeat] | None:
+    """The item's attempt (None: unknown) and its lease beat or typed result."""
+    if item.attempt_id not in locked:
+        return None
+    attempt = locked[item.attempt_id][0]
+    return attempt, LeaseBeat.read(item.result) or read_result(attempt.kind, item.result)
+
+
 def add_children(session: Session, locked: dict[int, LockedAttempt],
-                 items: Sequence[TaskResult]) -> None:
+                 read: Sequence[tuple[Attempt, TaskResultValue | LeaseBeat] | None]) -> None:
     """The children of the batch's successful generate results, inserted in one flush.
 
     Only an attempt's first result is looked at: it is the one that will be applied."""
     seen: set[int] = set()
     children = []
-    for item in items:
-        if item.result.get("heartbeat") or item.attempt_id in seen:
+    for entry in read:
+        if entry is None or isinstance(entry[1], LeaseBeat) or entry[0].id in seen:
             continue
-        seen.add(item.attempt_id)
-        attempt, track, _, _ = locked.get(item.attempt_id, (None, None, None, None))
-        if (attempt is not None and track is not None and attempt.kind == "generate"
-                and attempt.state in ACTIVE_ATTEMPT_STATES and item.result.get("ok")
-                and item.result.get("editable")):
-            children.append(generated_child(session, track, attempt, item.result))
+        attempt, result = entry
+        seen.add(attempt.id)
+        track = locked[attempt.id][1]
+        if (isinstance(result, GenerateResult) and attempt.state in ACTIVE_ATTEMPT_STATES
+                and result.ok and result.editable):
+            children.append(generated_child(session, track, attempt, result.editable))
     session.flush()
     prefetch_same_source(session, children)
 
 
-def apply_locked(session: Session, attempt: Attempt, result: dict, max_tries: int) -> bool:
+def apply_locked(session: Session, attempt: Attempt, result: TaskResultValue,
+                 max_tries: int) -> bool:
     """`ingest_result` for an attempt this transaction holds locked."""
     if attempt.state not in ACTIVE_ATTEMPT_STATES:
         return False  # already applied, or closed by cancellation / expiry
-    reason = str(result.get("reason") or "")
-    if reason.startswith("task_error") and attempt.tries < max_tries:
-        attempt.state, attempt.reason = "expired", f"{reason} on try {attempt.tries}; retrying"
+    if result.reason.startswith("task_error") and attempt.tries < max_tries:
+        attempt.state = "expired"
+        attempt.reason = f"{result.reason} on try {attempt.tries}; retrying"
         return True
     apply_result(session, attempt, result)
     return True

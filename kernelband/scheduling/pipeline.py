@@ -34,6 +34,7 @@ from kernelband.scheduling.leases import expire_leases, extend_lease, lease_dead
 from kernelband.scheduling.lifecycle import finish_tracks_and_jobs, start_queued_jobs
 from kernelband.scheduling.payloads import task_payloads
 from kernelband.scheduling.quotas import teams_out_of_quota
+from kernelband.scheduling.results import LeaseBeat, read_result
 from kernelband.scheduling.row_updates import batch_row_updates
 from kernelband.scheduling.selection import TimeBudget, select_pulls
 from kernelband.scheduling.state import (
@@ -177,11 +178,12 @@ def write_back_states(ctx: EngineContext, older_than_s: float = 0.0) -> int:
 
 
 def ingest_result(session: Session, attempt_id: int, result: dict, max_tries: int) -> bool:
-    """Apply a worker result at most once per attempt id; False when it was a duplicate."""
+    """Apply a worker result at most once per attempt id; False when it was a duplicate.
+    The dict is read into its kind's typed value here (`results.read_result`)."""
     loaded = lock_attempt(session, attempt_id)  # held until applied (see lock_attempt)
     if not loaded:
         return False  # unknown attempt id
-    return apply_locked(session, loaded[0], result, max_tries)
+    return apply_locked(session, loaded[0], read_result(loaded[0].kind, result), max_tries)
 
 
 def ingest_batch(ctx: EngineContext, items: Sequence[TaskResult]) -> tuple[int, int]:
@@ -204,11 +206,12 @@ def ingest_batch(ctx: EngineContext, items: Sequence[TaskResult]) -> tuple[int, 
 
 def ingest_safely(ctx: EngineContext, attempt_id: int, result: dict) -> bool:
     """Ingest one result; a result that cannot be applied fails its attempt instead of the loop."""
-    if result.get("heartbeat"):  # a worker started (or is still on) it: queue time is no loss
+    beat = LeaseBeat.read(result)
+    if beat is not None:  # a worker started (or is still on) it: queue time is no loss
         with fenced(ctx) as session:
             now = ctx.clock()
             extend_lease(session, attempt_id, lease_deadline(now, ctx.settings.lease_s),
-                         str(result.get("task_id") or ""), now)
+                         beat.task_id, now)
         return False  # a lease extension only: the attempt stays open for its real result
     try:
         with fenced(ctx) as session:
