@@ -6,7 +6,7 @@ The bandit still sees one pull: only the pull's final outcome reaches `finish_pu
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import replace
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -18,6 +18,7 @@ from kernelband.problem.model import KernelProblem
 from kernelband.scheduling.attempts import new_attempt
 from kernelband.scheduling.budgets import budget_reason
 from kernelband.scheduling.events import append_event
+from kernelband.scheduling.results import CompileResult, TaskResultValue, read_result
 
 
 def _problem(session: Session, job: Job) -> KernelProblem | None:
@@ -52,12 +53,12 @@ def repair_blocked(job: Job, turn: int, reason: str) -> str | None:
 
 
 def schedule_repair(session: Session, job: Job, track: Track, attempt: Attempt,
-                    failed: Candidate | None, result: dict[str, Any],
+                    failed: Candidate | None, result: TaskResultValue,
                     transcript: Transcript | None = None) -> bool:
     """Queue the pull's next repair turn; False (the pull ends) when none is due."""
-    if result.get("lost"):  # no answer at all (lease expired every try): nothing to show
+    if result.lost:  # no answer at all (lease expired every try): nothing to show
         return False
-    reason = str(result.get("reason") or "")
+    reason = result.reason
     turn, parent_id, transcript = _failed_turn(session, attempt, failed, transcript)
     blocked = repair_blocked(job, turn, reason)
     if blocked is None and (transcript is None or not transcript.reply):
@@ -71,7 +72,7 @@ def schedule_repair(session: Session, job: Job, track: Track, attempt: Attempt,
            "seed": origin.get("seed"), "turn": turn + 1, **({"step": origin["step"]}
                                                              if origin.get("step") else {}),
            "repair": {"transcript": transcript.id, "failed_candidate": failed.id if failed else None,
-                      "feedback": failure_feedback(result, _problem(session, job))}}
+                      "feedback": failure_feedback(result.to_dict(), _problem(session, job))}}
     new_attempt(session, track, "generate", parent_id, attempt.decision_id, ref)
     append_event(session, job.id, "repair_requested", {
         "target": track.target, "decision": attempt.decision_id, "turn": turn + 1,
@@ -79,14 +80,13 @@ def schedule_repair(session: Session, job: Job, track: Track, attempt: Attempt,
     return True
 
 
-def failure_of(session: Session, candidate: Candidate) -> dict[str, Any]:
+def failure_of(session: Session, candidate: Candidate) -> TaskResultValue:
     """The result that rejected a candidate (for a duplicate's repair), or its reason alone."""
-    query = (select(Attempt.result).where(Attempt.candidate_id == candidate.id,
-                                          Attempt.kind.in_(("compile", "profile")),
-                                          Attempt.state == "done")
+    query = (select(Attempt.kind, Attempt.result).where(Attempt.candidate_id == candidate.id,
+                                                        Attempt.kind.in_(("compile", "profile")),
+                                                        Attempt.state == "done")
              .order_by(Attempt.id.desc()).limit(1))
-    found = session.scalars(query).first()
-    result = dict(found) if isinstance(found, dict) else {}
-    result["ok"] = False
-    result["reason"] = candidate.reason or result.get("reason") or "rejected"
-    return result
+    found = session.execute(query).first()
+    result = (read_result(found.kind, found.result) if found is not None
+              else CompileResult(ok=False))
+    return replace(result, ok=False, reason=candidate.reason or result.reason or "rejected")

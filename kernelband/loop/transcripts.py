@@ -10,6 +10,7 @@ from sqlalchemy.orm import Session
 from kernelband.config import get_settings
 from kernelband.db.models import Attempt, Candidate, Transcript
 from kernelband.generate.scrub import scrub, scrub_messages
+from kernelband.scheduling.results import GenerateResult
 
 
 def _secrets() -> list[str]:
@@ -17,11 +18,10 @@ def _secrets() -> list[str]:
     return [key] if key else []
 
 
-def record_transcript(session: Session, attempt: Attempt, result: dict[str, Any],
+def record_transcript(session: Session, attempt: Attempt, result: GenerateResult,
                       child: Candidate | None) -> Transcript | None:
     """Store the turn's messages and reply (None when no call was made, e.g. rules)."""
-    messages, reply = result.get("messages") or [], str(result.get("reply") or "")
-    if not messages and not reply:
+    if not result.messages and not result.reply:
         return None
     secrets = _secrets()
     row = Transcript(
@@ -29,19 +29,13 @@ def record_transcript(session: Session, attempt: Attempt, result: dict[str, Any]
         decision_id=attempt.decision_id, parent_id=attempt.candidate_id,
         candidate_id=child.id if child is not None else None,
         turn=int(attempt.payload.get("turn") or 0), strategy=attempt.payload.get("strategy"),
-        model=str(result.get("model") or ""), messages=scrub_messages(messages, secrets),
-        reply=scrub(reply, secrets),
-        outcome=None if result.get("ok") else str(result.get("reason") or "failed"),
-        prompt_tokens=int(result.get("prompt_tokens") or 0),
-        completion_tokens=int(result.get("completion_tokens") or 0),
-        cost_usd=float(result.get("cost_usd") or 0.0))
+        model=result.model, messages=scrub_messages(list(result.messages), secrets),
+        reply=scrub(result.reply, secrets),
+        outcome=None if result.ok else (result.reason or "failed"),
+        prompt_tokens=result.prompt_tokens, completion_tokens=result.completion_tokens,
+        cost_usd=result.cost_usd)
     session.add(row)
     return row
-
-
-def without_transcript(result: dict[str, Any]) -> dict[str, Any]:
-    """The result as the attempt keeps it: the transcript lives in its own table."""
-    return {k: v for k, v in result.items() if k not in ("messages", "reply")}
 
 
 def turn_transcript(session: Session, candidate_id: int) -> Transcript | None:
