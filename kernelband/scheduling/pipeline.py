@@ -151,6 +151,8 @@ def step(ctx: EngineContext, drain_timeout_s: float = 0.0) -> StepReport:
                                            ctx.settings.queue_timeout_s)
         if report.expired:
             ctx.claimed_upto = 0  # their tries are claimed again, whatever their ids
+    # Results in: each is read into its kind's typed value and applied once (ingest.apply_result);
+    # a pull that ends there is the bandit's reward: `policy.update` in ingest.finish_pull.
     report.ingested, report.ignored = ingest_batch(ctx, ctx.dispatcher.drain(drain_timeout_s))
     if housekeeping:
         with fenced(ctx) as session:
@@ -158,6 +160,8 @@ def step(ctx: EngineContext, drain_timeout_s: float = 0.0) -> StepReport:
             ctx.over_quota = teams_out_of_quota(session, ctx.over_quota)
         if ctx.state_writeback_s > 0:  # tracks gone quiet: their replay stays short
             write_back_states(ctx, ctx.state_writeback_s)
+    # Pulls out: each track with free slots asks its policy, `policy.select` in
+    # selection.select_for_track, which commits a generate attempt per decision; sent after.
     report.selected, report.dispatched = select_and_dispatch(ctx)
     report.more_waiting = ctx.stopped_at_bound(report.selected, report.dispatched)
     return report
