@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
+from functools import cache
 from typing import Any, ClassVar, TypeVar
 
 from kernelband.generate.messages import GenerationResult
@@ -49,10 +50,7 @@ class ResultValue:
         return self.lost or self.reason.startswith("task_error")
 
     def to_dict(self) -> dict[str, Any]:
-        data: dict[str, Any] = {}
-        for item in fields(self):
-            if item.name != "extra":
-                data[item.name] = _plain(getattr(self, item.name))
+        data = {name: _plain(getattr(self, name)) for name in _field_names(type(self))}
         return {**data, **self.extra}
 
     @classmethod
@@ -62,7 +60,7 @@ class ResultValue:
             raise MalformedResult(cls.kind, "body", f"is a {type(data).__name__}, not an object")
         if not isinstance(data.get("ok"), bool):
             raise MalformedResult(cls.kind, "ok", "is missing or not true/false")
-        known = {item.name for item in fields(cls)} - {"extra"}
+        known = _field_names(cls)
         values = {name: _read(cls.kind, name, data[name]) for name in known
                   if data.get(name) is not None}
         extra = {key: value for key, value in data.items() if key not in known}
@@ -193,17 +191,33 @@ def _measurement(kind: str, value: Any) -> Measurement:
         raise MalformedResult(kind, "measurement", str(exc)) from exc
 
 
+@cache
+def _field_names(cls: type[ResultValue]) -> frozenset[str]:
+    """The keys a result of `cls` has (`extra` holds the others)."""
+    return frozenset(item.name for item in fields(cls)) - {"extra"}
+
+
 def _plain(value: Any) -> Any:
-    """A field as JSON: tuples as lists, values with `to_dict` as dicts."""
+    """A field as JSON: tuples as lists, a measurement as Measurement.to_dict() gives it."""
     if isinstance(value, tuple):
         return [_plain(v) for v in value]
     if isinstance(value, Measurement):
-        return value.to_dict()
+        return _measurement_dict(value)
     if isinstance(value, dict):
         return dict(value)
     return value
 
 
+def _measurement_dict(measurement: Measurement) -> dict[str, Any]:
+    """Measurement.to_dict() without its deep copy (asdict): every applied profile result is
+    written back to its attempt row, and the copy was most of what reading one cost."""
+    data = {name: getattr(measurement, name) for name in _MEASUREMENT_FIELDS}
+    if measurement.speedup is not None:
+        data["speedup"] = measurement.speedup.to_dict()
+    return data
+
+
+_MEASUREMENT_FIELDS = tuple(item.name for item in fields(Measurement))
 _NUMBER = ((int, float), "a number")
 _FIELD_TYPES: dict[str, tuple[type | tuple[type, ...], str]] = {
     **dict.fromkeys(("ok", "lost", "cost_known"), (bool, "true/false")),

@@ -48,6 +48,11 @@ def test_each_kind_round_trips_through_json(value: ResultValue) -> None:
     assert read_result(value.kind, wire).to_dict() == wire
 
 
+def test_a_measurement_is_written_as_its_own_to_dict() -> None:
+    assert ProfileResult(ok=True, measurement=MEASUREMENT).to_dict()["measurement"] == \
+        MEASUREMENT.to_dict()
+
+
 def test_a_generate_result_carries_every_field_of_the_generators_answer() -> None:
     generation = GenerationResult(ok=True, editable="y", latency_s=1.5, attempts=2)
     value = GenerateResult.of(generation)
