@@ -34,10 +34,13 @@ from bench.common import (
     ROOT,
     fmt,
     fresh_postgres,
+    load_average,
+    machine_line,
     markdown_table,
     new_figure,
     save_figure,
     verdict,
+    write_section,
 )
 from kernelband.db import repository
 from kernelband.db.models import Event
@@ -173,9 +176,14 @@ def run_fleet(gpus: int, warmup_s: float, window_s: float,
 def run_scaling(fleets: tuple[int, ...], warmup_s: float, window_s: float,
                 median_s: float = MEDIAN_S) -> dict[str, Any]:
     """Every fleet size in turn, with GPU tasks of median `median_s` seconds."""
+    machine = machine_line()  # date, load, the Python reference loop and commit, at the start
+    rows = []
+    for n in fleets:
+        load = load_average()
+        rows.append({**run_fleet(n, warmup_s, window_s, median_s), "load_before": load,
+                     "load_after": load_average()})
     return {"label": LABEL, "median_s": median_s, "sigma": SIGMA, "warmup_s": warmup_s,
-            "window_s": window_s,
-            "rows": [run_fleet(n, warmup_s, window_s, median_s) for n in fleets]}
+            "window_s": window_s, "rows": rows, "machine": machine}
 
 
 def targets(data: dict[str, Any]) -> list[tuple[str, bool | None, str]]:
@@ -193,12 +201,14 @@ def section(data: dict[str, Any]) -> str:
     rows = [(r["gpus"], r["pulls_in_flight_allowed"], f"{100 * r['busy_fraction']:.1f}%",
              fmt(r["pulls_per_s"]),
              fmt(r["gpus"] / (r.get("median_s", data["median_s"]) * 1.05), 0),
-             r["gpu_tasks_finished"], f"{100 * r['scheduler_cpu_share']:.0f}%")
+             r["gpu_tasks_finished"], f"{100 * r['scheduler_cpu_share']:.0f}%",
+             f"{r.get('load_before', '-')} to {r.get('load_after', '-')}")
             for r in data["rows"]]
     table = markdown_table(("simulated GPUs", "pulls in flight allowed", "GPU busy",
                             "pulls/s", "pulls/s to keep all busy (estimated)",
-                            "GPU tasks finished in window", "scheduler CPU (of one core)"),
-                           rows)
+                            "GPU tasks finished in window", "scheduler CPU (of one core)",
+                            "load average (1/5/15 min) before and after"), rows)
+    machine = f"\n\n{data['machine']}" if data.get("machine") else ""
     lines = [f"- {name}: **{'not evaluated' if met is None else verdict(met)}** ({why})"
              for name, met, why in targets(data)]
     return ("## Fleet scaling (SIMULATED GPU workers, real scheduler)\n\n"
@@ -213,7 +223,7 @@ def section(data: dict[str, Any]) -> str:
             "time in service / (N x window); pulls/s = pulls finished per second. Keeping N "
             "GPUs busy needs about N / mean service time pulls per second (estimated column). "
             "The scheduler, the simulated fleet, Redis and Postgres share this machine's "
-            f"cores.\n\n{table}\n\n" + "\n".join(lines)
+            f"cores.{machine}\n\n{table}\n\n" + "\n".join(lines)
             + "\n\n![fleet scaling](results/fleet_scaling.png)")
 
 
@@ -238,11 +248,19 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--window-s", type=float, default=None)
     parser.add_argument("--median-s", type=float, default=MEDIAN_S,
                         help=f"median simulated GPU task time in seconds (default {MEDIAN_S:g})")
+    parser.add_argument("--gpus", type=int, nargs="+", default=None,
+                        help="fleet sizes to run (default 10 100 1000; --quick: 10)")
+    parser.add_argument("--write", action="store_true",
+                        help="also write the section of bench/RESULTS.md and the plot")
     args = parser.parse_args(argv)
     fleets, warmup, window = ((10,), 5.0, 10.0) if args.quick else ((10, 100, 1000), 10.0, 30.0)
-    data = run_scaling(fleets, warmup, args.window_s or window, args.median_s)
+    data = run_scaling(tuple(args.gpus or fleets), warmup, args.window_s or window,
+                       args.median_s)
     RESULTS_DIR.mkdir(parents=True, exist_ok=True)
     (RESULTS_DIR / "fleet_scaling.json").write_text(json.dumps(data, indent=2))
+    if args.write:
+        plot(data)
+        write_section("fleet-scaling", section(data))
     return data
 
 

@@ -7,7 +7,7 @@ what is timed is the scheduler's own work: policy select/update, clustering, SQL
 
 Cycle definitions: a select+dispatch cycle is one `select_and_dispatch` call (one bounded pass
 over the jobs with free capacity, committing at most `max_pulls_per_pass` new pulls, choosing
-pulls for at most `select_budget_ms` as the leader does, and sending at most
+pulls for at most `select_budget_ms` of its own CPU time as the leader does, and sending at most
 `max_dispatch_per_pass` pending attempts, the Settings defaults); an ingest cycle
 is one `ingest_batch` call (every result that arrived since the last pass, applied in batches of
 up to 500 per transaction). Pulls/s counts new pulls selected per second of wall time after
@@ -33,11 +33,14 @@ from bench.common import (
     RESULTS_DIR,
     fmt,
     fresh_postgres,
+    load_average,
+    machine_line,
     markdown_table,
     new_figure,
     percentile_ms,
     save_figure,
     verdict,
+    write_section,
 )
 from bench.scheduler_stats import HOTSPOTS, WINDOW_S, hotspots, trim_listing, window_rates
 from bench.sim_tasks import SIM_TASKS, SIMULATED, sim_profile
@@ -247,14 +250,17 @@ def run_grid(job_counts: tuple[int, ...], frontiers: tuple[int, ...], seconds: f
     """Every (jobs, frontier) configuration, each on its own fresh Postgres database; the
     largest for `sustained_s` when that is longer than `seconds`."""
     rows = []
+    machine = machine_line()  # date, load, the Python reference loop and commit, at the start
     largest = (max(job_counts), max(frontiers))
     for jobs in job_counts:
         for frontier in frontiers:
             length = max(seconds, sustained_s) if (jobs, frontier) == largest else seconds
+            load = load_average()
             with fresh_postgres("kb_bench_sched") as url:
                 engine = make_engine(url)
                 rows.append(run_config(make_session_factory(engine), jobs, frontier, length))
                 engine.dispose()
+            rows[-1]["load_before"], rows[-1]["load_after"] = load, load_average()
             print(json.dumps(rows[-1]), flush=True)
     profile, shares = "", dict[str, float]()
     if profile_steps:
@@ -264,7 +270,8 @@ def run_grid(job_counts: tuple[int, ...], frontiers: tuple[int, ...], seconds: f
                                      max(frontiers), profile_steps)
             engine.dispose()
     return {"label": SIMULATED, "seconds_per_config": seconds, "sustained_s": sustained_s,
-            "rows": rows, "profile": profile, "hotspots": shares}
+            "rows": rows, "profile": profile, "hotspots": shares, "machine": machine,
+            "load_at_end": load_average()}
 
 
 TARGET_PULLS_PER_S, TARGET_P99_MS = 600.0, 50.0
@@ -300,6 +307,12 @@ def _cpu_note(row: dict[str, Any]) -> str:
             + ", ".join(f"{ms:.2f}" for ms in cpu) + " ms")
 
 
+def largest_row(data: dict[str, Any]) -> dict[str, Any]:
+    """The row of the largest configuration run ({} when none)."""
+    rows = data.get("rows") or []
+    return max(rows, key=lambda r: (r["jobs"], r["frontier"])) if rows else {}
+
+
 def section(data: dict[str, Any]) -> str:
     """The RESULTS.md section: method, table, targets, profile and plot."""
     rows = [(r["jobs"], r["frontier"], fmt(r["pulls_per_s"]), fmt(r["select_cycles_per_s"]),
@@ -331,6 +344,12 @@ def section(data: dict[str, Any]) -> str:
     profile += (f"\n\ncProfile of scheduler passes at the largest configuration (cumulative "
                f"time, top entries):\n\n```\n{trim_listing(data['profile'])}\n```"
                if data.get("profile") else "")
+    machine = (f"\n\n{data['machine']} Load average at the end: {data['load_at_end']}; "
+               "the largest configuration ran from load "
+               f"{largest_row(data).get('load_before', '-')} to "
+               f"{largest_row(data).get('load_after', '-')}. This machine's cores are shared "
+               "with other work, so rates move with its load and with the reference loop's "
+               "speed." if data.get("machine") else "")
     return ("## Scheduler throughput\n\n"
             f"**{data['label']}.** Command: `python -m bench.scheduler_throughput`. Postgres "
             "(fresh database per configuration); each job has one `cpu` track, parallelism 2, "
@@ -340,12 +359,14 @@ def section(data: dict[str, Any]) -> str:
             "three results (generate, compile, profile). A select+dispatch cycle is one "
             "`select_and_dispatch` call (a bounded pass over the jobs with free capacity: at "
             f"most {Settings().max_pulls_per_pass} new pulls, choosing pulls for at most "
-            f"{Settings().select_budget_ms:g} ms as the leader does, and "
+            f"{Settings().select_budget_ms:g} ms of the scheduler's CPU time as the leader does, "
+            "and "
             f"{Settings().max_dispatch_per_pass} sends, the defaults); an ingest "
             "cycle is one `ingest_batch` call (every result that arrived since the last pass). "
             f"{WARMUP_STEPS} untimed passes, then {data['seconds_per_config']:g} s of scheduler "
             f"passes per configuration ({data.get('sustained_s') or data['seconds_per_config']:g} s "
-            f"at the largest, the sustained rate).\n\n{table}\n\n" + "\n".join(lines) + profile
+            f"at the largest, the sustained rate).{machine}\n\n{table}\n\n" + "\n".join(lines)
+            + profile
             + "\n\n![scheduler throughput](results/scheduler_throughput.png)")
 
 
@@ -374,6 +395,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--quick", action="store_true", help="small grid, 1 s per configuration")
     parser.add_argument("--seconds", type=float, default=None, help="measuring time per config")
     parser.add_argument("--profile-steps", type=int, default=None)
+    parser.add_argument("--write", action="store_true",
+                        help="also write the section of bench/RESULTS.md and the plot")
     args = parser.parse_args(argv)
     grid: tuple[tuple[int, ...], tuple[int, ...]]
     if args.quick:
@@ -385,6 +408,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                     0.0 if args.quick else SUSTAINED_S)
     RESULTS_DIR.mkdir(parents=True, exist_ok=True)
     (RESULTS_DIR / "scheduler_throughput.json").write_text(json.dumps(data, indent=2))
+    if args.write:
+        plot(data)
+        write_section("scheduler-throughput", section(data))
     return data
 
 

@@ -32,6 +32,19 @@ def test_scheduler_config_runs_pulls_on_a_seeded_frontier(
     assert "SIMULATED" in text and "| 2 | 12 |" in text and "not evaluated" in text
 
 
+def test_the_scheduler_section_names_the_machine_its_load_and_commit() -> None:
+    row = {"jobs": 100, "frontier": 1000, "pulls_per_s": 250.0, "select_p99_ms": 40.0,
+           "wall_s": 60.0, "select_cycles_per_s": 5.0, "select_p50_ms": 20.0,
+           "select_ms_per_pull": 4.0, "ingest_p99_ms": 30.0, "load_before": "2.00/3.00/4.00",
+           "load_after": "2.50/3.00/4.00"}
+    data = {"label": scheduler_throughput.SIMULATED, "seconds_per_config": 5.0, "rows": [row],
+            "profile": "", "machine": machine_line(), "load_at_end": "1.00/2.00/3.00"}
+    text = scheduler_throughput.section(data)
+    assert re.search(r"Python reference loop .* \d+ ms; load average", text)
+    assert "commit " in text and "from load 2.00/3.00/4.00 to 2.50/3.00/4.00" in text
+    assert "Load average at the end: 1.00/2.00/3.00" in text
+
+
 def test_the_sustained_rate_is_reported_per_window() -> None:
     marks = [(1.0, 100), (2.5, 250), (5.0, 500), (6.0, 550), (10.0, 700), (11.0, 800)]
     assert scheduler_throughput.window_rates(marks, 5.0) == [100.0, 40.0]  # 1 s left: dropped
