@@ -192,9 +192,9 @@ def _measurement(kind: str, value: Any) -> Measurement:
 
 
 @cache
-def _field_names(cls: type[ResultValue]) -> frozenset[str]:
-    """The keys a result of `cls` has (`extra` holds the others)."""
-    return frozenset(item.name for item in fields(cls)) - {"extra"}
+def _field_names(cls: type[ResultValue]) -> tuple[str, ...]:
+    """The keys a result of `cls` has, in field order (`extra` holds the others)."""
+    return tuple(item.name for item in fields(cls) if item.name != "extra")
 
 
 def _plain(value: Any) -> Any:
