@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
-from functools import cache
 from typing import Any, ClassVar, TypeVar
 
 from kernelband.generate.messages import GenerationResult
@@ -191,10 +190,16 @@ def _measurement(kind: str, value: Any) -> Measurement:
         raise MalformedResult(kind, "measurement", str(exc)) from exc
 
 
-@cache
 def _field_names(cls: type[ResultValue]) -> tuple[str, ...]:
     """The keys a result of `cls` has, in field order (`extra` holds the others)."""
-    return tuple(item.name for item in fields(cls) if item.name != "extra")
+    names = _FIELD_NAMES.get(cls)
+    if names is None:
+        names = _FIELD_NAMES[cls] = tuple(item.name for item in fields(cls)
+                                          if item.name != "extra")
+    return names
+
+
+_FIELD_NAMES: dict[type[ResultValue], tuple[str, ...]] = {}
 
 
 def _plain(value: Any) -> Any:
