@@ -298,3 +298,59 @@ def test_with_the_wall_clock_every_round_prepares_fresh_inputs_behind_a_random_p
     # once before calibration without a pad, then every round, for both runners and every case
     assert pads.count(0) >= 2 and len([p for p in pads if p]) >= 3 * 2 - 1
     assert all(p % paired_timing.PAD_STEP_BYTES == 0 and p < paired_timing.PAD_MAX_BYTES for p in pads)
+
+
+COPY_TRITONBENCH = '''import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def copy_kernel(x, out, n, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(out + offs, tl.load(x + offs, mask=offs < n), mask=offs < n)
+
+
+def copy(x):
+    out = torch.empty_like(x)
+    copy_kernel[(1,)](x, out, x.numel(), BLOCK=64)
+    return out
+########################################
+
+
+def test_copy():
+    x = torch.randn(50, device="cuda")
+    return {"a": copy(x)}
+'''
+
+# a harness whose inputs the original cannot take (as a sweep's largest size can be)
+BROKEN_HARNESS = '''
+from TritonBench_v1.copy import copy
+from performance_utils import Performance_Metrics
+
+
+class performance_metrics(Performance_Metrics):
+    def __init__(self, dtype=None, is_backward=False, **kwargs):
+        super().__init__('copy', dtype=dtype, is_backward=is_backward, **kwargs)
+
+    def get_input_tensors(self):
+        raise MemoryError("the largest input of this sweep does not fit")
+
+    def to_cuda(self, input_tensor):
+        return input_tensor.cuda()
+
+    def call_op(self, input_tensor):
+        return copy(input_tensor)
+'''
+
+
+def test_a_harness_the_original_cannot_run_falls_back_to_the_tests_calls_and_says_so() -> None:
+    problem = load_problem(COPY_TRITONBENCH, "tritonbench", "copy", device="cpu")
+    problem = replace(problem, perf_source=BROKEN_HARNESS)
+    quick = PairedConfig(rounds=3, min_rounds=3, batch_ms=10.0, seed=5, clock="cpu")
+    measured = measure_speedup(problem, None, "cpu", target="cpu", device_name="host", config=quick,
+                               keep_original=False)
+    assert measured.speedup is not None and measured.speedup.rounds == 3
+    assert list(measured.case_times_ms) == ["region_calls"]
+    notes = " ".join(measured.checks["notes"])
+    assert "timed with the test's calls into the region" in notes and "MemoryError" in notes
