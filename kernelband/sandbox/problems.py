@@ -7,6 +7,7 @@ from typing import Any
 from kernelband.problem.loader import load_problem
 from kernelband.problem.model import KernelProblem, ProblemLoadError
 from kernelband.sandbox.device import detect_device, interpreter_refusal
+from kernelband.sandbox.gpu_lock import gpu_turn
 from kernelband.sandbox.limits import SandboxLimits
 from kernelband.sandbox.runner import run_sandboxed
 from kernelband.sandbox.secrets import scrub_secrets
@@ -26,11 +27,14 @@ def load_problem_sandboxed(
 ) -> KernelProblem:
     """`load_problem` run in a sandbox child; raises ProblemLoadError with the loader's reason."""
     limits = limits or SandboxLimits.from_settings(interpret=_needs_interpreter())
-    result = run_sandboxed(
-        "kernelband.sandbox.problems:load_problem_target",
-        {"source": source, "format": format, "name": name},
-        limits,
-    )
+    # loading runs the user's module, and a TritonBench-G test on the device: GPU work that must
+    # not land inside another candidate's timed rounds on this node
+    with gpu_turn(detect_device(), exclusive=False):
+        result = run_sandboxed(
+            "kernelband.sandbox.problems:load_problem_target",
+            {"source": source, "format": format, "name": name},
+            limits,
+        )
     if not result.ok:
         message = result.message.splitlines()[0] if result.message else "no details"
         found = interpreter_refusal(result.reason, message) if limits.interpret else None

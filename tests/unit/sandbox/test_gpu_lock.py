@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
+from kernelband.sandbox import load_problem_sandboxed
 from kernelband.sandbox.gpu_lock import gpu_turn
+from kernelband.sandbox.limits import SandboxLimits
 
 
 @pytest.fixture(autouse=True)
@@ -55,3 +58,17 @@ def test_shared_holders_run_side_by_side() -> None:
 def test_a_cpu_device_takes_no_turn() -> None:
     with gpu_turn("cpu", exclusive=True) as outer, gpu_turn("cpu", exclusive=True) as inner:
         assert outer["waited_s"] == inner["waited_s"] == 0.0
+
+
+def test_loading_a_problem_on_a_gpu_node_waits_for_timed_rounds(monkeypatch: pytest.MonkeyPatch) -> None:
+    source = (Path(__file__).parents[1] / "profile" / "fixtures" / "paired_problem.py").read_text()
+    monkeypatch.setenv("KERNELBAND_DEVICE", "cuda")  # a GPU node, as the loader sees it
+    log: list[tuple[str, float]] = []
+    timed = threading.Thread(target=_holds, args=(True, 6.0, log, "timed"))  # longer than a load
+    timed.start()
+    time.sleep(0.1)
+    problem = load_problem_sandboxed(source, "native", "paired_double", SandboxLimits.from_settings(interpret=True))
+    log.append(("loaded", time.perf_counter()))
+    timed.join()
+    assert problem.name == "paired_double"
+    assert [name for name, _ in sorted(log, key=lambda e: e[1])] == ["timed+", "timed-", "loaded"]
