@@ -2,11 +2,11 @@
 
 A fresh k-means++ fit (scikit-learn, `kmeans_n_init` restarts) costs milliseconds whatever the
 input size, and a scheduler re-clusters each of its tracks every tau additions. So a fresh fit
-runs when clusters first form, whenever the frontier has doubled since the last re-clustering
-crossed a power of two, and when the last clustering cannot seed the next (a cluster count or
-feature layout that changed); in between, Lloyd's iterations continue from the last centroids
-(mapped into the new z-space) to convergence: the same objective, a local optimum next to the
-last one, found in a few numpy passes over the frontier.
+runs while the frontier is small (under WARM_FROM), when clusters first form, whenever the
+frontier's size reaches the next power of two, and when the last clustering cannot seed the
+next (a cluster count or feature layout that changed); in between, Lloyd's iterations
+continue from the last centroids (mapped into the new z-space) to convergence: the same
+objective, a local optimum next to the last one, found in a few numpy passes over the frontier.
 """
 
 from __future__ import annotations
@@ -54,6 +54,9 @@ def distinct_rows(x: np.ndarray, at_most: int) -> int:
 
 
 MAX_LLOYD_ITERATIONS, LLOYD_TOL = 300, 1e-4  # scikit-learn's defaults (max_iter, tol)
+# Below this frontier size every re-clustering is a fresh fit, as the paper's: a run of 100
+# pulls decides exactly as before, and the fits a long campaign repeats are the large ones.
+WARM_FROM = 128
 
 
 def recluster(state: PolicyState, k: int, n_init: int, rng: np.random.Generator) -> None:
@@ -107,12 +110,13 @@ def _place(state: PolicyState, labels: np.ndarray, centroids: np.ndarray, order:
 def _warm_start(state: PolicyState, k_eff: int, mean: np.ndarray,
                 std: np.ndarray) -> tuple[list[int], np.ndarray] | None:
     """(indices, centroids in the new z-space) of the live clusters to continue from; None
-    when a fresh fit is due: no clustering yet, another cluster count or feature layout, or
-    a frontier that crossed a power of two in size since the last re-clustering."""
+    when a fresh fit is due: a frontier under WARM_FROM, no clustering yet, another cluster
+    count or feature layout, or a frontier that crossed a power of two in size since the
+    last re-clustering."""
     size, before = len(state.frontier), len(state.frontier) - state.since_recluster
     indices = [i for i, c in enumerate(state.centroids) if c]
-    if (state.n_clusters < 2 or len(indices) != k_eff or len(state.z_mean) != len(mean)
-            or size.bit_length() > max(before, 1).bit_length()):
+    if (size < WARM_FROM or state.n_clusters < 2 or len(indices) != k_eff
+            or len(state.z_mean) != len(mean) or size.bit_length() > max(before, 1).bit_length()):
         return None
     old = np.array([state.centroids[i] for i in indices]) * np.array(state.z_std)
     return indices, (old + np.array(state.z_mean) - mean) / std

@@ -9,7 +9,7 @@ from bandit_builders import entry
 
 import kernelband.bandit.clustering as clustering
 from kernelband.bandit import PolicyState, make_policy
-from kernelband.bandit.clustering import lloyd, recluster
+from kernelband.bandit.clustering import WARM_FROM, lloyd, recluster
 
 
 def grouped_state(size: int, seed: int) -> PolicyState:
@@ -45,17 +45,17 @@ def _fresh_fits(monkeypatch: pytest.MonkeyPatch) -> list[int]:
 def test_between_powers_of_two_clusters_continue_from_the_last_centroids(
         monkeypatch: pytest.MonkeyPatch) -> None:
     rng = np.random.default_rng(0)
-    state = grouped_state(40, 0)
+    state = grouped_state(140, 0)
     recluster(state, 3, 3, rng)
     fits = _fresh_fits(monkeypatch)
-    for i in range(40, 63):  # 41 .. 63 entries: within one power of two (32 .. 63)
+    for i in range(140, 255):  # 141 .. 255 entries: within one power of two (128 .. 255)
         state.frontier.append(entry(f"k{i}", 5.0, phi=_phi(i, rng)))
         state.labels.append(0)
         state.since_recluster += 1
         if state.since_recluster >= 8:
             recluster(state, 3, 3, rng)
-    assert fits == [], "no fresh fit until the frontier reaches 64"
-    state.frontier.append(entry("k63", 5.0, phi=_phi(63, rng)))
+    assert fits == [], "no fresh fit until the frontier reaches 256"
+    state.frontier.append(entry("k255", 5.0, phi=_phi(255, rng)))
     state.labels.append(0)
     state.since_recluster += 1
     recluster(state, 3, 3, rng)
@@ -64,6 +64,16 @@ def test_between_powers_of_two_clusters_continue_from_the_last_centroids(
               for i in range(3)}
     assert all(len(labels) == 1 for labels in groups.values())
     assert len({next(iter(v)) for v in groups.values()}) == 3
+
+
+def test_small_frontiers_are_always_fitted_afresh(monkeypatch: pytest.MonkeyPatch) -> None:
+    rng = np.random.default_rng(2)
+    state = grouped_state(100, 2)
+    recluster(state, 3, 3, rng)
+    fits = _fresh_fits(monkeypatch)
+    state.since_recluster = 10  # 90 -> 100 entries: no power of two crossed
+    recluster(state, 3, 3, rng)
+    assert fits == [1] and WARM_FROM > 100
 
 
 def test_warm_clustering_keeps_the_partition_and_cluster_indices() -> None:
