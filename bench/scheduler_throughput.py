@@ -294,7 +294,7 @@ def targets(data: dict[str, Any]) -> list[tuple[str, bool | None, str]]:
         share = flat[-1] / flat[0] if flat[0] else float("nan")
         result.append((f"last {FLAT_WINDOW_S:g} s window >= {100 * FLAT_SHARE:.0f}% of the first",
                        share >= FLAT_SHARE,
-                       f"{fmt(flat[-1])} / {fmt(flat[0])} pulls/s = {100 * share:.0f}%"))
+                       f"{fmt(flat[-1])} / {fmt(flat[0])} pulls/s = {100 * share:.1f}%"))
     result.append(("select+dispatch p99 <= 50 ms", p99 <= TARGET_P99_MS, f"p99 {fmt(p99)} ms"))
     return result
 

@@ -62,7 +62,7 @@ def test_a_flat_cost_keeps_the_last_ten_second_window_near_the_first() -> None:
            "flat_window_pulls_per_s": [700.0, 650.0, 620.0]}
     rate, flat, p99 = scheduler_throughput.targets({"rows": [row]})
     assert rate[1] is True and p99[1] is True
-    assert flat[1] is False and "620.0 / 700.0 pulls/s = 89%" in flat[2]
+    assert flat[1] is False and "620.0 / 700.0 pulls/s = 88.6%" in flat[2]
     row["flat_window_pulls_per_s"] = [700.0, 640.0]
     assert scheduler_throughput.targets({"rows": [row]})[1][1] is True
 
