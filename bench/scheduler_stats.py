@@ -6,6 +6,10 @@ from __future__ import annotations
 import pstats
 
 WINDOW_S = 5.0  # the sustained rate is reported per window of this length
+WARMUP_STEPS = 3  # untimed passes first (the first parses every policy state from the database)
+SUSTAINED_S = 60.0  # the largest configuration runs this long (the others `seconds`)
+FLAT_WINDOW_S = 10.0  # a flat cost: the last window of this length keeps FLAT_SHARE of the first
+FLAT_SHARE = 0.9
 
 
 def window_rates(marks: list[tuple[float, int]], window_s: float = WINDOW_S) -> list[float]:

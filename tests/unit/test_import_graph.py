@@ -351,3 +351,13 @@ def test_a_room_violation_is_found_through_the_modules_it_loads(tmp_path: Path) 
         "pkg.judge -> pkg.shared -> pkg.runner"]
     assert room_violations(files, ("pkg.judge",), ("sqlalchemy",)) == [
         "pkg.judge -> pkg.shared -> pkg.runner -> sqlalchemy"]
+
+
+MAX_MODULE_LINES = 400
+
+
+def test_no_module_is_over_400_lines() -> None:
+    # a module past a screenful of screenfuls is two modules that have not been split yet
+    long = {name: n for name, path in module_files(ROOT, PACKAGES).items()
+            if (n := len(path.read_text(encoding="utf-8").splitlines())) > MAX_MODULE_LINES}
+    assert not long, f"modules over {MAX_MODULE_LINES} lines (split them by what they own): {long}"
