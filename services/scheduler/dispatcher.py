@@ -28,6 +28,7 @@ from kombu.message import Message
 
 from kernelband.config import Settings
 from kernelband.scheduling.dispatch import Dispatcher, TaskMessage, TaskResult
+from kernelband.scheduling.results import LeaseBeat
 from services.scheduler.liveness import Liveness, WorkerSeen
 from services.scheduler.results_queue import ResultsQueueReader
 from services.scheduler.workers import note_current
@@ -177,13 +178,12 @@ class CeleryDispatcher(Dispatcher):
             settled.append(message)
             return None
         self._pending[parsed.attempt_id].append(message)
-        if parsed.result.get("heartbeat"):
-            self.liveness.took(parsed.worker, parsed.attempt_id,
-                               str(parsed.result.get("task_id") or ""))
+        beat = LeaseBeat.read(parsed.result)
+        if beat is not None:
+            self.liveness.took(parsed.worker, parsed.attempt_id, beat.task_id)
         else:
             self.liveness.answered(parsed.worker, parsed.attempt_id)
-        if note_current(self._current, parsed.worker, parsed.attempt_id,
-                        bool(parsed.result.get("heartbeat"))):
+        if note_current(self._current, parsed.worker, parsed.attempt_id, beat is not None):
             self._current_changed.add(parsed.worker)
         meta = {"name": parsed.worker, "wall_s": parsed.wall_s, "sent_at": parsed.sent_at}
         return TaskResult(parsed.attempt_id, {**parsed.result, "_worker": meta})
