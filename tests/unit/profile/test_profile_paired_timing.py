@@ -300,28 +300,7 @@ def test_with_the_wall_clock_every_round_prepares_fresh_inputs_behind_a_random_p
     assert all(p % paired_timing.PAD_STEP_BYTES == 0 and p < paired_timing.PAD_MAX_BYTES for p in pads)
 
 
-COPY_TRITONBENCH = '''import torch
-import triton
-import triton.language as tl
-
-
-@triton.jit
-def copy_kernel(x, out, n, BLOCK: tl.constexpr):
-    offs = tl.arange(0, BLOCK)
-    tl.store(out + offs, tl.load(x + offs, mask=offs < n), mask=offs < n)
-
-
-def copy(x):
-    out = torch.empty_like(x)
-    copy_kernel[(1,)](x, out, x.numel(), BLOCK=64)
-    return out
-########################################
-
-
-def test_copy():
-    x = torch.randn(50, device="cuda")
-    return {"a": copy(x)}
-'''
+COPY_TRITONBENCH = (Path(__file__).parent / "fixtures" / "copy_tritonbench.py").read_text()
 
 # a harness whose inputs the original cannot take (as a sweep's largest size can be)
 BROKEN_HARNESS = '''

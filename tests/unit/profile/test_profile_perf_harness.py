@@ -97,31 +97,7 @@ def test_harness_without_the_class_is_refused_with_what_to_define() -> None:
                              "        pass\n    def get_input_tensors(self):\n        pass\n")
 
 
-TRITONBENCH = '''import torch
-import triton
-import triton.language as tl
-
-
-@triton.jit
-def copy_kernel(x, out, n, BLOCK: tl.constexpr):
-    offs = tl.arange(0, BLOCK)
-    tl.store(out + offs, tl.load(x + offs, mask=offs < n), mask=offs < n)
-
-
-def copy(x):
-    out = torch.empty_like(x)
-    copy_kernel[(1,)](x, out, x.numel(), BLOCK=64)
-    return out
-########################################
-
-CREATED = []
-
-
-def test_copy():
-    x = torch.randn(50, device="cuda")
-    CREATED.append(1)
-    return {"a": copy(x), "b": copy(x + 1)}
-'''
+TRITONBENCH = (Path(__file__).parent / "fixtures" / "copy_tritonbench.py").read_text()
 
 
 def test_without_harness_only_the_region_calls_are_replayed(tmp_path: Path) -> None:
