@@ -20,6 +20,7 @@ from bench import (
     fleet_scaling,
     generation_loop,
     jail_startup,
+    policies_measured,
     scheduler_throughput,
 )
 from bench.common import (
@@ -82,9 +83,7 @@ def _overhead_table(data: dict[str, Any]) -> str:
 
 def measured_replay(quick: bool) -> str:
     """Every policy on the recorded TritonBench-G corpus beside the simulated landscapes."""
-    from bench.policy_bench import measured
-
-    body = measured.run(quick)
+    body = policies_measured.run(quick)
     write_section("measured-replay", body)
     return body
 

@@ -2,16 +2,11 @@
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
-
-from bench.policy_bench.catalog import SIM_LANDSCAPES  # noqa: E402
-from bench.policy_bench.families import N_FAMILIES, FamiliesLandscape, FamilyKernel  # noqa: E402
-from bench.policy_bench.roofline import MAX_FAIL_P, RoofKernel  # noqa: E402
+from kernelband.policy_bench.catalog import SIM_LANDSCAPES
+from kernelband.policy_bench.families import N_FAMILIES, FamiliesLandscape, FamilyKernel
+from kernelband.policy_bench.roofline import MAX_FAIL_P, RoofKernel
 
 LAND = FamiliesLandscape()
 

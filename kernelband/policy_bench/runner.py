@@ -10,8 +10,8 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
-from bench.policy_bench.landscapes import Landscape, SimKernel
 from kernelband.bandit import Decision, make_policy
+from kernelband.policy_bench.landscapes import Landscape, SimKernel
 
 
 def run_track(

@@ -2,15 +2,10 @@
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
-
-from bench.policy_bench.catalog import SIM_LANDSCAPES  # noqa: E402
-from bench.policy_bench.roofline import KINDS, RoofKernel, RooflineLandscape, help_probability  # noqa: E402
+from kernelband.policy_bench.catalog import SIM_LANDSCAPES
+from kernelband.policy_bench.roofline import KINDS, RoofKernel, RooflineLandscape, help_probability
 
 LAND = RooflineLandscape()
 
@@ -78,7 +73,7 @@ def test_no_structure_hides_h() -> None:
 
 
 def test_latency_reports_wall_and_cpu_time() -> None:
-    from bench.policy_bench.latency import time_select
+    from kernelband.policy_bench.latency import time_select
 
     ms = time_select("kernelband", size=60, repeats=12)
     assert {"select_p95_ms", "select_cpu_p95_ms", "update_max_ms"} <= set(ms)

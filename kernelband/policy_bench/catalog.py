@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from bench.policy_bench.families import FamiliesLandscape
-from bench.policy_bench.landscapes import Landscape, PaperLandscape
-from bench.policy_bench.roofline import RooflineLandscape
+from kernelband.policy_bench.families import FamiliesLandscape
+from kernelband.policy_bench.landscapes import Landscape, PaperLandscape
+from kernelband.policy_bench.roofline import RooflineLandscape
 
 SIM_LANDSCAPES: dict[str, Landscape] = {
     "paper": RooflineLandscape(),

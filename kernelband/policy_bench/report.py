@@ -1,4 +1,4 @@
-"""Render the policy benchmark: PNG plots and the delimited section of bench/RESULTS.md."""
+"""Render the policy benchmark: the curves' plot and the markdown tables."""
 
 from __future__ import annotations
 
@@ -9,11 +9,8 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from bench import common  # noqa: E402
-from bench.policy_bench.experiments import BatchRow, LandscapeResult  # noqa: E402
-from bench.policy_bench.runner import regret_curves  # noqa: E402
-
-BEGIN, END = common.markers("policy-benchmark")
+from kernelband.policy_bench.experiments import BatchRow, LandscapeResult  # noqa: E402
+from kernelband.policy_bench.runner import regret_curves  # noqa: E402
 
 
 def plot_curves(results: list[LandscapeResult], path: Path, per_row: int = 4) -> None:
@@ -85,8 +82,3 @@ def batch_table(rows: list[BatchRow]) -> str:
         lines.append(f"| {r.policy} | {r.pending} | {r.virtual.text()} | {r.ignore.text()} | "
                      f"{r.gain.mean:+.3f} ± {r.gain.ci95:.3f} | {100 * r.gain.fast1:.0f}% |")
     return "\n".join(lines)
-
-
-def write_section(results_md: Path, body: str) -> None:
-    """Replace (or append) the policy-benchmark section of `results_md`, leaving the rest."""
-    common.write_section("policy-benchmark", body, results_md)

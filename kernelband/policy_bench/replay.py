@@ -9,9 +9,8 @@ from typing import Any
 
 import numpy as np
 
-from bench.policy_bench.catalog import SIM_LANDSCAPES
-from bench.policy_bench.landscapes import SimKernel
 from kernelband.bandit import STRATEGY_NAMES
+from kernelband.policy_bench.landscapes import SimKernel
 
 FORMAT = "kernelband-replay/1"
 
@@ -104,39 +103,3 @@ class ReplayLandscape:
 
 def _table_id(kernel_id: str) -> str:
     return kernel_id.split("/", 1)[1].split("#", 1)[0]
-
-
-def write_example(path: Path, problems: int = 3, seed: int = 0) -> None:
-    """Record a SIMULATED table from the `paper-v0` landscape: every strategy twice at the root,
-    once per strategy below each correct child (depth 2)."""
-    land = SIM_LANDSCAPES["paper-v0"]  # the stored example was recorded from v0
-    rng = np.random.default_rng(seed)
-    out = []
-    for p in range(problems):
-        root = land.original(seed + p)
-        kernels = {root.kernel_id: _record(root)}
-        rows: list[dict[str, Any]] = []
-        frontier = [(root, 0)]
-        while frontier:
-            parent, depth = frontier.pop(0)
-            repeats = 2 if depth == 0 else 1
-            for strategy in STRATEGY_NAMES:
-                for _ in range(repeats):
-                    child = land.child(parent, strategy, f"k{len(kernels) + len(rows)}", rng)
-                    rows.append({"parent": parent.kernel_id, "strategy": strategy,
-                                 "child": None if child is None else child.kernel_id})
-                    if child is not None:
-                        kernels[child.kernel_id] = _record(child)
-                        if depth < 1:
-                            frontier.append((child, depth + 1))
-        out.append({"name": f"sim{p}", "original": root.kernel_id, "kernels": kernels,
-                    "transitions": rows})
-    doc = {"format": FORMAT, "simulated": True,
-           "source": "SIMULATED by bench/policy_bench (paper-v0 landscape); not a measurement",
-           "problems": out}
-    path.write_text(json.dumps(doc, indent=1) + "\n")
-
-
-def _record(k: SimKernel) -> dict[str, Any]:
-    return {"time_ms": round(k.measured_ms, 6), "phi": [round(v, 4) for v in k.phi],
-            "h": [round(v, 2) for v in k.h]}

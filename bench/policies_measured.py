@@ -1,6 +1,6 @@
 """Every registered policy on the measured replay corpus, beside the SIMULATED landscapes.
 
-`python -m bench.policy_bench.measured [--quick] [--replay DIR]` writes the
+`python -m bench.policies_measured [--quick] [--replay DIR]` writes the
 `measured-replay` section of bench/RESULTS.md (also run by `make bench`). The measured corpus is
 bench/gpu/replay/tritonbench-g/ (recorded on an H100) when it exists,
 else the CPU recording bench/replay/tritonbench-g-estimated/, whose times are cost-model
@@ -19,14 +19,15 @@ from typing import Any
 
 import numpy as np
 
-from bench.policy_bench.catalog import SIM_LANDSCAPES
-from bench.policy_bench.experiments import LandscapeResult
-from bench.policy_bench.landscapes import Landscape
-from bench.policy_bench.replay import ReplayLandscape, load_replay
-from bench.policy_bench.runner import Summary, paired_gain, run_track
+from bench.common import write_section
 from kernelband.bandit import DEFAULT_POLICY, POLICIES
+from kernelband.policy_bench.catalog import SIM_LANDSCAPES
+from kernelband.policy_bench.experiments import LandscapeResult
+from kernelband.policy_bench.landscapes import Landscape
+from kernelband.policy_bench.replay import ReplayLandscape, load_replay
+from kernelband.policy_bench.runner import Summary, paired_gain, run_track
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parent
 GPU_CORPUS = ROOT / "gpu" / "replay" / "tritonbench-g"
 ESTIMATED_CORPUS = ROOT / "replay" / "tritonbench-g-estimated"
 BUDGETS = (10, 20, 50)
@@ -159,7 +160,7 @@ def render(corpus: Corpus, measured: LandscapeResult, simulated: list[LandscapeR
            f"{float(np.median(corpus.cvs)):.2f}, and {100 * float(np.mean(np.array(corpus.cvs) > 0.1)):.0f}% "
            "of kernels exceed 0.10." if corpus.cvs else ""),
         "",
-        f"Command: `python -m bench.policy_bench.measured`; every registered policy with its "
+        f"Command: `python -m bench.policies_measured`; every registered policy with its "
         f"default parameters, {seeds} seeds (seed i replays problem i mod {corpus.problems}), "
         f"runs of {max(BUDGETS)} pulls (T=10 and T=20 are their first pulls), P = 1; mean best "
         "speedup ± 95% CI (Student t), Fast@1 = share of seeds with speedup > 1. Beside it the "
@@ -194,8 +195,6 @@ def run(quick: bool = False, replay: Path | None = None) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    from bench.common import write_section
-
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="20 seeds (a smoke run)")
     parser.add_argument("--replay", type=Path, default=None, help="recorded corpus folder")

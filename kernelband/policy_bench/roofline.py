@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from bench.policy_bench.landscapes import PHI_SHIFT, SimKernel, signature_from_headroom
 from kernelband.bandit import STRATEGY_NAMES, TARGET_DIMENSION
+from kernelband.policy_bench.landscapes import PHI_SHIFT, SimKernel, signature_from_headroom
 
 NOISE_SD = 0.02  # lognormal sd of a timing measurement (the true time has no noise)
 SIDE_EFFECT_SD = 0.05  # collateral cost of a rewrite in the dimensions it did not target

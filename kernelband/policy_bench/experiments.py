@@ -7,8 +7,8 @@ from typing import Any
 
 import numpy as np
 
-from bench.policy_bench.landscapes import Landscape
-from bench.policy_bench.runner import Summary, paired_gain, run_track, summarise
+from kernelband.policy_bench.landscapes import Landscape
+from kernelband.policy_bench.runner import Summary, paired_gain, run_track, summarise
 
 # label -> (registry name, params); ablations are labelled as such
 VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {

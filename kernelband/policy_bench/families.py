@@ -15,9 +15,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from bench.policy_bench.landscapes import SimKernel
-from bench.policy_bench.roofline import KINDS, RoofKernel, RooflineLandscape
 from kernelband.bandit import STRATEGY_NAMES
+from kernelband.policy_bench.landscapes import SimKernel
+from kernelband.policy_bench.roofline import KINDS, RoofKernel, RooflineLandscape
 
 N_FAMILIES = 3  # the original's family and two alternatives per problem
 FLOOR_RATIO = (0.35, 0.85)  # an alternative family's floor relative to the original family's
