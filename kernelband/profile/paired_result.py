@@ -31,8 +31,10 @@ def paired_measurement(problem: KernelProblem, run: PairedRun, *, device_name: s
                if run.verifiable else "timed calls not verified (harness calls)")
     method = f"{config.how}, k={'/'.join(str(run.batch[c]) for c in run.cases)}{label}; {checked}"
     # the interpreter's CPU-time rounds were never fitted for a between-runner term
+    gpu = target != "cpu"
     speedup = paired_speedup(run.original_ms, run.candidate_ms, method=method,
-                             runner_sd=config.runner_sd if target != "cpu" else 0.0)
+                             runner_sd=config.runner_sd if gpu else 0.0,
+                             runner_share=config.runner_share if gpu else 0.0)
     session_baseline = statistics.median(run.original_ms)
     scale = (baseline_ms / session_baseline) if baseline_ms else 1.0
     case_times = {case: scale * statistics.median(run.case_original_ms[case]) / _geomean_ratio(run, case)

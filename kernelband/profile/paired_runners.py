@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 from kernelband.evaluate.verified_timing import TimingRejected
 from kernelband.problem.model import KernelProblem
 from kernelband.profile.measurement import MeasureError
-from kernelband.profile.paired import RUNNER_SD
+from kernelband.profile.paired import RUNNER_SD, RUNNER_SD_SHARE
 from kernelband.sandbox.limits import SandboxLimits, SandboxResult
 from kernelband.sandbox.session import RunnerSession, SessionError
 
@@ -53,6 +53,7 @@ class PairedConfig:
     clock: str = "wall"
     # between-runner variation added to a GPU measurement's interval (profile/paired.py)
     runner_sd: float = RUNNER_SD
+    runner_share: float = RUNNER_SD_SHARE
 
     def __post_init__(self) -> None:
         if self.clock not in ("wall", "cpu"):

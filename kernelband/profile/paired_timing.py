@@ -31,6 +31,7 @@ from kernelband.evaluate.raw_outputs import Unreadable, load_output
 from kernelband.evaluate.verified_timing import TimingRejected, output_fingerprint, same_fingerprint
 from kernelband.problem.model import KernelProblem
 from kernelband.profile.paired import paired_speedup
+from kernelband.profile.paired_autotune import differing_picks, share_picks
 from kernelband.profile.paired_runners import (
     ORIGINALS,
     OriginalRunnerError,
@@ -65,8 +66,8 @@ class PairedRun:
     verified_rounds: int = 0
     verifiable: bool = True
     output_bytes: dict[str, int] = field(default_factory=dict)  # of outputs the judge loaded
-    extras: dict[str, Any] = field(default_factory=dict)
-    notes: list[str] = field(default_factory=list)  # e.g. a runner that could not be pinned  # what `measure_paired_runners(after=)` asked
+    extras: dict[str, Any] = field(default_factory=dict)  # what `measure_paired_runners(after=)` returned
+    notes: list[str] = field(default_factory=list)  # e.g. a runner that could not be pinned
     # what each runner said its batches took, over what the judge saw (kept only as evidence)
     claimed_ms: dict[str, float] = field(default_factory=lambda: {"original": 0.0, "candidate": 0.0})
     judged_ms: dict[str, float] = field(default_factory=lambda: {"original": 0.0, "candidate": 0.0})
@@ -123,10 +124,11 @@ class _Pair:
             return max(cpu_ms, 1e3 / CLOCK_TICKS / 2) / k
         return wall_ms / k
 
-    def prepare(self, cases: Sequence[str], seed: int, rng: random.Random | None = None) -> None:
-        """Inputs for `seed` in both runners; with `rng`, each runner first sets aside a random
+    def prepare(self, cases: Sequence[str], seed: int, rng: random.Random | None = None,
+                roles: Sequence[str] = ("original", "candidate")) -> None:
+        """Inputs for `seed` in `roles`' runners; with `rng`, each runner first sets aside a random
         amount of device memory of its own, so its inputs land at other addresses this round."""
-        for role in self.runners:
+        for role in roles:
             for case in cases:
                 pad = rng.randrange(PAD_MAX_BYTES // PAD_STEP_BYTES) * PAD_STEP_BYTES if rng else 0
                 self.ask(role, {"cmd": "prepare", "case": case, "seed": seed, "pad": pad},
@@ -232,7 +234,10 @@ def time_pair(problem: KernelProblem, pair: _Pair, config: PairedConfig, rng: ra
         raise TimingRejected("timing_cases_differ", f"the candidate's runner offers cases "
                              f"{candidate.cases} where the original has {cases}")
     started = time.perf_counter()
-    pair.prepare(cases, rng.randrange(1, 1 << 30))
+    seed = rng.randrange(1, 1 << 30)
+    pair.prepare(cases, seed, roles=("original",))  # its first calls autotune
+    autotune_notes = share_picks(pair.ask)
+    pair.prepare(cases, seed, roles=("candidate",))
     prepared_s, started = time.perf_counter() - started, time.perf_counter()
     key = f"{calibration_key}:{config.batch_ms}:{config.max_batch}:{','.join(cases)}"
     batch = CALIBRATIONS.get(key) if calibration_key else None
@@ -244,7 +249,7 @@ def time_pair(problem: KernelProblem, pair: _Pair, config: PairedConfig, rng: ra
             CALIBRATIONS.keep(key, batch)
     run = PairedRun(cases, batch, verifiable=candidate.verifiable)
     _warm_up(pair, cases, run.batch)
-    run.notes = [f"{role}'s runner {r.unpinned}" for role, r in pair.runners.items() if r.unpinned]
+    run.notes = [f"{role}'s runner {r.unpinned}" for role, r in pair.runners.items() if r.unpinned] + autotune_notes
     run.case_original_ms = {c: [] for c in cases}
     run.case_candidate_ms = {c: [] for c in cases}
     run.parts_s = {"calibrate": calibrate_s, "prepare": prepared_s, "timed_rounds": 0.0, "verify": 0.0}
@@ -259,6 +264,7 @@ def time_pair(problem: KernelProblem, pair: _Pair, config: PairedConfig, rng: ra
                 _rerun_for_check(pair, case, run.batch[case], rng.randrange(1 << 30))
                 run.output_bytes[case] = _verify(pair, problem, case, config.rounds)
         run.parts_s["verify"] += time.perf_counter() - started
+    run.notes += differing_picks(pair.ask)
     pair.pause_both()
     run.claimed_ms, run.judged_ms = pair.claimed_ms, pair.judged_ms
     return run

@@ -16,6 +16,8 @@ JSON lines on one FIFO, replies leave on another (see that module):
 - `save_output {case, name}`: write the last call's output (and in-place arguments) to
   `name` in the workdir with `torch.save`; the judge loads it with `weights_only=True`.
 - `features {target, slowest, time_ms}` (GPU): phi, the Nsight Compute case, the Triton share.
+- `autotune_picks {}` / `pin_autotune {pins}`: the configs this runner's autotuned kernels
+  picked; another runner's picks taken for unchanged kernels (kernelband/runner/autotune.py).
 
 Everything here runs in the same process as untrusted code, so nothing it reports is trusted.
 """
@@ -42,6 +44,7 @@ from kernelband.problem.runtime import load_runtime
 from kernelband.profile.gpu import gpu_features
 from kernelband.profile.perf_harness import harness_prepares, load_harness, region_prepare
 from kernelband.profile.timing import CudaDevice
+from kernelband.runner import autotune
 from kernelband.runner.outputs import save_file
 
 MAX_BATCH = 100_000
@@ -181,6 +184,12 @@ class TimingServer:
                                       slowest, float(msg["time_ms"]))
         return {"features": features.to_dict(), "ncu_case": case.to_dict(),
                 "triton_share": triton_share(self.runtime, self.problem.cases[slowest])}
+
+    def cmd_autotune_picks(self, msg: dict[str, Any]) -> dict[str, Any]:
+        return {"picks": autotune.picks([self.runtime.candidate_module])}
+
+    def cmd_pin_autotune(self, msg: dict[str, Any]) -> dict[str, Any]:
+        return {"pinned": autotune.pin([self.runtime.candidate_module], dict(msg.get("pins") or {}))}
 
     def _synchronize(self) -> None:
         if self.device.startswith("cuda"):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import random
+import statistics
 
 import pytest
 
@@ -89,6 +90,16 @@ def test_a_steady_offset_between_two_runners_is_covered_by_the_term() -> None:
     original, candidate = [1.011 * (1 + 0.001 * (i % 3)) for i in range(8)], [1.0] * 8
     assert not paired_speedup(original, candidate, method="m").contains_one
     assert paired_speedup(original, candidate, method="m", runner_sd=0.0075).contains_one
+
+
+def test_the_term_grows_with_the_scatter_of_the_rounds() -> None:
+    original, candidate = _noisy(12, 1.01, 7), _noisy(12, 1.0, 8)
+    logs = [math.log(o / c) for o, c in zip(original, candidate, strict=True)]
+    share = paired_speedup(original, candidate, method="m", runner_sd=0.005, runner_share=0.6)
+    between = math.hypot(0.005, 0.6 * statistics.stdev(logs))
+    assert f"between-runner sd of {between:.2%}" in share.method
+    floor_only = paired_speedup(original, candidate, method="m", runner_sd=0.005)
+    assert share.low < floor_only.low and share.high > floor_only.high
 
 
 def test_identical_rounds_still_get_the_between_runner_term() -> None:
