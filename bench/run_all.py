@@ -20,7 +20,7 @@ from bench import (
     fleet_scaling,
     generation_loop,
     jail_startup,
-    policies_measured,
+    policies,
     scheduler_throughput,
 )
 from bench.common import (
@@ -81,13 +81,6 @@ def _overhead_table(data: dict[str, Any]) -> str:
     return markdown_table(tuple(columns), rows)
 
 
-def measured_replay(quick: bool) -> str:
-    """Every policy on the recorded TritonBench-G corpus beside the simulated landscapes."""
-    body = policies_measured.run(quick)
-    write_section("measured-replay", body)
-    return body
-
-
 def summary(targets: list[tuple[str, str, bool | None, str]], command: str,
             wall_s: float) -> str:
     """The top section: machine, load, command and every target's verdict."""
@@ -126,10 +119,9 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     start, quick = time.perf_counter(), ["--quick"] if args.quick else []
     if args.policies != "skip":
-        flag = ["--quick"] if args.policies == "quick" else []
-        subprocess.run([sys.executable, "-m", "bench.policies", *flag], cwd=ROOT, check=True)
+        policies.run_simulated(args.policies == "quick", policies.EXAMPLE_REPLAY)
     if not args.skip_measured:
-        timed("measured replay", lambda: {"body": measured_replay(args.quick)})
+        timed("measured replay", lambda: {"body": policies.run_measured(args.quick)})
     api = timed("api load", lambda: api_load.main(quick))
     sched = timed("scheduler throughput", lambda: scheduler_throughput.main(quick))
     fleet = timed("fleet scaling", lambda: fleet_scaling.main(quick))

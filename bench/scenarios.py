@@ -68,8 +68,8 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
         "repair turns and duplicates with a scripted weak model", CPU_PAGE),
     _py("policies", "cpu", "bench.policies", "every policy on simulated reward landscapes",
         CPU_PAGE),
-    _py("policies-measured", "cpu", "bench.policies_measured",
-        "every policy on the measured replay corpus (bench/gpu/replay/tritonbench-g)", CPU_PAGE),
+    _py("policies-measured", "cpu", "bench.policies", "every policy on the measured replay "
+        "corpus (bench/gpu/replay/tritonbench-g)", CPU_PAGE, fixed=("--measured",)),
     _py("corpus-cpu", "cpu", "bench.corpus", "every corpus file through `kernelband check` in "
         "the Triton interpreter (about an hour on 2 cores)", CPU_PAGE),
     _py("jail-startup", "any", "bench.jail_startup",

@@ -1,15 +1,9 @@
-"""Every registered policy on the measured replay corpus, beside the SIMULATED landscapes.
-
-`python -m bench.policies_measured [--quick] [--replay DIR]` writes the
-`measured-replay` section of bench/RESULTS.md (also run by `make bench`). The measured corpus is
-bench/gpu/replay/tritonbench-g/ (recorded on an H100) when it exists,
-else the CPU recording bench/replay/tritonbench-g-estimated/, whose times are cost-model
-estimates and are labelled so.
-"""
+"""Every registered policy on a recorded replay corpus, beside the SIMULATED landscapes, and
+the default policy by that evidence. A corpus whose provenance.json does not say `measured`
+holds cost-model estimates and is labelled so."""
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import time
@@ -19,7 +13,6 @@ from typing import Any
 
 import numpy as np
 
-from bench.common import write_section
 from kernelband.bandit import DEFAULT_POLICY, POLICIES
 from kernelband.policy_bench.catalog import SIM_LANDSCAPES
 from kernelband.policy_bench.experiments import LandscapeResult
@@ -27,9 +20,6 @@ from kernelband.policy_bench.landscapes import Landscape
 from kernelband.policy_bench.replay import ReplayLandscape, load_replay
 from kernelband.policy_bench.runner import Summary, paired_gain, run_track
 
-ROOT = Path(__file__).resolve().parent
-GPU_CORPUS = ROOT / "gpu" / "replay" / "tritonbench-g"
-ESTIMATED_CORPUS = ROOT / "replay" / "tritonbench-g-estimated"
 BUDGETS = (10, 20, 50)
 DECIDING_T = 20
 RIVALS = ("ucb1", "kernelband")
@@ -49,9 +39,8 @@ class Corpus:
     cvs: list[float]  # timing coefficient of variation of every measured kernel
 
 
-def load_corpus(path: Path | None) -> Corpus:
-    """The GPU recording when present, else the estimated CPU recording (or `path`)."""
-    path = path or (GPU_CORPUS if GPU_CORPUS.is_dir() else ESTIMATED_CORPUS)
+def load_corpus(path: Path) -> Corpus:
+    """A recorded corpus folder (bench/replay/README.md) and what its numbers are."""
     if not path.is_dir():
         raise SystemExit(f"no recorded corpus at {path}; pass --replay DIR, a folder in "
                          "the format of bench/replay/README.md")
@@ -149,7 +138,7 @@ def render(corpus: Corpus, measured: LandscapeResult, simulated: list[LandscapeR
     return "\n".join([
         "## Measured replay benchmark",
         "",
-        f"Corpus: `{corpus.path.relative_to(ROOT.parent) if corpus.path.is_relative_to(ROOT.parent) else corpus.path}`, "
+        f"Corpus: `{_shown(corpus.path)}`, "
         f"{corpus.problems} TritonBench-G problems, {corpus.transitions} recorded transitions. "
         f"{what}. The rewrites come from the rules generator (no LLM): every rewrite it can "
         "apply to each expanded parent was recorded (breadth-first to depth "
@@ -160,7 +149,8 @@ def render(corpus: Corpus, measured: LandscapeResult, simulated: list[LandscapeR
            f"{float(np.median(corpus.cvs)):.2f}, and {100 * float(np.mean(np.array(corpus.cvs) > 0.1)):.0f}% "
            "of kernels exceed 0.10." if corpus.cvs else ""),
         "",
-        f"Command: `python -m bench.policies_measured`; every registered policy with its "
+        "Command: `python -m bench.policies --measured` (or `kernelband bench-policies "
+        f"--measured DIR`); every registered policy with its "
         f"default parameters, {seeds} seeds (seed i replays problem i mod {corpus.problems}), "
         f"runs of {max(BUDGETS)} pulls (T=10 and T=20 are their first pulls), P = 1; mean best "
         "speedup ± 95% CI (Student t), Fast@1 = share of seeds with speedup > 1. Beside it the "
@@ -182,7 +172,13 @@ def render(corpus: Corpus, measured: LandscapeResult, simulated: list[LandscapeR
     ])
 
 
-def run(quick: bool = False, replay: Path | None = None) -> str:
+def _shown(path: Path) -> Path:
+    """The corpus path relative to the working directory when it lies below it."""
+    path = path.resolve()
+    return path.relative_to(Path.cwd()) if path.is_relative_to(Path.cwd()) else path
+
+
+def run(replay: Path, quick: bool = False) -> str:
     """Run both comparisons and return the section's markdown."""
     started = time.perf_counter()
     corpus = load_corpus(replay)
@@ -192,17 +188,3 @@ def run(quick: bool = False, replay: Path | None = None) -> str:
     sim_seeds = 20 if quick else 50
     simulated = [run_policies(land, sim_seeds, DECIDING_T) for land in SIM_LANDSCAPES.values()]
     return render(corpus, measured, simulated, seeds, sim_seeds, time.perf_counter() - started)
-
-
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="20 seeds (a smoke run)")
-    parser.add_argument("--replay", type=Path, default=None, help="recorded corpus folder")
-    args = parser.parse_args(argv)
-    body = run(args.quick, args.replay)
-    write_section("measured-replay", body)
-    print(body)
-
-
-if __name__ == "__main__":
-    main()
