@@ -1,87 +1,50 @@
 """Corpus benchmark: every TritonBench-G original through `kernelband check --format tritonbench`.
 
 Writes the acceptance table (accepted; each refusal reason with its count and files) to
-bench/results/corpus-<device>.json and the `corpus` section of bench/RESULTS.md. With
-`--target h100|h200` (on a GPU machine) it runs bench/gpu/corpus_gpu.py instead: the same check on
-CUDA, the perf-harness timing comparison and a short suite, written into a run folder under
-bench/gpu/runs/.
+bench/results/corpus_tritonbench.json (the run before kept as corpus_tritonbench_before.json) and
+the `corpus` section of bench/RESULTS.md. With `--target h100|h200` (on a GPU machine) it runs
+bench/gpu/corpus_gpu.py instead: the same check on CUDA, the perf-harness timing comparison and
+a short suite, written into a run folder under bench/gpu/runs/.
 
 The corpus lives outside the repository (../shared/corpus from the repo root); without it the
-benchmark says so and does nothing.
+benchmark says so and does nothing. An hour-long CPU run can be stopped and resumed with
+`--journal FILE`.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import multiprocessing
 import sys
 import time
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any
 
-from bench.common import machine_line, write_section
+from bench.common import RESULTS_DIR, machine_line, write_section
 from bench.corpus_check import (
-    ROOT,
     TRITONBENCH,
     acceptance_table,
-    check_one,
+    check_files,
     corpus_files,
-    short_line,
 )
+from bench.corpus_check import check_one as check_one
 from bench.corpus_check import refusal_key as refusal_key
 from bench.gpu import corpus_gpu
 from kernelband.sandbox.device import detect_device
 
-RESULTS_JSON_DIR = ROOT / "bench" / "results"
-
-
-def _resumed(journal: Path | None) -> list[dict[str, Any]]:
-    if journal is None or not journal.exists():
-        return []
-    return [json.loads(line) for line in journal.read_text().splitlines() if line.strip()]
-
-
-def run_corpus(files: list[Path], workers: int = 2, fmt: str = "tritonbench",
-               seeds: int = 3, journal: Path | None = None) -> list[dict[str, Any]]:
-    """Check `files` with at most `workers` processes; rows sorted by file name. Rows are
-    appended to `journal` as they finish, and files already in it are not checked again."""
-    rows = _resumed(journal)
-    done_names = {r["file"] for r in rows}
-    files = [f for f in files if f.name not in done_names]
-    context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
-        futures = {pool.submit(check_one, str(f), fmt, seeds): f for f in files}
-        for done, future in enumerate(as_completed(futures), 1):
-            try:
-                row = future.result()
-            except Exception as exc:  # the bench must finish: a crash is a row, not an abort
-                row = {"file": futures[future].name, "accepted": False, "reason": "bench_error",
-                       "message": short_line(f"{type(exc).__name__}: {exc}")}
-            rows.append(row)
-            if journal is not None:
-                with journal.open("a") as out:
-                    out.write(json.dumps(row) + "\n")
-            mark = "ok " if row["accepted"] else "REF"
-            print(f"[{done}/{len(files)}] {mark} {row['file']}: {row['reason']} "
-                  f"({row.get('wall_s', 0)} s) {'' if row['accepted'] else row['message'][:110]}",
-                  flush=True)
-    return sorted(rows, key=lambda r: r["file"])
-
-
-def _accepted(data: dict[str, Any]) -> int:
-    return sum(1 for r in data["rows"] if r["accepted"])
+LATEST, BEFORE = RESULTS_DIR / "corpus_tritonbench.json", RESULTS_DIR / "corpus_tritonbench_before.json"
 
 
 def _summary(before: dict[str, Any] | None, after: dict[str, Any]) -> str:
     """One line comparing the runs, and how many refusals name the interpreter."""
-    total = len(after["rows"])
+    def accepted(data: dict[str, Any]) -> str:
+        return f"{sum(1 for r in data['rows'] if r['accepted'])}/{len(data['rows'])}"
+
     interpreter = sum(1 for r in after["rows"]
                       if not r["accepted"] and r["reason"].startswith("interpreter_"))
-    line = f"Accepted: **{_accepted(after)}/{total}** ({after['label']})"
+    line = f"Accepted: **{accepted(after)}** ({after['label']})"
     if before is not None:
-        line += f", against {_accepted(before)}/{len(before['rows'])} ({before['label']})"
+        line += f", against {accepted(before)} ({before['label']})"
     return (line + f". Refusals that name the CPU interpreter as the cause (and a GPU target to "
             f"check on): {interpreter}.\n\n")
 
@@ -104,19 +67,9 @@ def section(before: dict[str, Any] | None, after: dict[str, Any]) -> str:
     return head + body
 
 
-def _machine() -> str:
-    return machine_line().removeprefix("Machine: ")
-
-
-def device_label() -> str:
-    """Which device the checks ran on, in words."""
-    device = detect_device()
-    return "CPU (Triton interpreter, TRITON_INTERPRET=1)" if device == "cpu" else device
-
-
 def main(argv: list[str] | None = None) -> int:
     """Run the corpus benchmark; returns a process exit code."""
-    parser = argparse.ArgumentParser(description=__doc__)
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--target", choices=("h100", "h200"), help="run the GPU variant (CUDA)")
     parser.add_argument("--out", type=Path, help="with --target: the run folder "
                         "(default bench/gpu/runs/corpus-<target>-<date>)")
@@ -127,10 +80,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--label", default="", help="a label for this run (e.g. before)")
     parser.add_argument("--no-write", action="store_true", help="print only")
     parser.add_argument("--journal", type=Path, help="append rows here; resume from it")
-    parser.add_argument("--report-only", action="store_true",
-                        help="write the table from --journal; files not in it are 'not run'")
-    parser.add_argument("--wall-s", type=float, help="with --report-only: the measured wall time")
-    parser.add_argument("--wall-note", default="", help="with --report-only: how it was measured")
     args = parser.parse_args(argv)
     if args.target:
         return corpus_gpu.main(args.target, args.only, args.workers, label=args.label,
@@ -139,51 +88,22 @@ def main(argv: list[str] | None = None) -> int:
         print(f"corpus benchmark skipped: {TRITONBENCH} not found (the corpus lives in "
               "../shared/corpus next to the repository)")
         return 0
-    if args.report_only:
-        return report_journal(corpus_files(only=args.only), args.journal, args.seeds, args.label,
-                              args.wall_s, args.wall_note)
-    return run_and_write(corpus_files(only=args.only), args.workers, args.seeds, args.label,
-                         write=not args.no_write, journal=args.journal)
-
-
-def report_journal(files: list[Path], journal: Path | None, seeds: int, label: str,
-                   wall_s: float | None = None, wall_note: str = "") -> int:
-    """The acceptance table of a journal (a run stopped early): unreached files are listed."""
-    rows = _resumed(journal)
-    seen = {r["file"] for r in rows}
-    rows += [{"file": f.name, "accepted": False, "reason": "not run (the run was stopped)",
-              "message": ""} for f in files if f.name not in seen]
-    if wall_s is None:
-        wall_s, wall_note = (sum(float(r.get("wall_s", 0)) for r in rows) / 2,
-                             "estimated: sum of per-file wall times / 2 workers")
-    data = {"label": label, "device": device_label(), "machine": _machine(), "workers": 2,
-            "seeds": seeds, "wall_s": wall_s, "rows": sorted(rows, key=lambda r: r["file"]),
-            "wall_note": wall_note}
-    return _write(data)
-
-
-def run_and_write(files: list[Path], workers: int, seeds: int, label: str, write: bool,
-                  journal: Path | None = None) -> int:
-    """Run the checks, save the JSON and the RESULTS.md section (keeping the earlier run)."""
     start = time.perf_counter()
-    rows = run_corpus(files, workers, seeds=seeds, journal=journal)
-    data = {"label": label or time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-            "device": device_label(), "machine": _machine(), "workers": workers, "seeds": seeds,
-            "wall_s": time.perf_counter() - start, "rows": rows}
+    rows = check_files(corpus_files(only=args.only), args.workers, args.seeds,
+                       journal=args.journal)
+    device = detect_device()
+    data = {"label": args.label or time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+            "device": "CPU (Triton interpreter, TRITON_INTERPRET=1)" if device == "cpu" else device,
+            "machine": machine_line().removeprefix("Machine: "), "workers": args.workers,
+            "seeds": args.seeds, "wall_s": time.perf_counter() - start, "rows": rows}
     print(acceptance_table(data))
-    return _write(data) if write else 0
-
-
-def _write(data: dict[str, Any]) -> int:
-    """bench/results/corpus_tritonbench.json (the earlier run kept as _before) and RESULTS.md."""
-    RESULTS_JSON_DIR.mkdir(parents=True, exist_ok=True)
-    latest = RESULTS_JSON_DIR / "corpus_tritonbench.json"
-    before_path = RESULTS_JSON_DIR / "corpus_tritonbench_before.json"
-    if latest.exists() and not before_path.exists():
-        before_path.write_text(latest.read_text())
-    latest.write_text(json.dumps(data, indent=1))
-    before = json.loads(before_path.read_text()) if before_path.exists() else None
-    write_section("corpus", section(before, data))
+    if not args.no_write:
+        RESULTS_DIR.mkdir(parents=True, exist_ok=True)
+        if LATEST.exists() and not BEFORE.exists():
+            BEFORE.write_text(LATEST.read_text())
+        LATEST.write_text(json.dumps(data, indent=1))
+        before = json.loads(BEFORE.read_text()) if BEFORE.exists() else None
+        write_section("corpus", section(before, data))
     return 0
 
 

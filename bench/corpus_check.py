@@ -1,13 +1,16 @@
-"""One corpus file through the `check` command's code path, and the acceptance table of many.
-
-Shared by the CPU corpus benchmark (bench/corpus.py) and its GPU run (bench/gpu/corpus_gpu.py).
+"""Corpus files through the `check` command's code path, several at once, and the acceptance
+table of the rows. Shared by the CPU corpus benchmark (bench/corpus.py) and its GPU run
+(bench/gpu/corpus_gpu.py).
 """
 
 from __future__ import annotations
 
+import json
 import re
 import time
 from collections import Counter, defaultdict
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +21,7 @@ from kernelband.sandbox.device import detect_device
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ROOT.parent / "shared" / "corpus"
 TRITONBENCH = CORPUS / "tritonbench-g" / "kernels"
+ABANDON_S = 120.0  # checks still running this long after the deadline are given up
 
 def corpus_files(folder: Path = TRITONBENCH, only: list[str] | None = None) -> list[Path]:
     """The corpus's problem files, sorted (restricted to the stems in `only` when given)."""
@@ -69,6 +73,61 @@ def check_one(path: str, fmt: str = "tritonbench", seeds: int = 3) -> dict[str, 
         if key in details and isinstance(details[key], int | float):
             row[key] = round(float(details[key]), 3)
     return row
+
+
+def check_files(files: list[Path], workers: int, seeds: int, deadline: float | None = None,
+                journal: Path | None = None) -> list[dict[str, Any]]:
+    """Check `files` with `workers` processes, the largest first (many autotune configs start
+    while others wait); rows sorted by file name. Rows are appended to `journal` as they finish
+    and files already in it are not checked again. With a `deadline` (time.monotonic()) nothing
+    starts after it, checks still running ABANDON_S later are given up (their processes
+    terminated), and the files not finished are rows that say so."""
+    rows = [json.loads(line) for line in journal.read_text().splitlines()
+            if line.strip()] if journal is not None and journal.exists() else []
+    seen = {r["file"] for r in rows}
+    queue = sorted((f for f in files if f.name not in seen), key=lambda f: -f.stat().st_size)
+    pending: dict[Future[dict[str, Any]], str] = {}
+    pool = ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn"))
+    try:
+        while queue or pending:
+            while queue and len(pending) < workers and (deadline is None
+                                                        or time.monotonic() < deadline):
+                path = queue.pop(0)
+                pending[pool.submit(check_one, str(path), "tritonbench", seeds)] = path.name
+            if not pending:
+                break
+            timeout = None if deadline is None else max(1.0, deadline + ABANDON_S
+                                                         - time.monotonic())
+            finished, _ = wait(set(pending), timeout=timeout, return_when=FIRST_COMPLETED)
+            if not finished:
+                break
+            for future in finished:
+                rows.append(_row(future, pending.pop(future)))
+                if journal is not None:
+                    with journal.open("a") as out:
+                        out.write(json.dumps(rows[-1]) + "\n")
+                mark = "ok " if rows[-1]["accepted"] else "REF"
+                print(f"[{len(rows)}/{len(files)}] {mark} {rows[-1]['file']}: "
+                      f"{rows[-1]['reason']} {rows[-1]['message'][:110]}", flush=True)
+    finally:
+        for process in list(getattr(pool, "_processes", {}).values()):
+            process.terminate()
+        pool.shutdown(wait=False, cancel_futures=True)
+    rows += [{"file": name, "accepted": False, "message": "",
+              "reason": "not_finished (still running when the time box ended)"}
+             for name in pending.values()]
+    rows += [{"file": f.name, "accepted": False, "message": "", "reason": "not_run (time box)"}
+             for f in queue]
+    return sorted(rows, key=lambda r: r["file"])
+
+
+def _row(future: Future[dict[str, Any]], name: str) -> dict[str, Any]:
+    """The check's row; a crash of the check itself is a row, not an abort."""
+    try:
+        return future.result()
+    except Exception as exc:  # noqa: BLE001
+        return {"file": name, "accepted": False, "reason": "bench_error",
+                "message": short_line(f"{type(exc).__name__}: {exc}")}
 
 
 def refusal_groups(rows: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:

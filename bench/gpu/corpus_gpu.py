@@ -2,7 +2,7 @@
 
 Three phases, each with its own time box so the whole run fits in about 9 minutes on one GPU:
 1. every TritonBench-G original through `kernelband check --format tritonbench` on CUDA
-   (bench/corpus_check.py's code path, several checks at once);
+   (bench/corpus_check.py's code path, several checks at once, the largest files first);
 2. for accepted problems with a NAME_perf.py harness, the service's perf-harness time (CUDA
    events, L2 flushed, median; call_op timed alone) against TritonBench's own harness timing
    (`triton.testing.do_bench(call_op, warmup=25, rep=100, quantiles=[0.5, 0.8, 0.2])`, the
@@ -28,7 +28,7 @@ from typing import Any
 
 from sqlalchemy import select
 
-from bench.corpus_check import CORPUS, ROOT, acceptance_table, check_one
+from bench.corpus_check import CORPUS, ROOT, acceptance_table, check_files
 from bench.scenarios import run_folder
 from kernelband.db.models import Suite
 from kernelband.db.session import open_database, session_scope
@@ -51,48 +51,6 @@ def corpus_root() -> Path:
         if (candidate / "tritonbench-g" / "kernels").is_dir():
             return candidate
     raise SystemExit(f"corpus not found at {CORPUS} or {ROOT / 'shared' / 'corpus'}")
-
-
-def check_phase(files: list[Path], workers: int, deadline: float) -> list[dict[str, Any]]:
-    """Check every file on CUDA until the deadline; files not reached are rows 'not_run'.
-
-    Checks still running 120 s after the deadline are abandoned (their worker processes are
-    terminated) so the run always gets to write its report."""
-    from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
-    from multiprocessing import get_context
-
-    # longest first: the biggest files (many autotune configs) start while others still wait
-    rows: list[dict[str, Any]] = []
-    pending: dict[Future[dict[str, Any]], str] = {}
-    queue = sorted(files, key=lambda f: -f.stat().st_size)
-    pool = ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn"))
-    try:
-        while queue or pending:
-            while queue and len(pending) < workers and time.monotonic() < deadline:
-                path = queue.pop(0)
-                pending[pool.submit(check_one, str(path), "tritonbench", 1)] = path.name
-            if not pending:
-                break
-            done, _ = wait(set(pending), timeout=max(1.0, deadline + 120 - time.monotonic()),
-                           return_when=FIRST_COMPLETED)
-            for future in done:
-                pending.pop(future)
-                rows.append(future.result())
-                print(f"[check {len(rows)}/{len(files)}] {rows[-1]['file']}: {rows[-1]['reason']}",
-                      flush=True)
-            if not done:
-                break
-    finally:
-        for process in list(getattr(pool, "_processes", {}).values()):
-            process.terminate()
-        pool.shutdown(wait=False, cancel_futures=True)
-    rows += [{"file": name, "accepted": False, "message": "",
-              "reason": "not_finished (still running when the check phase time box ended)"}
-             for name in pending.values()]
-    reached = {r["file"] for r in rows}
-    rows += [{"file": f.name, "accepted": False, "reason": "not_run (check phase time box)",
-              "message": ""} for f in files if f.name not in reached]
-    return sorted(rows, key=lambda r: r["file"])
 
 
 def perf_one(name: str, root: Path) -> dict[str, Any]:
@@ -267,7 +225,7 @@ def main(target: str, only: list[str] | None, workers: int | None = None,
         os.environ.setdefault(name, value)
     boxes = phase_boxes(os.environ.get("KERNELBAND_CORPUS_PHASE_S", ""))
     if boxes["check"] > 0:
-        check = check_phase(files, workers, time.monotonic() + boxes["check"])
+        check = check_files(files, workers, 1, deadline=time.monotonic() + boxes["check"])
     else:
         check = [{"file": f.name, "accepted": True, "reason": "check skipped (check=0)",
                   "message": ""} for f in files]
