@@ -8,7 +8,7 @@ from pathlib import Path
 
 from sqlalchemy.orm import Session, sessionmaker
 
-from bench import api_load, evaluator_overhead, fleet_scaling, run_all, scheduler_throughput
+from bench import api_load, evaluator_overhead, fleet_scaling, scheduler_throughput
 from bench.common import machine_line, markers, percentile_ms, python_reference_ms, write_section
 from kernelband.db.models import Track
 from kernelband.db.session import session_scope
