@@ -19,7 +19,6 @@ from bench import (
     corpus,
     evaluator_overhead,
     fleet_scaling,
-    generation_loop,
     jail_startup,
     policies,
     scheduler_report,
@@ -55,8 +54,6 @@ def steps(quick: bool, rerun_evaluator: bool) -> dict[str, Callable[[], Any]]:
                                                 scheduler_throughput.main(flag)),
         "fleet-scaling": lambda: _report("fleet-scaling", fleet_scaling, fleet_scaling.main(flag)),
         "evaluator-overhead": lambda: _evaluator(quick, rerun_evaluator),
-        "generation-loop": lambda: _report("generation-loop", generation_loop,
-                                           generation_loop.main(quick)),
         "jail-startup": lambda: _report("jail-startup", jail_startup, jail_startup.measure(quick)),
         "corpus": lambda: corpus.main([]),  # prints a skip line where ../shared/corpus is absent
     }

@@ -64,8 +64,6 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
         "the real scheduler feeding N simulated GPU workers: GPU busy share", CPU_PAGE),
     _py("evaluator-overhead", "cpu", "bench.evaluator_overhead",
         "the evaluator's own cost per candidate, cold and warm runners", CPU_PAGE),
-    _py("generation-loop", "cpu", "bench.generation_loop",
-        "repair turns and duplicates with a scripted weak model", CPU_PAGE),
     _py("policies", "cpu", "bench.policies", "every policy on simulated reward landscapes",
         CPU_PAGE),
     _py("policies-measured", "cpu", "bench.policies", "every policy on the measured replay "
