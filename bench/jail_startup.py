@@ -1,12 +1,11 @@
-"""Start-up cost of the jail per run, and what a jailed child can still reach.
+"""Start-up cost of the jail per run.
 
 `python -m bench.jail_startup [--quick]` measures, on this machine:
 - a bare process: `/bin/true` directly and inside the bwrap jail (the jail's own cost);
 - a bare interpreter: `python -c pass` directly and jailed;
 - a sandboxed run (`run_sandboxed`, the echo probe): cold and warm, jailed and not;
-- from a forked process (the warm path): fork alone;
-- what a jailed child can still see: the answer table.
-Writes bench/results/jail_startup.json and the `jail-startup` section of bench/RESULTS.md.
+- from a forked process (the warm path): fork alone.
+What a jailed child can still reach is tested, not measured (tests/unit/sandbox). Writes bench/results/jail_startup.json and the `jail-startup` section of bench/RESULTS.md.
 """
 
 from __future__ import annotations
@@ -23,6 +22,7 @@ from collections.abc import Callable
 from typing import Any
 
 from bench.common import RESULTS_DIR, fmt, machine_line, markdown_table, write_section
+from kernelband.sandbox import SandboxLimits, jail, run_sandboxed, shutdown_pool
 
 JSON_PATH = RESULTS_DIR / "jail_startup.json"
 
@@ -39,20 +39,17 @@ def _median_ms(fn: Callable[[], object], n: int) -> float:
 
 def bare_processes(n: int) -> dict[str, float]:
     """`/bin/true` and `python -c pass`: directly and jailed."""
-    from kernelband.sandbox import jail
-
     workdir = tempfile.mkdtemp(dir=jail.runs_parent())
     env = {"PATH": "/usr/bin:/bin"}
     run = lambda argv: subprocess.run(argv, check=True, env=env)  # noqa: E731
     try:
-        out = {
+        return {
             "true_direct_ms": _median_ms(lambda: run(["/bin/true"]), n),
             "true_jailed_ms": _median_ms(lambda: run(jail.jail_argv(["/bin/true"], workdir, env)), n),
             "python_direct_ms": _median_ms(lambda: run([sys.executable, "-c", "pass"]), n),
             "python_jailed_ms": _median_ms(
                 lambda: run(jail.jail_argv([sys.executable, "-c", "pass"], workdir, env)), n),
         }
-        return out
     finally:
         os.rmdir(workdir)
 
@@ -60,8 +57,6 @@ def bare_processes(n: int) -> dict[str, float]:
 def sandboxed_runs(n_cold: int, n_warm: int) -> dict[str, float]:
     """`run_sandboxed` of the echo probe, per run (the zygote's own start not counted); jailed
     and unjailed runs alternate, so a shared machine's load falls on both alike."""
-    from kernelband.sandbox import SandboxLimits, run_sandboxed, shutdown_pool
-
     out = {}
     for warm, n in ((False, n_cold), (True, n_warm)):
         samples: dict[str, list[float]] = {"unjailed": [], "jail": []}
@@ -96,56 +91,12 @@ def _fork_ms(child: Callable[[], None], n: int) -> float:
     return _median_ms(once, n)
 
 
-def forked(n: int) -> dict[str, float]:
-    """What a warm run's fork costs alone (its namespaces are measured through a real warm
-    jailed run, in sandboxed_runs)."""
-    return {"fork_ms": _fork_ms(lambda: None, n)}
-
-
-VISIBILITY_CHILD = r"""
-import json, os, socket
-def attempt(fn):
-    try:
-        got = fn()
-    except OSError as exc:
-        return f"refused ({type(exc).__name__})"
-    return f"allowed ({len(got)} bytes)" if isinstance(got, str) else "allowed"
-ppid = os.getppid()
-print(json.dumps({
-    "other processes listed in /proc": str(sum(p.isdigit() for p in os.listdir("/proc")) - 1),
-    "parent's /proc/PID/cmdline": attempt(lambda: open(f"/proc/{ppid}/cmdline").read()),
-    "parent's /proc/PID/environ": attempt(lambda: open(f"/proc/{ppid}/environ").read()),
-    "parent's /proc/PID/cwd": attempt(lambda: os.listdir(f"/proc/{ppid}/cwd")),
-    "/etc/shadow": attempt(lambda: open("/etc/shadow").read()),
-    "/root/.bashrc": attempt(lambda: open("/root/.bashrc").read()),
-    "TCP socket to 127.0.0.1:5432": attempt(lambda: socket.create_connection(("127.0.0.1", 5432), 1)),
-    "unix socket (abstract)": attempt(lambda: socket.socket(socket.AF_UNIX).connect("\0kb-bench")),
-}))
-"""
-
-
-def visibility() -> dict[str, str]:
-    """What a child in the jail can still reach (the pool starts bwrap with an empty
-    environment of its own)."""
-    from kernelband.sandbox import jail
-
-    workdir = tempfile.mkdtemp(dir=jail.runs_parent())
-    argv = jail.jail_argv([sys.executable, "-c", VISIBILITY_CHILD], workdir,
-                          {"PATH": "/usr/bin:/bin"})
-    try:
-        jailed = subprocess.run(argv, capture_output=True, text=True, check=True, env={})
-        return dict(json.loads(jailed.stdout))
-    finally:
-        os.rmdir(workdir)
-
-
 def measure(quick: bool = False) -> dict[str, Any]:
     n = 5 if quick else 20
     data: dict[str, Any] = {"machine": machine_line(), "repeats": n}
     data.update(bare_processes(n))
     data.update(sandboxed_runs(3 if quick else 8, n))
-    data.update(forked(n))
-    data["visibility"] = visibility()
+    data["fork_ms"] = _fork_ms(lambda: None, n)  # the warm path's own step, namespaces aside
     JSON_PATH.write_text(json.dumps(data, indent=1))
     return data
 
@@ -162,16 +113,12 @@ def section(data: dict[str, Any]) -> str:
          fmt(d["run_warm_jailed_ms"])),
         ("after a fork (warm path's own step)", fmt(d["fork_ms"]), "see warm run"),
     ]
-    visible = list(d["visibility"].items())
     return ("## Jail start-up cost\n\n"
             f"Command: `python -m bench.jail_startup`; {d['machine']} Median of {d['repeats']} "
             "(cold sandboxed runs: fewer), milliseconds per run; the zygote's own start is not "
             "counted. Jailed = bubblewrap (kernelband/sandbox/jail.py); warm jailed runs also "
             "take their own mount, pid, network, IPC and user namespaces after the fork.\n\n"
-            + markdown_table(("what", "not jailed ms", "jailed (bwrap) ms"), rows)
-            + "\n\nWhat a child in the jail can still reach (its parent is bwrap's own pid 1, "
-            "started with an empty environment):\n\n"
-            + markdown_table(("attempt", "bwrap jail"), visible))
+            + markdown_table(("what", "not jailed ms", "jailed (bwrap) ms"), rows))
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -16,6 +16,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from kernelband.evaluate import evaluate_candidate
+from kernelband.sandbox import load_problem_sandboxed, shutdown_pool
+
 ROOT = Path(__file__).resolve().parents[2]
 FORGERY = ROOT / "tests" / "unit" / "evaluate" / "adversarial" / "forgery"
 CANDIDATES = ("forge_json_serializer", "forge_verdict_class", "forge_compare_functions",
@@ -24,8 +27,6 @@ PROBLEMS = ("problem_forges_its_runners", "problem_pickles_its_outputs")
 
 
 def _row(name: str, problem: Any, editable: str | None, device: str | None) -> dict[str, Any]:
-    from kernelband.evaluate import evaluate_candidate
-
     start = time.perf_counter()
     verdict = evaluate_candidate(problem, editable, held_out=True, seeds=3, device=device,
                                  static_checks=False)
@@ -35,8 +36,6 @@ def _row(name: str, problem: Any, editable: str | None, device: str | None) -> d
 
 
 def run(device: str | None) -> list[dict[str, Any]]:
-    from kernelband.sandbox import load_problem_sandboxed, shutdown_pool
-
     vector_add = load_problem_sandboxed((ROOT / "examples" / "vector_add.py").read_text(), "native", "vector_add")
     rows = [_row("original (honest)", vector_add, None, device)]
     rows += [_row(name, vector_add, (FORGERY / f"{name}.py").read_text(), device) for name in CANDIDATES]
