@@ -16,6 +16,7 @@ import importlib.util
 import json
 import os
 import tempfile
+from pathlib import Path
 from typing import Any
 
 from bench.api_client import CHANGED_EVERY, CONNECTIONS, MIXES, Target, learn_etags, run_rate
@@ -26,11 +27,10 @@ from bench.api_server import (
     seed_api_job,
     seed_workers,
     server_errors,
-    start_server,
-    stop_server,
 )
 from bench.common import (
     RESULTS_DIR,
+    ROOT,
     fmt,
     fresh_postgres,
     load_average,
@@ -40,7 +40,7 @@ from bench.common import (
     save_figure,
     verdict,
 )
-from bench.processes import free_port, process_cpu_s
+from bench.processes import process_cpu_s, start_api
 
 TARGET_RPS, TARGET_P99_MS = 500.0, 50.0
 SERVER_WORKERS = 1  # uvicorn worker processes
@@ -82,22 +82,22 @@ def measure(target: Target, rate: float, seconds: float, meter: CpuMeter,
 def serve_rates(url: str, job: tuple[str, str, int], plan: Plan,
                 workers: int = SERVER_WORKERS) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Start a server, offer each (mix, rate, seconds) in turn, stop it; rows and errors."""
-    with tempfile.TemporaryFile() as log:
-        port = free_port()
-        server = start_server(url, port, log, workers)
+    with tempfile.TemporaryDirectory() as logs:
+        env = {**os.environ, "KERNELBAND_DATABASE_URL": url, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+        server, base = start_api(env, Path(logs), ROOT, workers)
         rows: list[dict[str, Any]] = []
         try:
-            full = Target("127.0.0.1", port, *job)
+            full = Target("127.0.0.1", int(base.rsplit(":", 1)[1]), *job)
             run_async(run_rate(full, 50, 1.0))  # warm-up: connections, caches, token use
             dashboard = learn_etags(full)
-            meter = CpuMeter(server.pid, url)
+            meter = CpuMeter(server.popen.pid, url)
             for mix, rate, seconds in plan:
                 rows.append(measure(dashboard if mix == "dashboard" else full, rate, seconds,
                                     meter, url))
                 print(json.dumps(rows[-1]), flush=True)
         finally:
-            stop_server(server)
-        return rows, server_errors(log)
+            server.stop(timeout_s=10)  # a saturated server may still be draining
+        return rows, server_errors(server.log_path)
 
 
 def run_load(plan: Plan, workers: int = SERVER_WORKERS) -> dict[str, Any]:

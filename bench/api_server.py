@@ -1,6 +1,6 @@
 """The API load benchmark's server side: a seeded database, uvicorn, and CPU accounting.
 
-The server under test is uvicorn serving `services.api.app:create_app` on a fresh, migrated
+The server under test is uvicorn (bench.processes.start_api) on a fresh, migrated
 Postgres database seeded with a job whose events and candidates come from real engine steps
 fed SIMULATED task results. CPU is read from /proc: the uvicorn process tree (supervisor and
 workers), the Postgres backends serving the benchmark's database, and the whole machine.
@@ -8,19 +8,15 @@ workers), the Postgres backends serving the benchmark's database, and the whole 
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-import sys
 import time
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
-import httpx
 from sqlalchemy import func, select, text
 from sqlalchemy.engine import make_url
 
-from bench.common import ADMIN_URL, ROOT
+from bench.common import ADMIN_URL
 from bench.processes import descendants, process_cpu_s
 from bench.scheduler_throughput import make_context, seed_jobs
 from kernelband.db import repository
@@ -58,37 +54,6 @@ def seed_workers(url: str, count: int = SIMULATED_WORKERS) -> None:
         session.add_all([Worker(name=f"sim-gpu-{i}", queue="gpu.h100", target="h100",
                                 gpu_name="SIMULATED H100") for i in range(count)])
     engine.dispose()
-
-
-def start_server(url: str, port: int, log: IO[bytes], workers: int = 1) -> subprocess.Popen[bytes]:
-    """uvicorn serving the API on `url`'s database (output to `log`); waits for /healthz."""
-    env = {**os.environ, "KERNELBAND_DATABASE_URL": url, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
-    cmd = [sys.executable, "-m", "uvicorn", "services.api.app:create_app", "--factory",
-           "--host", "127.0.0.1", "--port", str(port), "--log-level", "warning",
-           "--no-access-log", "--workers", str(workers)]
-    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"uvicorn exited with {proc.returncode}; run `{' '.join(cmd)}` "
-                               "by hand to see why")
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200:
-                return proc
-        except httpx.HTTPError:
-            time.sleep(0.2)
-    proc.terminate()
-    raise RuntimeError("uvicorn did not answer /healthz within 60 s; is the port free?")
-
-
-def stop_server(proc: subprocess.Popen[bytes]) -> None:
-    """SIGTERM, then SIGKILL if a saturated server is still draining after 10 s."""
-    proc.terminate()
-    try:
-        proc.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait(timeout=10)
 
 
 def tree_cpu_s(pid: int) -> float:
@@ -161,10 +126,9 @@ def idle_in_transaction(url: str) -> int:
         engine.dispose()
 
 
-def server_errors(log: IO[bytes]) -> dict[str, Any]:
+def server_errors(log: Path) -> dict[str, Any]:
     """How many tracebacks the server logged, and the first one's final line."""
-    log.seek(0)
-    lines = log.read().decode(errors="replace").splitlines()
+    lines = log.read_text(errors="replace").splitlines()
     finals = [m.group(1) for line in lines
               if (m := re.match(r"^[\s|+]*([A-Za-z_.]+(?:Error|Exception): .*)", line))]
     return {"server_tracebacks": sum(line.startswith("Traceback") for line in lines),

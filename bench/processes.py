@@ -1,5 +1,6 @@
-"""Child processes a benchmark starts, watches and stops: each in its own process group, its
-output in a log file, its CPU time and descendants read from /proc (Linux)."""
+"""Child processes a benchmark starts, watches and stops (the API server among them): each in its
+own process group, its output in a log file, its CPU time and descendants read from /proc
+(Linux)."""
 
 from __future__ import annotations
 
@@ -8,9 +9,13 @@ import pwd
 import signal
 import socket
 import subprocess
+import sys
+import time
 from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import httpx
 
 
 @dataclass
@@ -67,6 +72,28 @@ def start_child(name: str, argv: list[str], env: dict[str, str], log_dir: Path,
                                  stdin=subprocess.DEVNULL, start_new_session=True,
                                  user=user, group=group_of(user))
     return Child(name, popen, log_path, argv)
+
+
+def start_api(env: dict[str, str], log_dir: Path, cwd: Path, workers: int = 1,
+              timeout_s: float = 60) -> tuple[Child, str]:
+    """uvicorn serving the API's app factory on a free port; waits for /readyz. The child and
+    the server's URL."""
+    port = free_port()
+    argv = [sys.executable, "-m", "uvicorn", "--factory", "services.api.app:create_app",
+            "--host", "127.0.0.1", "--port", str(port), "--log-level", "warning",
+            "--no-access-log", "--workers", str(workers)]
+    child = start_child("api", argv, env, log_dir, cwd=cwd)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and child.alive():
+        try:
+            if httpx.get(f"{url}/readyz", timeout=2).status_code == 200:
+                return child, url
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.2)
+    child.stop()
+    raise RuntimeError(f"the API did not become ready on {url}: {child.log_tail()}")
 
 
 def group_of(user: str | None) -> int | None:

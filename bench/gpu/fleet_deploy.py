@@ -28,9 +28,7 @@ from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import httpx
-
-from bench.processes import Child, free_port, group_of, start_child
+from bench.processes import Child, free_port, group_of, start_api, start_child
 
 REPO = Path(__file__).resolve().parents[2]
 PG_BINARIES = "pgserver/pginstall/bin"
@@ -298,24 +296,6 @@ def migrate_and_token(db_env: dict[str, str], team: str) -> str:
     return token[0]
 
 
-def start_api(db_env: dict[str, str], log_dir: Path, timeout_s: float = 60) -> tuple[Child, str]:
-    """uvicorn serving the app factory on a free port; waits for /readyz."""
-    port = free_port()
-    argv = [sys.executable, "-m", "uvicorn", "--factory", "services.api.app:create_app",
-            "--host", "127.0.0.1", "--port", str(port), "--log-level", "warning"]
-    child = start_child("api", argv, db_env, log_dir, cwd=REPO)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline and child.alive():
-        try:
-            if httpx.get(f"{url}/readyz", timeout=2).status_code == 200:
-                return child, url
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.3)
-    raise ServerStartError(f"the API did not become ready on {url}: {child.log_tail()}")
-
-
 def start_scheduler(db_env: dict[str, str], log_dir: Path) -> Child:
     argv = [sys.executable, "-m", "services.scheduler", "--name", "scheduler-1"]
     return start_child("scheduler", argv, db_env, log_dir, cwd=REPO)
@@ -362,7 +342,7 @@ class Deployment:
         self.worker_env = base_env(self.servers.redis_url, common)
         self.db_env = {**self.worker_env, "KERNELBAND_DATABASE_URL": self.servers.database_url}
         self.token = migrate_and_token(self.db_env, "fleet")
-        self.children["api"], self.api_url = start_api(self.db_env, self.log_dir)
+        self.children["api"], self.api_url = start_api(self.db_env, self.log_dir, REPO)
         self.children["scheduler"] = start_scheduler(self.db_env, self.log_dir)
         for spec in self.specs.values():
             self.children[spec.name] = start_worker(spec, self.worker_env, self.log_dir)
