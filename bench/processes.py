@@ -36,16 +36,6 @@ class Child:
         except OSError:
             return ""
 
-    def kill9(self) -> list[int]:
-        """SIGKILL the process group at once, as a crash would; returns the pids it held."""
-        pids = [self.popen.pid, *descendants(self.popen.pid)]
-        if self.alive():
-            with suppress(ProcessLookupError, PermissionError):
-                os.killpg(self.popen.pid, signal.SIGKILL)
-        with suppress(subprocess.TimeoutExpired):
-            self.popen.wait(timeout=30)
-        return pids
-
     def stop(self, sig: int = signal.SIGTERM, timeout_s: float = 15.0) -> int | None:
         """Signal the group, wait, then SIGKILL it and any descendant left behind."""
         family = descendants(self.popen.pid)

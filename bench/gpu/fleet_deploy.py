@@ -10,7 +10,7 @@ Then migrations (`kernelband migrate`), a team token, the API under uvicorn, one
 Celery workers: `llm`, and per GPU one `cpu` worker and one measuring worker (`gpu.<target>`,
 `-c 1`), both with `CUDA_VISIBLE_DEVICES` naming that GPU; the `cpu` target measures on `cpu`.
 Workers get the broker only, never the database URL. Every process runs in its own process
-group with its output in a log file, so a run can stop (or kill -9) exactly what it started.
+group with its output in a log file, so a run can stop exactly what it started.
 """
 
 from __future__ import annotations
@@ -301,12 +301,11 @@ def start_scheduler(db_env: dict[str, str], log_dir: Path) -> Child:
     return start_child("scheduler", argv, db_env, log_dir, cwd=REPO)
 
 
-def start_worker(spec: WorkerSpec, worker_env: dict[str, str], log_dir: Path,
-                 log_name: str | None = None) -> Child:
+def start_worker(spec: WorkerSpec, worker_env: dict[str, str], log_dir: Path) -> Child:
     """A Celery worker; its environment never holds the database URL."""
     env = {k: v for k, v in {**worker_env, **spec.env, **NO_MULTICAST_ENV}.items()
            if k != "KERNELBAND_DATABASE_URL"}
-    return start_child(log_name or spec.name, spec.argv(), env, log_dir, cwd=REPO)
+    return start_child(spec.name, spec.argv(), env, log_dir, cwd=REPO)
 
 
 @dataclass
@@ -317,8 +316,6 @@ class Deployment:
     workdir: Path
     specs: dict[str, WorkerSpec]
     wheels: Path | None = None
-    lease_s: float = 30.0
-    pg_user: str = "nobody"
     servers: Servers | None = None
     children: dict[str, Child] = field(default_factory=dict)
     worker_env: dict[str, str] = field(default_factory=dict)
@@ -332,12 +329,12 @@ class Deployment:
 
     def start(self) -> None:
         self.log_dir.mkdir(parents=True, exist_ok=True)
-        self.servers = start_servers(self.workdir, self.log_dir, self.wheels, self.pg_user)
+        self.servers = start_servers(self.workdir, self.log_dir, self.wheels)
         # A temp folder of this run's own: the sandbox's Triton cache lives under it, so every
         # run of a sweep starts as cold as the first instead of reusing its compiled kernels.
         tmp = self.workdir / "tmp"
         tmp.mkdir(exist_ok=True)
-        common = {"KERNELBAND_LEASE_S": str(self.lease_s),
+        common = {"KERNELBAND_LEASE_S": "30",
                   "KERNELBAND_HEARTBEAT_INTERVAL_S": "5", "TMPDIR": str(tmp)}
         self.worker_env = base_env(self.servers.redis_url, common)
         self.db_env = {**self.worker_env, "KERNELBAND_DATABASE_URL": self.servers.database_url}
@@ -346,11 +343,6 @@ class Deployment:
         self.children["scheduler"] = start_scheduler(self.db_env, self.log_dir)
         for spec in self.specs.values():
             self.children[spec.name] = start_worker(spec, self.worker_env, self.log_dir)
-
-    def restart_worker(self, name: str) -> None:
-        spec = self.specs[name]
-        self.children[name] = start_worker(spec, self.worker_env, self.log_dir,
-                                           f"{name}-restarted")
 
     def stop(self) -> dict[str, int | None]:
         """Every child (the suite client, workers, scheduler, API), then the servers; the

@@ -163,29 +163,12 @@ def read_records(engine: Engine, job_ids: list[int]) -> Records:
     return Records(jobs, tracks, attempts(engine, job_ids), candidates, measurements, pulls)
 
 
-def running_measurement(engine: Engine, queue: str) -> AttemptRow | None:
-    """A profile/verify try a worker of `queue` has taken and not answered yet (oldest first)."""
-    with Session(engine) as session:
-        row = session.scalars(select(Attempt).where(
-            Attempt.queue == queue, Attempt.kind.in_(("profile", "verify")),
-            Attempt.state == "dispatched", Attempt.started_at.is_not(None))
-            .order_by(Attempt.started_at).limit(1)).first()
-        return _attempt(row) if row is not None else None
-
-
 def workers(engine: Engine) -> list[dict[str, Any]]:
     """The workers table: name, queue, GPU, last heartbeat."""
     with Session(engine) as session:
         return [{"name": w.name, "queue": w.queue, "target": w.target, "gpu_name": w.gpu_name,
                  "last_heartbeat": epoch(w.last_heartbeat), "versions": w.versions}
                 for w in session.scalars(select(Worker).order_by(Worker.name))]
-
-
-def worker_holding(engine: Engine, attempt_id: int) -> str | None:
-    """The worker whose last heartbeat names `attempt_id` as its current attempt, if any."""
-    with Session(engine) as session:
-        return session.scalar(select(Worker.name).where(Worker.current_attempt_id == attempt_id)
-                              .limit(1))
 
 
 def _repeated(keys: Iterable[Any]) -> dict[str, int]:
@@ -349,14 +332,3 @@ def aggregate_stages(per_job: Sequence[Sequence[dict[str, Any]]]) -> list[dict[s
                      "wait_median_s": median(waits) if waits else None,
                      "parts_median_s": {n: median(v) for n, v in sorted(parts.items())}})
     return rows
-
-
-def kill_outcome(attempts: Iterable[AttemptRow], attempt_id: int | None,
-                 tries_at_kill: int | None) -> dict[str, Any]:
-    """Whether the attempt running at the kill came back: sent again, then closed once."""
-    row = next((a for a in attempts if a.id == attempt_id), None)
-    if row is None or tries_at_kill is None:
-        return {"attempt": attempt_id, "found": False}
-    return {"attempt": attempt_id, "found": True, "state": row.state, "tries": row.tries,
-            "tries_at_kill": tries_at_kill, "resent": row.tries > tries_at_kill,
-            "closed": row.state in CLOSED_STATES, "worker": row.worker}

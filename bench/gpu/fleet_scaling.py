@@ -4,8 +4,7 @@ Real workers on real GPUs (bench/fleet_scaling.py is the simulated-GPU counterpa
 
     python -m bench.gpu.fleet_scaling --target h200 --gpus-list 4,2,1 --out OUT
 
-Each N is one run of bench.gpu.fleet (no kill -9 unless --kill) with its own time limit, written
-into OUT/nN/ (with --pack: OUT/nN.tar.gz, so that few files come back from a lent machine).
+Each N is one run of bench.gpu.fleet with its own time limit, written into OUT/nN/ (with --pack: OUT/nN.tar.gz, so that few files come back from a lent machine).
 After every run, OUT/scaling.json and OUT/scaling.md hold the table of what ran so far: wall,
 pulls, pulls/s, efficiency T1 / (N x TN), busy share overall and per worker, integrity. A run
 that fails or hits its limit is a row that says so; the sweep goes on.
@@ -38,13 +37,10 @@ MIN_RUN_S = 120.0  # the shortest time limit worth starting a run with
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m bench.gpu.fleet_scaling",
                                      description=__doc__.split("\n\n")[0])
-    add_run_options(parser, count=8)
-    parser.set_defaults(target="h200")
+    add_run_options(parser)
     parser.add_argument("--merge", type=Path, nargs="+", default=None,
                         help="build the table from these earlier outputs instead of running")
     parser.add_argument("--gpus-list", default="4,2,1", help="GPU counts, in run order")
-    parser.add_argument("--kill", action="store_true",
-                        help="keep the kill -9 of a measuring worker (off: runs stay comparable)")
     parser.add_argument("--run-limit-s", type=float, default=420.0,
                         help="time limit of one run, servers to report (default 420)")
     parser.add_argument("--total-limit-s", type=float, default=None,
@@ -89,7 +85,7 @@ def sweep(args: argparse.Namespace) -> list[dict[str, Any]]:
             name = _free_name(args.out, f"n{gpus}")
             print(f"N={gpus}: fleet run into {args.out / name} (time limit {limit:.0f} s)",
                   flush=True)
-            rows.append(run_row(run_one(args, gpus, args.out / name, limit, args.kill), name))
+            rows.append(run_row(run_one(args, gpus, args.out / name, limit), name))
             if args.pack:
                 pack(args.out / name, args.out / f"{name}.tar.gz")
                 shutil.rmtree(args.out / name, ignore_errors=True)

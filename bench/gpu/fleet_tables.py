@@ -79,7 +79,7 @@ def summary_markdown(r: dict[str, Any]) -> str:
     if r.get("deadline_hit"):
         lines += ["**Time limit reached before every job finished** (see integrity below).", ""]
     lines += _metrics_section(m) + _stages_section(r.get("stages", []))
-    lines += _integrity_section(r.get("integrity", {}), r.get("kill", {}))
+    lines += _integrity_section(r.get("integrity", {}))
     lines += ["## Timeline", "", markdown_table(("t (s)", "event"), [
         (e["t_s"], e["what"]) for e in r.get("timeline", [])]), ""]
     return "\n".join(lines)
@@ -94,8 +94,7 @@ def _metrics_section(m: dict[str, Any]) -> list[str]:
             ("busy share, worker wall (suite wall)", _pct(suite.get("worker"))),
             ("measuring share, timed parts (suite wall)", _pct(suite.get("measuring"))),
             (f"busy share, held (active window {_num(active.get('window_s'), 1)} s)",
-             _pct(active.get("held"))),
-            ("worker time lost to the kill (s)", _num(m.get("killed_try_s")))]
+             _pct(active.get("held")))]
     return ["## Throughput and busy share", "",
             "held = union of started->finished of the measuring queue's profile/verify attempts "
             "(scheduler records); worker wall = the workers' own seconds per attempt; timed "
@@ -133,26 +132,17 @@ def _stages_section(stages: list[dict[str, Any]]) -> list[str]:
                             "parts (median s)"), rows), ""]
 
 
-def _integrity_section(i: dict[str, Any], kill: dict[str, Any]) -> list[str]:
+def _integrity_section(i: dict[str, Any]) -> list[str]:
     c = i.get("counts", {})
     checks = [(k, "none" if not v else json.dumps(v)[:300]) for k, v in i.items()
               if k not in ("ok", "counts")]
-    outcome = kill.get("outcome", {})
-    kill_line = ("no kill: " + kill.get("skipped", "")) if "attempt" not in kill else (
-        f"kill -9 of the measuring worker {kill.get('worker', '')} at attempt "
-        f"{kill['attempt']} ({kill.get('kind')}, "
-        f"{kill.get('held_s')} s into it, try {kill.get('tries_at_kill')}); afterwards: state "
-        f"{outcome.get('state')}, tries {outcome.get('tries')}, re-sent {outcome.get('resent')}; "
-        f"processes of the worker left alive by the kill (sandbox children run in their own "
-        f"session): {kill.get('survivors') or 'none'} 1 s after, "
-        f"{kill.get('survivors_after_10s', 'not checked')} 10 s after")
     return ["## Nothing lost, nothing doubled", "",
             f"**{'OK' if i.get('ok') else 'PROBLEMS FOUND'}**: {c.get('attempts')} attempts, "
             f"{c.get('results_recorded')} with a result, {c.get('pulls_finished')} pulls finished, "
             f"{c.get('candidates')} candidates, {c.get('measurements')} measurements; retried "
             f"attempts {c.get('retried_attempts')}; jobs {c.get('jobs_by_status')}.", "",
             f"Attempts by kind and state: `{json.dumps(c.get('attempts_by_kind'))}`", "",
-            kill_line, "", markdown_table(("check", "found"), checks), ""]
+            markdown_table(("check", "found"), checks), ""]
 
 
 def write_outputs(results: dict[str, Any], out: Path, log_dir: Path) -> None:
@@ -194,7 +184,6 @@ def run_row(results: dict[str, Any], source: str) -> dict[str, Any]:
     active_busy = m.get("busy_by_worker_active") or {}
     integrity = results.get("integrity") or {}
     env = results.get("environment") or {}
-    kill = results.get("kill") or {}
     complete = bool(m) and not results.get("deadline_hit") and not results.get("error")
     return {
         "gpus": int(results.get("gpus") or 1), "source": source,
@@ -211,7 +200,6 @@ def run_row(results: dict[str, Any], source: str) -> dict[str, Any]:
         "profile_parts_s": _stage(results.get("stages") or [], "profile").get("parts_median_s"),
         "integrity_ok": integrity.get("ok"), "complete": complete,
         "deadline_hit": bool(results.get("deadline_hit")), "error": results.get("error"),
-        "killed": "attempt" in kill,
         "started_at": results.get("started_at"), "finished_at": results.get("finished_at"),
     }
 
@@ -328,8 +316,7 @@ def scaling_markdown(table: Sequence[dict[str, Any]], notes: Sequence[str],
                   f"{len(first.get('problems') or [])} problems "
                   f"({', '.join(first.get('problems') or [])}), budget {first.get('budget')}, "
                   f"{first.get('parallel')} pulls in flight per track, rules generator; one "
-                  "`-c 1` measuring worker per GPU; kill -9 of a measuring worker: "
-                  f"{'yes' if any(r.get('killed') for r in ran) else 'no'}.", ""]
+                  "`-c 1` measuring worker per GPU.", ""]
     lines += [markdown_table(COLUMNS, [table_cells(r) for r in table]), "",
               "wall = suite submission to the last result; efficiency = T1 / (N x TN) against "
               "the N=1 run of the same suite (finished runs only); active window = first "

@@ -17,7 +17,6 @@ from bench.gpu.fleet_records import (
     aggregate_stages,
     busy_share,
     integrity,
-    kill_outcome,
     merged_seconds,
     rate,
 )
@@ -138,10 +137,3 @@ def test_aggregate_stages_sums_attempts_and_takes_medians_across_jobs() -> None:
     assert profile["wait_median_s"] == 2.0
     assert profile["parts_median_s"] == {"measure": 3.0}
     assert rows[0]["wait_median_s"] is None and rows[0]["failed"] == 1
-
-
-def test_kill_outcome_says_whether_the_killed_attempt_came_back() -> None:
-    rows = [attempt(4, "profile", tries=2, worker="gpu0@node")]
-    outcome = kill_outcome(rows, 4, tries_at_kill=1)
-    assert outcome["resent"] is True and outcome["closed"] is True
-    assert kill_outcome(rows, 99, 1)["found"] is False

@@ -83,7 +83,7 @@ def test_placeholders_are_filled_and_args_replace_the_defaults(tmp_path: Path) -
     assert argv[1:3] == ["-m", "bench.gpu.suite_twice"]
     assert suite.argv(["--run", "B"], tmp_path, "h200", 2)[-2:] == ["--run", "B"]
     fleet = scenarios.SCENARIOS["fleet-scaling"].argv([], tmp_path, "h200", 4)
-    assert fleet[:4] == ["sh", "bench/gpu/fleet.sh", "scaling", str(tmp_path)] and "4,1" in fleet
+    assert fleet[:3] == ["sh", "bench/gpu/fleet.sh", str(tmp_path)] and "4,1" in fleet
 
 
 def test_device_names_map_to_targets() -> None:
