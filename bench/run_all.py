@@ -8,7 +8,6 @@ this run skips (the simulated policy benchmark and the hour-long CPU corpus by d
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from collections.abc import Callable
@@ -17,7 +16,6 @@ from typing import Any
 from bench import (
     api_load,
     corpus,
-    evaluator_overhead,
     fleet_scaling,
     jail_startup,
     policies,
@@ -37,13 +35,7 @@ def _report(section: str, module: Any, data: dict[str, Any]) -> dict[str, Any]:
     return data
 
 
-def _evaluator(quick: bool, rerun: bool) -> dict[str, Any]:
-    data = (evaluator_overhead.measure(quick) if rerun
-            else json.loads(evaluator_overhead.JSON_PATH.read_text()))
-    return _report("evaluator-overhead", evaluator_overhead, data)
-
-
-def steps(quick: bool, rerun_evaluator: bool) -> dict[str, Callable[[], Any]]:
+def steps(quick: bool) -> dict[str, Callable[[], Any]]:
     """Each benchmark by name, as `--skip` names it, in the order they run."""
     flag = ["--quick"] if quick else []
     return {
@@ -53,7 +45,6 @@ def steps(quick: bool, rerun_evaluator: bool) -> dict[str, Callable[[], Any]]:
         "scheduler-throughput": lambda: _report("scheduler-throughput", scheduler_report,
                                                 scheduler_throughput.main(flag)),
         "fleet-scaling": lambda: _report("fleet-scaling", fleet_scaling, fleet_scaling.main(flag)),
-        "evaluator-overhead": lambda: _evaluator(quick, rerun_evaluator),
         "jail-startup": lambda: _report("jail-startup", jail_startup, jail_startup.measure(quick)),
         "corpus": lambda: corpus.main([]),  # prints a skip line where ../shared/corpus is absent
     }
@@ -94,13 +85,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--skip", nargs="*", default=None,
                         help="benchmarks to keep as they are (default: policies, and corpus with "
                              "--quick); `--skip` alone runs everything")
-    parser.add_argument("--skip-evaluator-rerun", action="store_true",
-                        help="render the evaluator section from its last JSON")
     args = parser.parse_args(argv)
     skip = set(["policies", *(["corpus"] if args.quick else [])] if args.skip is None
                else args.skip)
     start, done = time.perf_counter(), {}
-    for name, run in steps(args.quick, not args.skip_evaluator_rerun).items():
+    for name, run in steps(args.quick).items():
         if name not in skip:
             print(f"== {name}", flush=True)
             begin = time.perf_counter()

@@ -62,8 +62,6 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
         "scheduler passes with simulated task results: pulls/s, select+dispatch p99", CPU_PAGE),
     _py("fleet-simulated", "cpu", "bench.fleet_scaling",
         "the real scheduler feeding N simulated GPU workers: GPU busy share", CPU_PAGE),
-    _py("evaluator-overhead", "cpu", "bench.evaluator_overhead",
-        "the evaluator's own cost per candidate, cold and warm runners", CPU_PAGE),
     _py("policies", "cpu", "bench.policies", "every policy on simulated reward landscapes",
         CPU_PAGE),
     _py("policies-measured", "cpu", "bench.policies", "every policy on the measured replay "

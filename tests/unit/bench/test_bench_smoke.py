@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 
 from sqlalchemy.orm import Session, sessionmaker
 
-from bench import api_load, evaluator_overhead, fleet_scaling, scheduler_throughput
+from bench import api_load, fleet_scaling, scheduler_throughput
 from bench.common import machine_line, markers, percentile_ms, python_reference_ms, write_section
 from kernelband.db.models import Track
 from kernelband.db.session import session_scope
@@ -129,15 +128,6 @@ def test_the_index_names_each_sections_date_machine_and_commit(tmp_path: Path) -
     assert "| API load | 2026-11-28 18:01 UTC | AMD EPYC, 2 cores | 82359fb |" in text
     assert "| Policy benchmark | - | - | unknown |" in text
     assert text.count(markers("index")[0]) == 1
-
-
-def test_evaluator_section_reads_the_overhead_json_shape() -> None:
-    stored = json.loads(evaluator_overhead.JSON_PATH.read_text())
-    assert "| cross_entropy |" in evaluator_overhead.section(stored)
-    data = {"label": "measured", "device": "cpu", "repeats": 1, "zygote_start_s": 1.0,
-            "rows": [{"problem": "p", "cold_overhead_s": 2.0, "warm_overhead_s": 0.5,
-                      "warm_candidate_overhead_s": 0.25, "warm_first_candidate_overhead_s": 1.0}]}
-    assert "| p | 2.000 | 0.500 | 0.250 | 1.000 | 4.0 |" in evaluator_overhead.section(data)
 
 
 def test_percentile_is_in_milliseconds() -> None:
