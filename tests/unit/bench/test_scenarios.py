@@ -5,11 +5,13 @@ from __future__ import annotations
 import ast
 import importlib.util
 import re
+import subprocess
 from pathlib import Path
 
 import pytest
 
 from bench import scenarios
+from bench.gpu import fleet_scaling
 
 BENCH = Path(scenarios.__file__).parent
 GPU_NAMES = {"corpus", "judge-forgeries", "paired-aa", "suite-twice", "fleet-scaling",
@@ -118,3 +120,21 @@ def test_every_gpu_run_record_follows_the_layout_and_a_page_cites_it() -> None:
         assert re.fullmatch(r"[a-z-]+-[a-z0-9]+-\d{4}-\d{2}-\d{2}(-[a-z])?", folder.name), (
             f"{folder.name}: run records go in runs/<family>-<device>-<date>/")
         assert f"runs/{folder.name}" in cited, f"no results page cites runs/{folder.name}"
+
+
+def test_every_scenario_imports_and_its_shell_script_parses() -> None:
+    for scenario in scenarios.SCENARIOS.values():
+        if scenario.command[0] == "sh":
+            script = BENCH.parent / _script(scenario)
+            assert subprocess.run(["sh", "-n", str(script)], check=False).returncode == 0
+        else:
+            importlib.import_module(_script(scenario))
+
+
+def test_the_fleet_sweep_answers_help_and_its_wrapper_passes_the_options_on(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as done:
+        fleet_scaling.main(["--help"])
+    assert done.value.code == 0 and "--gpus-list" in capsys.readouterr().out
+    wrapper = (BENCH / "gpu" / "fleet.sh").read_text()
+    assert 'bench.gpu.fleet_scaling --out "$OUT" --pack --since "$T0" "$@"' in wrapper
