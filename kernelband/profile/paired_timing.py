@@ -31,7 +31,7 @@ from kernelband.evaluate.raw_outputs import Unreadable, load_output
 from kernelband.evaluate.verified_timing import TimingRejected, output_fingerprint, same_fingerprint
 from kernelband.problem.model import KernelProblem
 from kernelband.profile.paired import paired_speedup
-from kernelband.profile.paired_autotune import differing_picks, share_picks
+from kernelband.profile.paired_autotune import differing_picks, pin_candidate, tuned_original
 from kernelband.profile.paired_runners import (
     ORIGINALS,
     OriginalRunnerError,
@@ -124,11 +124,10 @@ class _Pair:
             return max(cpu_ms, 1e3 / CLOCK_TICKS / 2) / k
         return wall_ms / k
 
-    def prepare(self, cases: Sequence[str], seed: int, rng: random.Random | None = None,
-                roles: Sequence[str] = ("original", "candidate")) -> None:
-        """Inputs for `seed` in `roles`' runners; with `rng`, each runner first sets aside a random
+    def prepare(self, cases: Sequence[str], seed: int, rng: random.Random | None = None) -> None:
+        """Inputs for `seed` in both runners; with `rng`, each runner first sets aside a random
         amount of device memory of its own, so its inputs land at other addresses this round."""
-        for role in roles:
+        for role in self.runners:
             for case in cases:
                 pad = rng.randrange(PAD_MAX_BYTES // PAD_STEP_BYTES) * PAD_STEP_BYTES if rng else 0
                 self.ask(role, {"cmd": "prepare", "case": case, "seed": seed, "pad": pad},
@@ -234,10 +233,7 @@ def time_pair(problem: KernelProblem, pair: _Pair, config: PairedConfig, rng: ra
         raise TimingRejected("timing_cases_differ", f"the candidate's runner offers cases "
                              f"{candidate.cases} where the original has {cases}")
     started = time.perf_counter()
-    seed = rng.randrange(1, 1 << 30)
-    pair.prepare(cases, seed, roles=("original",))  # its first calls autotune
-    autotune_notes = share_picks(pair.ask)
-    pair.prepare(cases, seed, roles=("candidate",))
+    pair.prepare(cases, rng.randrange(1, 1 << 30))
     prepared_s, started = time.perf_counter() - started, time.perf_counter()
     key = f"{calibration_key}:{config.batch_ms}:{config.max_batch}:{','.join(cases)}"
     batch = CALIBRATIONS.get(key) if calibration_key else None
@@ -249,7 +245,7 @@ def time_pair(problem: KernelProblem, pair: _Pair, config: PairedConfig, rng: ra
             CALIBRATIONS.keep(key, batch)
     run = PairedRun(cases, batch, verifiable=candidate.verifiable)
     _warm_up(pair, cases, run.batch)
-    run.notes = [f"{role}'s runner {r.unpinned}" for role, r in pair.runners.items() if r.unpinned] + autotune_notes
+    run.notes = [f"{role}'s runner {r.unpinned}" for role, r in pair.runners.items() if r.unpinned]
     run.case_original_ms = {c: [] for c in cases}
     run.case_candidate_ms = {c: [] for c in cases}
     run.parts_s = {"calibrate": calibrate_s, "prepare": prepared_s, "timed_rounds": 0.0, "verify": 0.0}
@@ -361,9 +357,7 @@ def _measure_once(problem: KernelProblem, editable: str | None, device: str, con
     rng = random.Random(config.seed if config.seed is not None else random.SystemRandom().randrange(1 << 30))
     parts: dict[str, float] = {}
     start = time.perf_counter()
-    with gpu_turn(device, exclusive=False):
-        original = ORIGINALS.take(problem, device, config, limits) if keep_original else \
-            start_runner(problem, None, device, config, limits, role="original")
+    original, picks = tuned_original(problem, device, config, limits, keep_original)  # autotuned once
     parts["load_original"] = time.perf_counter() - start
     try:
         start = time.perf_counter()
@@ -371,9 +365,11 @@ def _measure_once(problem: KernelProblem, editable: str | None, device: str, con
             candidate = start_runner(problem, editable, device, config, limits)
         parts["load_candidate"] = time.perf_counter() - start
         try:
+            tuning = pin_candidate(candidate, picks, config)
             with gpu_turn(device, exclusive=True) as turn:  # the timed rounds have the GPU alone
                 run = time_pair(problem, _Pair(original, candidate, config), config, rng,
                                 ORIGINALS.key(problem, device, config))
+            run.notes = tuning + run.notes
             parts["wait_gpu"] = turn["waited_s"]
             if after is not None:
                 start = time.perf_counter()

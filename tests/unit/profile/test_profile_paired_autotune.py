@@ -1,60 +1,91 @@
-"""The judge hands the original's autotune picks to the candidate's runner and names them."""
+"""Autotuned kernels in paired timing: picked once in a tuning runner, taken by both timed runners.
+
+On the CPU interpreter the fixture's autotuner keeps one config per key without timing (see the
+fixture), so the whole path runs here in real runners: the tuning runner, the fresh original's
+runner and the candidate's, and the notes that say what each ran.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
-from kernelband.evaluate.verified_timing import TimingRejected
-from kernelband.profile.paired_autotune import differing_picks, share_picks
-from kernelband.profile.paired_runners import OriginalRunnerError
+import pytest
 
-PICKS = {"kernel": {"fingerprint": "f", "picks": [["(1,)", 2]], "configs": ["num_warps: 8"]}}
+from kernelband.evaluate.verified_timing import TimingRejected
+from kernelband.problem import load_problem
+from kernelband.problem.model import KernelProblem
+from kernelband.profile.paired_autotune import PICKS, differing_picks
+from kernelband.profile.paired_result import measure_speedup
+from kernelband.profile.paired_runners import ORIGINALS, OriginalRunnerError, PairedConfig
+
+FIXTURES = Path(__file__).parent / "fixtures"
+CONFIG = PairedConfig(rounds=4, min_rounds=3, batch_ms=20.0, seed=3, clock="cpu")
+PICK = {"kernel": {"fingerprint": "f", "picks": [["(1,)", 2]], "configs": ["num_warps: 8"]}}
+
+
+@pytest.fixture(scope="module")
+def autotuned() -> Iterator[KernelProblem]:
+    yield load_problem((FIXTURES / "autotuned_problem.py").read_text(), "native", "autotuned_double")
+    ORIGINALS.close_all()
+
+
+def _notes(problem: KernelProblem, editable: str | None) -> list[str]:
+    measured = measure_speedup(problem, editable, "cpu", target="cpu", device_name="host", config=CONFIG)
+    return list(measured.checks.get("notes") or [])
+
+
+def test_both_timed_runners_run_the_picks_of_a_separate_tuning_runner(autotuned: KernelProblem) -> None:
+    notes = _notes(autotuned, autotuned.editable)
+    assert any("separate tuning runner" in n and "in both runners: double_kernel" in n for n in notes), notes
+    assert not any("differ" in n for n in notes), notes
+    picked = PICKS.get(ORIGINALS.key(autotuned, "cpu", CONFIG))
+    assert picked is not None and picked["double_kernel"]["picks"]
+
+
+def test_a_kernel_the_candidate_changed_autotunes_on_its_own(autotuned: KernelProblem) -> None:
+    changed = autotuned.editable.replace("    mask = offsets < n\n", "    mask = offsets < n  # changed\n")
+    assert changed != autotuned.editable
+    notes = _notes(autotuned, changed)
+    assert any("changed by the candidate, autotuned in its runner: double_kernel" in n for n in notes), notes
+
+
+def test_a_problem_without_autotuned_kernels_keeps_its_tuning_runner() -> None:
+    plain = load_problem((FIXTURES / "paired_problem.py").read_text(), "native", "plain_double_tuning")
+    try:
+        notes = _notes(plain, plain.editable)
+        assert PICKS.get(ORIGINALS.key(plain, "cpu", CONFIG)) == {}
+        assert not any("autotune" in n for n in notes), notes
+    finally:
+        ORIGINALS.close_all()
 
 
 class Runners:
-    """Replies per role and command, and the commands the judge sent."""
+    """Replies per role and command, as `_Pair.ask` gives them."""
 
     def __init__(self, replies: dict[tuple[str, str], Any]) -> None:
         self.replies = replies
-        self.sent: list[tuple[str, dict[str, Any]]] = []
 
     def ask(self, role: str, command: dict[str, Any]) -> tuple[dict[str, Any], float]:
-        self.sent.append((role, command))
         reply = self.replies[(role, command["cmd"])]
         if isinstance(reply, Exception):
             raise reply
         return reply, 1.0
 
 
-def test_the_originals_picks_go_to_the_candidate_and_the_pinned_kernels_are_named() -> None:
-    runners = Runners({("original", "autotune_picks"): {"picks": PICKS},
-                       ("candidate", "pin_autotune"): {"pinned": ["kernel"]}})
-    assert share_picks(runners.ask) == ["unchanged autotuned kernels ran the original's configs: "
-                                        "kernel num_warps: 8"]
-    assert runners.sent[1] == ("candidate", {"cmd": "pin_autotune", "pins": PICKS})
-
-
-def test_nothing_autotuned_sends_nothing_to_the_candidate() -> None:
-    runners = Runners({("original", "autotune_picks"): {"picks": {}}})
-    assert share_picks(runners.ask) == []
-    assert [role for role, _ in runners.sent] == ["original"]
-
-
-def test_a_runner_that_refuses_leaves_the_kernels_to_autotune_on_their_own() -> None:
-    refused = Runners({("original", "autotune_picks"): OriginalRunnerError("original_runner_error", "no")})
-    assert share_picks(refused.ask) == []
-    rejected = Runners({("original", "autotune_picks"): {"picks": PICKS},
-                        ("candidate", "pin_autotune"): TimingRejected("runner_error", "will not")})
-    assert share_picks(rejected.ask)[0].startswith("autotune picks not taken")
-
-
 def test_picks_that_differ_for_the_same_kernel_are_noted_and_others_are_not() -> None:
-    other = {"kernel": {**PICKS["kernel"], "picks": [["(1,)", 0]], "configs": ["num_warps: 1"]},
+    other = {"kernel": {**PICK["kernel"], "picks": [["(1,)", 0]], "configs": ["num_warps: 1"]},
              "changed": {"fingerprint": "g", "picks": [["(1,)", 0]]}}
-    runners = Runners({("original", "autotune_picks"): {"picks": {**PICKS, "changed": {"fingerprint": "h"}}},
+    runners = Runners({("original", "autotune_picks"): {"picks": {**PICK, "changed": {"fingerprint": "h"}}},
                        ("candidate", "autotune_picks"): {"picks": other}})
     notes = differing_picks(runners.ask)
     assert len(notes) == 1 and "kernel differ" in notes[0] and "num_warps: 1" in notes[0]
-    same = Runners({("original", "autotune_picks"): {"picks": PICKS},
-                    ("candidate", "autotune_picks"): {"picks": PICKS}})
+    same = Runners({("original", "autotune_picks"): {"picks": PICK}, ("candidate", "autotune_picks"): {"picks": PICK}})
     assert differing_picks(same.ask) == []
+
+
+def test_a_runner_that_will_not_say_gives_no_note() -> None:
+    refused = Runners({("original", "autotune_picks"): OriginalRunnerError("original_runner_error", "no"),
+                       ("candidate", "autotune_picks"): TimingRejected("runner_error", "no")})
+    assert differing_picks(refused.ask) == []
