@@ -50,6 +50,7 @@ from kernelband.scheduling.collector import PassCollector
 from kernelband.scheduling.dispatch import InlineDispatcher
 from kernelband.scheduling.lifecycle import finish_tracks_and_jobs, start_queued_jobs
 from kernelband.scheduling.pipeline import (
+    LEADER_ENGINE_OPTIONS,
     EngineContext,
     dispatch_pending,
     fenced,
@@ -249,7 +250,7 @@ def run_grid(job_counts: tuple[int, ...], frontiers: tuple[int, ...], seconds: f
             length = max(seconds, sustained_s) if (jobs, frontier) == largest else seconds
             load = load_average()
             with fresh_postgres("kb_bench_sched") as url:
-                engine = make_engine(url)
+                engine = make_engine(url, **LEADER_ENGINE_OPTIONS)  # as the leader's
                 rows.append(run_config(make_session_factory(engine), jobs, frontier, length))
                 engine.dispose()
             rows[-1]["load_before"], rows[-1]["load_after"] = load, load_average()
@@ -257,7 +258,7 @@ def run_grid(job_counts: tuple[int, ...], frontiers: tuple[int, ...], seconds: f
     profile, shares = "", dict[str, float]()
     if profile_steps:
         with fresh_postgres("kb_bench_prof") as url:
-            engine = make_engine(url)
+            engine = make_engine(url, **LEADER_ENGINE_OPTIONS)  # as the leader's
             profile, shares = profile_config(make_session_factory(engine), max(job_counts),
                                      max(frontiers), profile_steps)
             engine.dispose()

@@ -8,7 +8,8 @@ kernelband.loop (memory, example, repair turn).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from sqlalchemy import Row, select
@@ -24,6 +25,21 @@ from kernelband.scheduling.state import WITHOUT_STORED_STATE
 PHI_FACTS = (("log1p(time)", ""), ("registers per thread", ""), ("shared memory", "KiB"),
              ("log2(threads per block)", ""), ("theoretical occupancy", "%"))
 H_FACTS = ("SM throughput", "DRAM throughput", "L2 throughput")
+_PARENT = aliased(Candidate)
+MAX_FACTS = 4096  # rows per table; past it a table's facts are read afresh
+
+
+@dataclass
+class PayloadFacts:
+    """Columns that never change once set, kept by one engine context so that a dispatch
+    reads them once per job rather than once per pass: a job's problem, limits, model, policy
+    and generator, a problem's loaded form, a track's target and (once its baseline is
+    measured, `ingest.apply_baseline`) its original time. Held per context, not per process:
+    a database whose ids start over (tests) gets a new context."""
+
+    jobs: dict[int, Row[Any]] = field(default_factory=dict)
+    problems: dict[int, Row[Any]] = field(default_factory=dict)
+    tracks: dict[int, Row[Any]] = field(default_factory=dict)
 
 
 def profile_summary(measurement: Measurement | None) -> list[dict[str, Any]]:
@@ -47,7 +63,8 @@ def profile_summary(measurement: Measurement | None) -> list[dict[str, Any]]:
     return facts
 
 
-def task_payloads(session: Session, attempts: Sequence[ClaimedAttempt]) -> list[dict[str, Any]]:
+def task_payloads(session: Session, attempts: Sequence[ClaimedAttempt],
+                  facts: PayloadFacts | None = None) -> list[dict[str, Any]]:
     """The complete, self-contained message payload of each attempt (workers have no DB).
 
     The rows they need are read as plain columns, one query per table for the whole batch,
@@ -56,17 +73,14 @@ def task_payloads(session: Session, attempts: Sequence[ClaimedAttempt]) -> list[
     """
     if not attempts:
         return []
-    jobs = _columns(session, {a.job_id for a in attempts}, Job.id, Job.problem_id, Job.limits,
-                    Job.model, Job.policy, Job.generator)
-    tracks = _columns(session, {a.track_id for a in attempts}, Track.id, Track.target,
-                      Track.original_time_ms)
-    problems = _columns(session, {j.problem_id for j in jobs.values()}, Problem.id,
-                        Problem.loaded)
-    parent = aliased(Candidate)
+    facts = facts or PayloadFacts()
+    jobs = _kept(facts.jobs, _JOB_FACTS, session, {a.job_id for a in attempts})
+    tracks = _kept(facts.tracks, _TRACK_FACTS, session, {a.track_id for a in attempts},
+                   lambda row: row.original_time_ms is not None)
+    problems = _kept(facts.problems, _PROBLEM_FACTS, session,
+                     {j.problem_id for j in jobs.values()})
     candidates = _columns(session, {a.candidate_id for a in attempts if a.candidate_id},
-                          Candidate.id, Candidate.editable, Candidate.parent_id,
-                          parent.editable.label("parent_editable"),
-                          join=(parent, parent.id == Candidate.parent_id))
+                          *_CANDIDATE_COLUMNS, join=(_PARENT, _PARENT.id == Candidate.parent_id))
     newest = latest_measurements(session, (a.candidate_id for a in attempts
                                            if a.kind == "generate" and a.candidate_id))
     with_context = [a for a in attempts if a.kind == "generate" and a.candidate_id
@@ -96,6 +110,25 @@ def _columns(session: Session, ids: set[int], key: Any, *columns: Any,
     if join is not None:
         query = query.outerjoin(*join)
     return {row[0]: row for row in session.execute(query)}
+
+
+_JOB_FACTS = (Job.id, Job.problem_id, Job.limits, Job.model, Job.policy, Job.generator)
+_TRACK_FACTS = (Track.id, Track.target, Track.original_time_ms)
+_PROBLEM_FACTS = (Problem.id, Problem.loaded)
+_CANDIDATE_COLUMNS = (Candidate.id, Candidate.editable, Candidate.parent_id,
+                      _PARENT.editable.label("parent_editable"))
+
+
+def _kept(kept: dict[int, Row[Any]], columns: Sequence[Any], session: Session, ids: set[int],
+          final: Callable[[Row[Any]], bool] = lambda row: True) -> dict[int, Row[Any]]:
+    """`_columns` for rows whose columns never change once `final`: those read before are
+    taken from `kept`, the others read and kept once final."""
+    read = _columns(session, ids - kept.keys(), *columns)
+    if len(kept) + len(read) > MAX_FACTS:
+        kept.clear()
+    kept.update((key, row) for key, row in read.items() if final(row))
+    return {key: row for key in ids
+            if (row := kept[key] if key in kept else read.get(key)) is not None}
 
 
 def _rows(session: Session, model: Any, ids: set[int], *options: Any) -> list[Any]:
@@ -134,4 +167,4 @@ def _payload(session: Session, attempt: ClaimedAttempt, job: Row[Any], track: Ro
     return payload
 
 
-__all__ = ["latest_measurements", "profile_summary", "task_payloads"]
+__all__ = ["PayloadFacts", "latest_measurements", "profile_summary", "task_payloads"]

@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
@@ -32,7 +33,7 @@ from kernelband.scheduling.ingest import fail_lost_attempt, lock_attempt
 from kernelband.scheduling.ingest_batch import BATCH_SIZE, apply_batch, apply_locked
 from kernelband.scheduling.leases import expire_leases, extend_lease, lease_deadline
 from kernelband.scheduling.lifecycle import finish_tracks_and_jobs, start_queued_jobs
-from kernelband.scheduling.payloads import task_payloads
+from kernelband.scheduling.payloads import PayloadFacts, task_payloads
 from kernelband.scheduling.quotas import teams_out_of_quota
 from kernelband.scheduling.results import LeaseBeat, read_result
 from kernelband.scheduling.row_updates import batch_row_updates
@@ -46,6 +47,12 @@ from kernelband.scheduling.state import (
 from kernelband.scheduling.state_cache import dirty_tracks
 
 log = logging.getLogger(__name__)
+
+# The leader's engine pings no connection before handing it out: a pass checks one out per
+# transaction (five or more a pass), and each ping was a round trip. A connection that died
+# fails its pass instead; the disconnect invalidates the pool, and the leader's loop requeues
+# the pass's results and runs the next pass on fresh connections.
+LEADER_ENGINE_OPTIONS: dict[str, Any] = {"pool_pre_ping": False}
 
 # Attempt ids below the highest claimed one that a claim still looks at: room for an attempt
 # whose transaction committed after a later one's (none in one scheduler thread).
@@ -86,6 +93,9 @@ class EngineContext:
     claimed_upto: int = 0
     # Teams whose jobs get no new pulls (a daily quota used up), refreshed with housekeeping.
     over_quota: frozenset[int] = frozenset()
+    # The jobs', problems' and tracks' columns a task payload carries that never change once
+    # set; read once per job rather than once per pass.
+    payload_facts: PayloadFacts = field(default_factory=PayloadFacts)
 
     def housekeeping_due(self) -> bool:
         """Whether this pass starts jobs, expires leases and finishes tracks: at most every
@@ -252,7 +262,7 @@ def dispatch_pending(ctx: EngineContext, limit: int = 256) -> int:
     with fenced(ctx) as session:
         claimed = claim_pending(session, now, lease_deadline(now, ctx.settings.lease_s), limit,
                                 max(ctx.claimed_upto - CLAIM_WINDOW, 0))
-        payloads = task_payloads(session, claimed)
+        payloads = task_payloads(session, claimed, ctx.payload_facts)
     ctx.claimed_upto = max([ctx.claimed_upto, *(attempt.id for attempt in claimed)])
     messages = [TaskMessage(attempt.id, attempt.kind, attempt.queue, payload, attempt.task_id)
                 for attempt, payload in zip(claimed, payloads, strict=True)]
@@ -261,5 +271,5 @@ def dispatch_pending(ctx: EngineContext, limit: int = 256) -> int:
     return len(messages)
 
 
-__all__ = ["EngineContext", "StepReport", "dispatch_pending", "fenced", "ingest_batch",
+__all__ = ["LEADER_ENGINE_OPTIONS", "EngineContext", "StepReport", "dispatch_pending", "fenced", "ingest_batch",
            "ingest_result", "ingest_safely", "select_and_dispatch", "step", "write_back_states"]

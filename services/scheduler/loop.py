@@ -22,14 +22,22 @@ from kernelband.config import Settings
 from kernelband.db.session import (
     DatabaseError,
     DatabaseUnavailableError,
-    open_database,
+    check_schema_version,
+    make_engine,
+    make_session_factory,
     session_scope,
 )
 from kernelband.scheduling.collector import PassCollector
 from kernelband.scheduling.dispatch import Dispatcher
 from kernelband.scheduling.fencing import FencingError, verify_epoch
 from kernelband.scheduling.leases import recheck_untaken, resend_tries
-from kernelband.scheduling.pipeline import EngineContext, fenced, step, write_back_states
+from kernelband.scheduling.pipeline import (
+    LEADER_ENGINE_OPTIONS,
+    EngineContext,
+    fenced,
+    step,
+    write_back_states,
+)
 from kernelband.scheduling.state_cache import clear_cache
 from services.scheduler.dispatcher import CeleryDispatcher
 from services.scheduler.leader import LeaderLock, require_postgres
@@ -64,7 +72,9 @@ def run_scheduler(settings: Settings, name: str, stop: threading.Event) -> None:
     """Run until `stop` is set: standby while another replica leads, lead otherwise."""
     url = settings.effective_database_url
     require_postgres(url)
-    engine, factory = open_database(url)  # fails fast on an unmigrated schema
+    engine = make_engine(url, **LEADER_ENGINE_OPTIONS)
+    check_schema_version(engine)  # fails fast on an unmigrated schema
+    factory = make_session_factory(engine)
     lock = LeaderLock(url, name, factory)
     dispatcher = CeleryDispatcher(settings)
     try:

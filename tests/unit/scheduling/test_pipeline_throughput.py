@@ -196,9 +196,10 @@ def test_a_pass_reads_each_table_once_however_many_pulls(db_factory: sessionmake
     # Per pass, not per pull: running jobs and running tracks (two queries of columns, joined
     # in the scheduler; pulls in flight come from the policy states, the teams' in-flight
     # counts are summed from them), the chosen tracks with their jobs and the jobs' last event
-    # numbers. Claiming is one UPDATE ... RETURNING of the attempts; the payloads read tracks,
-    # jobs, problems, candidates and measurements once.
-    assert selecting.count("SELECT") == 3 and dispatching.count("SELECT") == 5
+    # numbers. Claiming is one UPDATE ... RETURNING of the attempts; the payloads read the
+    # candidates and measurements once, and the tracks once more now that their baselines are
+    # measured (the jobs and problems were read for the baselines and are kept: PayloadFacts).
+    assert selecting.count("SELECT") == 3 and dispatching.count("SELECT") == 3
     assert dispatching[0] == "UPDATE"
     if db_factory.kw["bind"].dialect.name == "postgresql":  # SQLite inserts row by row, locally
         # One multi-row INSERT for the attempts and one for the events, one versioned UPDATE
@@ -209,6 +210,41 @@ def test_a_pass_reads_each_table_once_however_many_pulls(db_factory: sessionmake
     payloads = [m.payload for m in ctx.dispatcher.submitted[-12:]]  # type: ignore[attr-defined]
     assert all(p["parent_editable"] == "ORIGINAL" and p["problem"] for p in payloads)
     assert all(p["profile_summary"][0]["label"] == "time" for p in payloads)
+
+
+class TableReads(StatementLog):
+    """The tables the engine's SELECT statements read first (FROM ...)."""
+
+    def _record(self, conn: object, cursor: object, statement: str, *rest: object) -> None:
+        words = statement.split()
+        if words[0].upper() == "SELECT" and "FROM" in words:
+            self.statements.append(words[words.index("FROM") + 1])
+
+
+def test_a_dispatch_reads_the_columns_that_never_change_once(
+        db_factory: sessionmaker[Session]) -> None:
+    ctx = context(db_factory)
+    make_job(ctx.factory, budget_iterations=50, parallelism=2)
+    with fenced(ctx) as session:
+        start_queued_jobs(session)
+    with TableReads(db_factory) as baseline:
+        assert dispatch_pending(ctx) == 1  # the baseline: the track has no original time yet
+    for item in ctx.dispatcher.drain():
+        ingest_safely(ctx, item.attempt_id, item.result)
+    with fenced(ctx) as session:
+        select_pulls(session, ctx.clock())
+    with TableReads(db_factory) as first:
+        assert dispatch_pending(ctx) == 2
+    assert ingest_batch(ctx, ctx.dispatcher.drain()) == (2, 0)  # children to compile
+    with TableReads(db_factory) as second:
+        assert dispatch_pending(ctx) == 2  # the compile attempts of the two children
+    assert {"jobs", "problems", "tracks"} <= set(baseline)
+    assert "tracks" in first and not {"jobs", "problems"} & set(first)  # baseline time now set
+    assert not {"jobs", "problems", "tracks"} & set(second), second
+    messages = ctx.dispatcher.submitted  # type: ignore[attr-defined]
+    assert [m.kind for m in messages] == ["profile", "generate", "generate", "compile", "compile"]
+    assert all(m.payload["problem"] == {"editable": "ORIGINAL"} and m.payload["target"] == "cpu"
+               for m in messages)  # kept facts give the payloads read ones gave
 
 
 def test_a_result_is_applied_with_one_read(db_factory: sessionmaker[Session]) -> None:
