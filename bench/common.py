@@ -171,7 +171,7 @@ def provenance_index(results_md: Path) -> str:
         sha, day = _last_commit(results_md, first, first + body.count("\n"))
         date = re.search(r"\d{4}-\d{2}-\d{2}(?: \d{2}:\d{2} UTC)?", body)
         machine = re.search(r"Machine: ([^,]+, \d+ cores)", body)
-        named = re.search(r"; commit ([0-9a-f]{7,}(?: with uncommitted changes)?)\.", body)
+        named = re.search(r"; commit ([0-9a-f]{7,}(?: with uncommitted changes)?)[.\s]", body)
         if name == "bench-run":
             run = (date.group(0) if date else "-", machine.group(1) if machine else "-", sha)
         same_run = sha == run[2] and sha not in ("unknown", "not committed yet")
