@@ -32,7 +32,7 @@ from sqlalchemy import Engine
 
 from bench.gpu import fleet_records as db
 from bench.gpu.fleet_deploy import REPO, Deployment, measure_queue, measuring_specs, worker_specs
-from bench.gpu.fleet_tables import environment, write_outputs
+from bench.gpu.fleet_tables import environment, short_worker, write_outputs
 from bench.processes import start_child
 from kernelband.db.session import make_engine
 from kernelband.scheduling.attempts import ACTIVE_ATTEMPT_STATES
@@ -75,7 +75,7 @@ class Fleet:
         self.engine: Engine | None = None
         self.suite_id: str | None = None
         self.job_ids: list[int] = []
-        self.measuring = {_node_prefix(s.node) for s in measuring_specs(
+        self.measuring = {short_worker(s.node) for s in measuring_specs(
             list(self.specs.values()), plan.target)}
         self.queue = measure_queue(plan.target)
         self.submitted = self.last_progress = 0.0
@@ -98,8 +98,8 @@ class Fleet:
         self.fleet.start()
         assert self.fleet.servers is not None
         self.engine = make_engine(self.fleet.servers.database_url)
-        deadline, wanted = time.monotonic() + 90, {_node_prefix(s.node) for s in self.specs.values()}
-        while not wanted <= {_node_prefix(w["name"]) for w in db.workers(self.engine)}:
+        deadline, wanted = time.monotonic() + 90, {short_worker(s.node) for s in self.specs.values()}
+        while not wanted <= {short_worker(w["name"]) for w in db.workers(self.engine)}:
             dead = [n for n, c in self.children.items() if not c.alive()]
             if dead:
                 raise RuntimeError(f"{dead} exited at start: {self.children[dead[0]].log_tail()}")
@@ -166,7 +166,7 @@ class Fleet:
         wall, pulls = end - self.submitted, len(records.pulls)
         self.results["workers"] = db.workers(self.engine)
         names = sorted(w["name"] for w in self.results["workers"]
-                       if _node_prefix(w["name"]) in self.measuring)
+                       if short_worker(w["name"]) in self.measuring)
         metrics: dict[str, Any] = {"wall_s": wall, "pulls": pulls,
                                    "pulls_per_s": db.rate(pulls, wall)}
         windows = {"suite": (self.submitted, end),
@@ -200,11 +200,6 @@ class Fleet:
         if self.engine is not None:
             self.engine.dispose()
         self.results["exit_codes"] = self.fleet.stop()
-
-
-def _node_prefix(node: str) -> str:
-    """`gpu1` of `gpu1@%h` or `gpu1@host`: a worker's name without its host."""
-    return node.split("@", 1)[0]
 
 
 def pick_problems(directory: Path, count: int, names: list[str] | None) -> list[Path]:

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench.processes import Child, free_port, group_of, start_api, start_child
+from kernelband.scheduling.dispatch import queue_for
 
 REPO = Path(__file__).resolve().parents[2]
 PG_BINARIES = "pgserver/pginstall/bin"
@@ -215,8 +216,8 @@ CPU_WORKER = "worker-cpu"
 
 
 def measure_queue(target: str) -> str:
-    """The queue whose worker measures for `target` (kernelband.scheduling.dispatch routes cpu to cpu)."""
-    return "cpu" if target == "cpu" else f"gpu.{target}"
+    """The queue whose worker measures for `target` (`cpu` for the cpu target)."""
+    return queue_for("profile", target)
 
 
 def _log_name(base: str, index: int) -> str:

@@ -161,7 +161,7 @@ def write_outputs(results: dict[str, Any], out: Path, log_dir: Path) -> None:
 
 
 def short_worker(name: str) -> str:
-    """`gpu0` of `gpu0@host`."""
+    """`gpu0` of `gpu0@%h` or `gpu0@host`: a worker's name without its host."""
     return name.split("@", 1)[0]
 
 
