@@ -9,7 +9,13 @@ import time
 from pathlib import Path
 
 from kernelband.policy_bench.catalog import SIM_LANDSCAPES
-from kernelband.policy_bench.experiments import VARIANTS, run_batch, run_landscape
+from kernelband.policy_bench.experiments import (
+    VARIANTS,
+    BatchRow,
+    LandscapeResult,
+    run_batch,
+    run_landscape,
+)
 from kernelband.policy_bench.latency import time_select
 from kernelband.policy_bench.replay import ReplayLandscape, load_replay
 from kernelband.policy_bench.report import batch_table, landscape_table, plot_curves, verdicts
@@ -40,8 +46,10 @@ def run(quick: bool = False, replay: Path | None = None, plot: Path | None = Non
                   time.perf_counter() - started, load)
 
 
-def render(results, budgets, batch, latency, seeds, budget, quick, plot_name,  # type: ignore[no-untyped-def]
-           replay, replay_simulated, uncovered, elapsed, load) -> str:
+def render(results: list[LandscapeResult], budgets: tuple[int, ...], batch: list[BatchRow],
+           latency: dict[str, dict[str, float]], seeds: int, budget: int, quick: bool,
+           plot_name: str | None, replay: Path | None, replay_simulated: bool, uncovered: int,
+           elapsed: float, load: tuple[float, float, float]) -> str:
     """The markdown body of the section."""
     rivals = ("random", "ucb1")
     lines = [
