@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
+import time
 from pathlib import Path
 
 import pytest
 import torch
 
-from bench import corpus
+from bench import corpus, corpus_check
 from bench.gpu import corpus_gpu
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -112,3 +114,20 @@ def test_a_suite_cut_short_by_its_box_still_reports_what_its_database_holds(
     assert report is not None
     assert report["jobs_finished"] == 0 and len(report["job_ids"]) == 2
     assert {row["problem"] for row in report["problems"]} == {"p0", "p1"}
+
+
+def test_a_check_past_its_deadline_starts_nothing_and_says_so(tmp_path: Path) -> None:
+    files = [tmp_path / "a.py", tmp_path / "b.py"]
+    for path in files:
+        path.write_text("# not checked\n")
+    rows = corpus_check.check_files(files, workers=1, seeds=1, deadline=time.monotonic() - 1)
+    assert [(r["file"], r["reason"]) for r in rows] == [("a.py", "not_run (time box)"),
+                                                        ("b.py", "not_run (time box)")]
+
+
+def test_a_journal_resumes_a_stopped_run_without_checking_its_files_again(tmp_path: Path) -> None:
+    journal = tmp_path / "journal.jsonl"
+    done = {"file": "a.py", "accepted": True, "reason": "ok", "message": ""}
+    journal.write_text(json.dumps(done) + "\n")
+    (tmp_path / "a.py").write_text("# would fail to load if checked again\n")
+    assert corpus_check.check_files([tmp_path / "a.py"], 1, 1, journal=journal) == [done]
