@@ -69,7 +69,7 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
     _py("corpus-cpu", "cpu", "bench.corpus", "every corpus file through `kernelband check` in "
         "the Triton interpreter (about an hour on 2 cores)", CPU_PAGE),
     _py("jail-startup", "any", "bench.jail_startup",
-        "start-up cost of the jail per run, and what a jailed child can reach", CPU_PAGE),
+        "start-up cost of the jail per run, jailed and not, cold and warm", CPU_PAGE),
     _py("corpus", "gpu", "bench.corpus", "the corpus checked, timed against its perf harness, "
         "and a short suite on the node's GPU", CORPUS_PAGE,
         fixed=("--target", "{target}", "--out", "{out}")),
