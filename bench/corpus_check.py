@@ -14,6 +14,7 @@ from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
 
+from bench.common import markdown_table
 from kernelband.commands.check import check_problem_source
 from kernelband.config import get_settings
 from kernelband.sandbox.device import detect_device
@@ -150,8 +151,8 @@ def acceptance_table(data: dict[str, Any]) -> str:
     lines = [f"**{accepted} of {len(rows)} accepted** on {data['device']} "
              f"(wall time {wall}, {data['workers']} processes, "
              f"{data['seeds']} seeds per case, held-out cases included{budget}).", "",
-             "| reason | count | files (first message) |", "| --- | --- | --- |"]
-    for reason, group in refusal_groups(rows).items():
-        names = ", ".join(r["file"].removesuffix(".py") for r in group)
-        lines.append(f"| {reason} | {len(group)} | {names} <br> e.g. {group[0]['message'][:200]} |")
+             markdown_table(("reason", "count", "files (first message)"), [
+                 (reason, len(group), ", ".join(r["file"].removesuffix(".py") for r in group)
+                  + f" <br> e.g. {group[0]['message'][:200]}")
+                 for reason, group in refusal_groups(rows).items()])]
     return "\n".join(lines)

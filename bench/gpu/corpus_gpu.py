@@ -28,6 +28,7 @@ from typing import Any
 
 from sqlalchemy import select
 
+from bench.common import markdown_table
 from bench.corpus_check import CORPUS, ROOT, acceptance_table, check_files
 from bench.scenarios import run_folder
 from kernelband.db.models import Suite
@@ -146,18 +147,14 @@ def stored_report(database: Path) -> dict[str, Any] | None:
 
 def perf_table(rows: list[dict[str, Any]]) -> str:
     """Markdown: each problem's summed time over the compared inputs, both methods."""
-    lines = ["| problem | inputs | ours ms (cuda events, median) | do_bench ms (median) | diff % |",
-             "| --- | --- | --- | --- | --- |"]
-    for r in rows:
-        if "error" in r:
-            lines.append(f"| {r['problem']} | - | - | - | {r['error'][:120]} |")
-            continue
-        lines.append(f"| {r['problem']} | {len(r['inputs'])} | {r['ours_ms']:.4f} | "
-                     f"{r['do_bench_ms']:.4f} | {r['diff_pct']:+.1f} |")
     timed = [r for r in rows if "error" not in r]
     within = sum(1 for r in timed if abs(r["diff_pct"]) <= 5.0)
-    lines.append(f"\n{within} of {len(timed)} problems agree within 5%.")
-    return "\n".join(lines)
+    return markdown_table(
+        ("problem", "inputs", "ours ms (cuda events, median)", "do_bench ms (median)", "diff %"),
+        [(r["problem"], "-", "-", "-", r["error"][:120]) if "error" in r else
+         (r["problem"], len(r["inputs"]), f"{r['ours_ms']:.4f}", f"{r['do_bench_ms']:.4f}",
+          f"{r['diff_pct']:+.1f}") for r in rows]) + (
+        f"\n\n{within} of {len(timed)} problems agree within 5%.")
 
 
 def suite_section(suite: dict[str, Any]) -> str:
@@ -169,14 +166,12 @@ def suite_section(suite: dict[str, Any]) -> str:
             f"wall {suite['wall_s']:.0f} s.\n\n")
     if not report:
         return head + "No report was written; output tail:\n\n```\n" + suite["output_tail"] + "\n```"
-    lines = ["| target | policy | problems | Correct % | Fast@1 % | geomean (correct) | "
-             "geomean (all) | label |", "| --- | --- | --- | --- | --- | --- | --- | --- |"]
-    for m in report.get("metrics", []):
-        lines.append(f"| {m['target']} | {m['policy']} | {m['problems']} | "
-                     f"{m['correct_pct']:.1f} | {m['fast1_pct']:.1f} | "
-                     f"{m['geomean_speedup_correct']} | {m['geomean_speedup_all']} | "
-                     f"{m['label']} |")
-    return head + "\n".join(lines)
+    return head + markdown_table(
+        ("target", "policy", "problems", "Correct %", "Fast@1 %", "geomean (correct)",
+         "geomean (all)", "label"),
+        [(m["target"], m["policy"], m["problems"], f"{m['correct_pct']:.1f}",
+          f"{m['fast1_pct']:.1f}", m["geomean_speedup_correct"], m["geomean_speedup_all"],
+          m["label"]) for m in report.get("metrics", [])])
 
 
 def render(data: dict[str, Any]) -> str:
