@@ -71,8 +71,10 @@ def section(data: dict[str, Any]) -> str:
                  "every attempt with its rows, the children inserted in one statement, and "
                  "frontier rows, arm/cluster views and job versions written once per "
                  "transaction, so a batch costs the same statements whatever its size. A pass "
-                 "reads 4 times to select and 6 times to claim attempts and build their "
-                 "payloads, whatever the number of pulls; the changed tracks, attempts and "
+                 "reads 3 times to select; it claims attempts with one UPDATE and reads their "
+                 "candidates and measurements for the payloads (the columns of jobs, problems "
+                 "and tracks that never change once set are read once per job), whatever the "
+                 "number of pulls; the changed tracks, attempts and "
                  "candidates of a flush go out one UPDATE per table and column set, and new "
                  "events, attempts, measurements and usage rows one INSERT per table, their "
                  "rows one JSON parameter. tests/unit/scheduling/test_pipeline_throughput.py "
@@ -108,8 +110,32 @@ def section(data: dict[str, Any]) -> str:
             f"{WARMUP_STEPS} untimed passes, then {data['seconds_per_config']:g} s of scheduler "
             f"passes per configuration ({data.get('sustained_s') or data['seconds_per_config']:g} s "
             f"at the largest, the sustained rate).{machine}\n\n{table}\n\n" + "\n".join(lines)
-            + profile
+            + comparison(data) + profile
             + "\n\n![scheduler throughput](results/scheduler_throughput.png)")
+
+
+def comparison(data: dict[str, Any]) -> str:
+    """The before/after runs of the sustained configuration, taken in turn ('' when none)."""
+    compared = data.get("comparison")
+    if not compared:
+        return ""
+    rows = []
+    for run in compared["runs"]:
+        flat = run.get("flat_window_pulls_per_s") or []
+        cpu = run.get("cpu_ms_per_pull_windows") or []
+        rows.append((run["round"], f"{run['tree']} ({compared['against']})"
+                     if run["tree"] == "before" else "after (this commit)",
+                     fmt(run["pulls_per_s"]), fmt(run["select_p99_ms"]),
+                     f"{100 * flat[-1] / flat[0]:.1f}%" if len(flat) >= 2 and flat[0] else "-",
+                     f"{sum(cpu) / len(cpu):.2f}" if cpu else "-",
+                     f"{run.get('load_before', '-')} -> {run.get('load_after', '-')}"))
+    table = markdown_table(("round", "code", "pulls/s", "select+dispatch p99 ms",
+                            "last / first 10 s", "scheduler CPU ms per pull",
+                            "load average (1/5/15 min)"), rows)
+    return ("\n\nBefore and after, taken in turn on this machine (the 100 x 1,000 "
+            f"configuration for {fmt(data.get('sustained_s') or 0)} s each; `--against "
+            f"{compared['against']}` runs that commit's own benchmark from a clean export):"
+            f"\n\n{table}")
 
 
 def plot(data: dict[str, Any]) -> None:

@@ -20,9 +20,14 @@ import argparse
 import cProfile
 import io
 import json
+import os
 import pstats
+import subprocess
+import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -31,6 +36,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from bench.common import (
     RESULTS_DIR,
+    ROOT,
     fresh_postgres,
     load_average,
     machine_line,
@@ -267,12 +273,47 @@ def run_grid(job_counts: tuple[int, ...], frontiers: tuple[int, ...], seconds: f
             "load_at_end": load_average()}
 
 
+# The sustained configuration, run by another tree's own code (`alternate`): its row as JSON.
+_SUSTAINED = ("import json; from bench.scheduler_throughput import run_grid; "
+              "print(json.dumps(run_grid((100,), (1000,), {s}, 0, {s})['rows'][0]))")
+
+
+def alternate(rev: str, rounds: int, seconds: float) -> dict[str, Any]:
+    """The sustained configuration run `rounds` times at `rev` (a clean export) and in this
+    tree, alternately, `rev` first: the load of a shared machine moves within minutes, so only
+    runs taken in turn compare code rather than load."""
+    commit_of = subprocess.run(["git", "rev-parse", "--short", rev], cwd=ROOT,
+                               capture_output=True, text=True, check=True).stdout.strip()
+    runs: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory(prefix="kb_sched_before_") as before:
+        archive = subprocess.run(["git", "archive", rev], cwd=ROOT, capture_output=True,
+                                 check=True).stdout
+        subprocess.run(["tar", "-x", "-C", before], input=archive, check=True)
+        for number in range(1, rounds + 1):
+            for tree, where in (("before", Path(before)), ("after", ROOT)):
+                runs.append({"round": number, "tree": tree, **_sustained_in(where, seconds)})
+                print(json.dumps(runs[-1]), flush=True)
+    return {"against": commit_of, "runs": runs}
+
+
+def _sustained_in(tree: Path, seconds: float) -> dict[str, Any]:
+    """The sustained configuration's row, measured by the code of `tree` in a fresh process."""
+    done = subprocess.run([sys.executable, "-c", _SUSTAINED.format(s=seconds)], cwd=tree,
+                          env={**os.environ, "PYTHONPATH": str(tree)}, capture_output=True,
+                          text=True, check=True)
+    row: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return row
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     """Command line: --quick runs 1 and 10 jobs x 10 and 100 candidates for 1 s each."""
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true", help="small grid, 1 s per configuration")
     parser.add_argument("--seconds", type=float, default=None, help="measuring time per config")
     parser.add_argument("--profile-steps", type=int, default=None)
+    parser.add_argument("--against", metavar="REV", default=None,
+                        help="also run the sustained configuration alternately at REV and here")
+    parser.add_argument("--rounds", type=int, default=2, help="alternations with --against")
     parser.add_argument("--write", action="store_true",
                         help="also write the section of bench/RESULTS.md and the plot")
     args = parser.parse_args(argv)
@@ -284,6 +325,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     data = run_grid(grid[0], grid[1], args.seconds or seconds,
                     prof if args.profile_steps is None else args.profile_steps,
                     0.0 if args.quick else SUSTAINED_S)
+    if args.against:
+        data["comparison"] = alternate(args.against, args.rounds, SUSTAINED_S)
     RESULTS_DIR.mkdir(parents=True, exist_ok=True)
     (RESULTS_DIR / "scheduler_throughput.json").write_text(json.dumps(data, indent=2))
     if args.write:

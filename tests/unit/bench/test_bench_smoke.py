@@ -45,6 +45,23 @@ def test_the_scheduler_section_names_the_machine_its_load_and_commit() -> None:
     assert "Load average at the end: 1.00/2.00/3.00" in text
 
 
+def test_before_and_after_runs_are_shown_in_the_order_they_ran() -> None:
+    row = {"jobs": 100, "frontier": 1000, "pulls_per_s": 250.0, "select_p99_ms": 40.0,
+           "wall_s": 60.0, "select_cycles_per_s": 5.0, "select_p50_ms": 20.0,
+           "select_ms_per_pull": 4.0, "ingest_p99_ms": 30.0}
+    runs = [{**row, "round": 1, "tree": tree, "pulls_per_s": rate,
+             "flat_window_pulls_per_s": [100.0, 95.0], "cpu_ms_per_pull_windows": [3.0, 2.0],
+             "load_before": "5.00/4.00/3.00", "load_after": "5.50/4.00/3.00"}
+            for tree, rate in (("before", 101.0), ("after", 112.5))]
+    data = {"label": scheduler_throughput.SIMULATED, "seconds_per_config": 5.0, "rows": [row],
+            "profile": "", "sustained_s": 60.0, "comparison": {"against": "abc1234", "runs": runs}}
+    text = scheduler_throughput.section(data)
+    before = "| 1 | before (abc1234) | 101.0 | 40.0 | 95.0% | 2.50 | 5.00/4.00/3.00 -> 5.50/4.00/3.00 |"
+    assert before in text and text.index(before) < text.index("| 1 | after (this commit) | 112.5 |")
+    assert "--against abc1234" in text
+    assert "Before and after" not in scheduler_throughput.section({**data, "comparison": None})
+
+
 def test_the_sustained_rate_is_reported_per_window() -> None:
     marks = [(1.0, 100), (2.5, 250), (5.0, 500), (6.0, 550), (10.0, 700), (11.0, 800)]
     assert scheduler_throughput.window_rates(marks, 5.0) == [100.0, 40.0]  # 1 s left: dropped
