@@ -81,9 +81,6 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
     _py("suite-twice", "gpu", "bench.gpu.suite_twice", "one suite run twice: do speedups repeat "
         "(ARGS='--run B' for the second, '--compare' for the table)", TIMING,
         fixed=("--target", "{target}", "--out", "{out}"), defaults=("--run", "A")),
-    _py("step-profile", "gpu", "bench.gpu.step_profile", "where one pull's GPU time goes "
-        "(check, measurement, Nsight Compute pass)", TIMING,
-        fixed=("--out", "{out}", "--target", "{target}"), defaults=("--path-file",)),
     Scenario("fleet-scaling", "gpu", ("sh", "bench/gpu/fleet.sh", "{out}"),
              ("--target", "{target}", "--gpus-list", "{gpus},1"), "the whole deployment on one "
              "node, a suite through the API at several GPU counts", FLEET),

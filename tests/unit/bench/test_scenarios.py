@@ -14,8 +14,7 @@ from bench import scenarios
 from bench.gpu import fleet_scaling
 
 BENCH = Path(scenarios.__file__).parent
-GPU_NAMES = {"corpus", "judge-forgeries", "paired-aa", "suite-twice", "fleet-scaling",
-             "step-profile", "jail-startup"}
+GPU_NAMES = {"corpus", "judge-forgeries", "paired-aa", "suite-twice", "fleet-scaling", "jail-startup"}
 
 
 def _script(scenario: scenarios.Scenario) -> str:

@@ -4,7 +4,7 @@ No GPU and no Nsight Compute here: a stand-in `ncu` on PATH takes their place. I
 launched zygote as is, answers attach sessions with a profile (after failing the first ones when
 asked, as ncu does while nothing waits yet) and records how it was called. What runs for real is
 this project's side: the ncu-launched sandbox pool, the fork, the retry loop, the environment
-the frontend gets, and h in the features. bench/gpu/step_profile.py times both ways on a GPU.
+the frontend gets, and h in the features.
 """
 
 from __future__ import annotations
