@@ -10,7 +10,7 @@ GPU counts; that a worker killed -9 mid-measurement loses nothing is what
 tests/reliability/test_worker_and_message_faults.py asserts (the GPU rehearsal of it is Part 1 of
 bench/gpu/RESULTS-fleet.md).
 
-Output in the run's folder: results.json, summary.md, suite.json, suite-api.json, logs/. Whatever
+Output in the run's folder: results.json, suite.json, suite-api.json, logs/. Whatever
 happens, what was gathered is written and every process started here is stopped.
 """
 
@@ -172,7 +172,6 @@ class Fleet:
         windows = {"suite": (self.submitted, end),
                    "active": db.active_window(records.attempts, self.queue)}
         for label, window in windows.items():
-            metrics[f"busy_share_{label}"] = db.busy_share(records.attempts, self.queue, window)
             metrics[f"busy_by_worker_{label}"] = db.busy_by_worker(
                 records.attempts, self.queue, window, names, self.plan.gpus)
         self.results["metrics"] = metrics
@@ -267,5 +266,5 @@ def run_one(args: argparse.Namespace, gpus: int, out: Path, limit_s: float) -> d
         results["finished_at"] = time.time()
         write_outputs(results, out, workdir / "logs")
         shutil.rmtree(workdir, ignore_errors=True)
-    print(f"results in {out}/results.json and {out}/summary.md", flush=True)
+    print(f"results in {out}/results.json", flush=True)
     return results

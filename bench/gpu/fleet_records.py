@@ -1,5 +1,5 @@
 """Record a fleet run: the service's rows it reads, and what they say (nothing lost or doubled,
-busy share, pulls/s, time per step).
+each measuring worker's busy share, pulls/s, time per step).
 
 The API does not expose attempts, so the harness reads Postgres, read-only. The checks below
 the readers take plain rows (times in seconds since the epoch) and touch no database or clock.
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from statistics import median
 from typing import Any
@@ -44,8 +44,6 @@ class AttemptRow:
     finished_at: float | None = None
     has_result: bool = False
     worker: str | None = None
-    worker_wall_s: float | None = None
-    timings: dict[str, float] = field(default_factory=dict)
     reason: str | None = None
 
 
@@ -122,19 +120,14 @@ def latest_suite_id(engine: Engine) -> str | None:
 
 def _attempt(row: Attempt) -> AttemptRow:
     result: dict[str, Any] = row.result if isinstance(row.result, dict) else {}
-    raw_meta = result.get("_worker")
-    meta: dict[str, Any] = raw_meta if isinstance(raw_meta, dict) else {}
-    timings = {str(k): float(v) for k, v in (result.get("timings") or {}).items()
-               if isinstance(v, int | float) and not isinstance(v, bool) and v >= 0}
-    wall = meta.get("wall_s")
+    meta = result.get("_worker")
     return AttemptRow(
         id=row.id, job_id=row.job_id, track_id=row.track_id, kind=row.kind, state=row.state,
         tries=row.tries, queue=row.queue, candidate_id=row.candidate_id,
         decision_id=row.decision_id, dispatched_at=epoch(row.dispatched_at),
         started_at=epoch(row.started_at), finished_at=epoch(row.finished_at),
-        has_result=row.result is not None, worker=meta.get("name"),
-        worker_wall_s=float(wall) if isinstance(wall, int | float) else None,
-        timings=timings, reason=row.reason)
+        has_result=row.result is not None,
+        worker=meta.get("name") if isinstance(meta, dict) else None, reason=row.reason)
 
 
 def attempts(engine: Engine, job_ids: list[int]) -> list[AttemptRow]:
@@ -246,26 +239,6 @@ def measuring_attempts(attempts: Iterable[AttemptRow], queue: str) -> list[Attem
     """Finished profile/verify attempts of the measuring worker's queue that a worker took."""
     return [a for a in attempts if a.queue == queue and a.kind in MEASURING_KINDS
             and a.started_at is not None and a.finished_at is not None]
-
-
-def busy_share(attempts: Iterable[AttemptRow], queue: str,
-               window: tuple[float, float]) -> dict[str, float | None]:
-    """How much of `window` the measuring worker spent on attempts, three ways.
-
-    `held`: union of started -> finished of its attempts (the scheduler's records, which
-    include the result's trip back); `worker`: the sum of the workers' own wall seconds per
-    attempt; `measuring`: the sum of the parts the worker timed (check, measure, signature).
-    Each is divided by the window; None for an empty window.
-    """
-    span = window[1] - window[0]
-    if span <= 0:
-        return {"held": None, "worker": None, "measuring": None, "window_s": span}
-    rows = measuring_attempts(attempts, queue)
-    held = merged_seconds(((a.started_at or 0.0, a.finished_at or 0.0) for a in rows), window)
-    worker = sum(a.worker_wall_s or 0.0 for a in rows)
-    measuring = sum(sum(a.timings.values()) for a in rows)
-    return {"held": held / span, "worker": worker / span, "measuring": measuring / span,
-            "window_s": span}
 
 
 def busy_by_worker(attempts: Iterable[AttemptRow], queue: str, window: tuple[float, float],

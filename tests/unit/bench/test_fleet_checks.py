@@ -1,4 +1,4 @@
-"""The fleet run's pure parts: lost/doubled checks, busy-share arithmetic, stages, kill outcome."""
+"""The fleet run's pure parts: lost/doubled checks, interval arithmetic, stages."""
 
 from __future__ import annotations
 
@@ -15,7 +15,6 @@ from bench.gpu.fleet_records import (
     Records,
     TrackRow,
     aggregate_stages,
-    busy_share,
     integrity,
     merged_seconds,
     rate,
@@ -37,7 +36,7 @@ def clean_records() -> Records:
         attempt(2, "generate", queue="llm", decision_id="d1", candidate_id=100),
         attempt(3, "compile", queue="cpu", decision_id="d1", candidate_id=101),
         attempt(4, "profile", decision_id="d1", candidate_id=101, started_at=14.0,
-                finished_at=17.0, worker_wall_s=2.9, timings={"check": 1.0, "measure": 1.5}),
+                finished_at=17.0),
         attempt(5, "verify", candidate_id=101, started_at=18.0, finished_at=19.0),
     ]
     return Records(
@@ -101,16 +100,6 @@ def test_merged_seconds_counts_overlaps_once_and_clips_to_the_window() -> None:
     intervals = [(0.0, 4.0), (2.0, 6.0), (8.0, 12.0), (20.0, 30.0)]
     assert merged_seconds(intervals, (1.0, 10.0)) == pytest.approx(5.0 + 2.0)
     assert merged_seconds([], (0.0, 10.0)) == 0.0
-
-
-def test_busy_share_reads_the_measuring_queue_only() -> None:
-    rows = clean_records().attempts
-    share = busy_share(rows, QUEUE, (10.0, 20.0))
-    assert share["held"] == pytest.approx((2.0 + 3.0 + 1.0) / 10.0)
-    assert share["worker"] == pytest.approx(2.9 / 10.0)
-    assert share["measuring"] == pytest.approx(2.5 / 10.0)
-    assert busy_share(rows, "gpu.a100", (10.0, 20.0))["held"] == 0.0
-    assert busy_share(rows, QUEUE, (5.0, 5.0))["held"] is None
 
 
 def test_rate_is_none_without_elapsed_time() -> None:
