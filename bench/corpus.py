@@ -3,8 +3,8 @@
 Writes the acceptance table (accepted; each refusal reason with its count and files) to
 bench/results/corpus_tritonbench.json (the run before kept as corpus_tritonbench_before.json) and
 the `corpus` section of bench/RESULTS.md. With `--target h100|h200` (on a GPU machine) it runs
-bench/gpu/corpus_gpu.py instead: the same check on CUDA, the perf-harness timing comparison and
-a short suite, written into a run folder under bench/gpu/runs/.
+bench/gpu/corpus_gpu.py instead: the same check on CUDA and a short suite, written into a run
+folder under bench/gpu/runs/.
 
 The corpus lives outside the repository (../shared/corpus from the repo root); without it the
 benchmark says so and does nothing. An hour-long CPU run can be stopped and resumed with

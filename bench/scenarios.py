@@ -70,8 +70,8 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
         "the Triton interpreter (about an hour on 2 cores)", CPU_PAGE),
     _py("jail-startup", "any", "bench.jail_startup",
         "start-up cost of the jail per run, jailed and not, cold and warm", CPU_PAGE),
-    _py("corpus", "gpu", "bench.corpus", "the corpus checked, timed against its perf harness, "
-        "and a short suite on the node's GPU", CORPUS_PAGE,
+    _py("corpus", "gpu", "bench.corpus", "the corpus checked, and a short suite, on the "
+        "node's GPU", CORPUS_PAGE,
         fixed=("--target", "{target}", "--out", "{out}")),
     _py("judge-forgeries", "gpu", "bench.gpu.judge_forgeries",
         "the judge against forged verdicts on CUDA", TIMING, fixed=("--out", "{out}")),

@@ -1,13 +1,14 @@
 """The corpus on a lent GPU: `python -m bench.corpus --target h100` (or h200), one command.
 
-Three phases, each with its own time box so the whole run fits in about 9 minutes on one GPU:
+Two phases, each with its own time box so the whole run fits in about 7 minutes on one GPU:
 1. every TritonBench-G original through `kernelband check --format tritonbench` on CUDA
    (bench/corpus_check.py's code path, several checks at once, the largest files first);
-2. for accepted problems with a NAME_perf.py harness, the service's perf-harness time (CUDA
-   events, L2 flushed, median; call_op timed alone) against TritonBench's own harness timing
-   (`triton.testing.do_bench(call_op, warmup=25, rep=100, quantiles=[0.5, 0.8, 0.2])`, the
-   `do_bench_config` defaults of performance_utils.py), on the same inputs, same process;
-3. a short suite (rules generator, T >= 5) on those problems: Correct / Fast@1 / geomean.
+2. a short suite (rules generator, T >= 5) on accepted problems with a NAME_perf.py harness:
+   Correct / Fast@1 / geomean.
+
+The perf-harness timing against TritonBench's own `do_bench` (a third phase, last held by
+commit 93e9630) answered its question: 12 of 14 problems within 5% on an H200, 20 of 22 on an
+H100 (bench/gpu/RESULTS-corpus.md).
 
 Writes corpus-<target>.json and .md into the run folder (bench/gpu/runs/corpus-<target>-<date>). A phase cut short by its time box says so;
 problems it did not reach are listed as not run. Nothing is estimated here: every time is
@@ -33,16 +34,11 @@ from bench.corpus_check import CORPUS, ROOT, acceptance_table, check_files
 from bench.scenarios import run_folder
 from kernelband.db.models import Suite
 from kernelband.db.session import open_database, session_scope
-from kernelband.profile.perf_harness import harness_prepares, load_harness
-from kernelband.profile.timing import HARNESS_TIMING, CudaDevice, measure
 from kernelband.suite.store import suite_report
 
-PHASE_S = {"check": 240.0, "perf": 150.0, "suite": 120.0}
+PHASE_S = {"check": 240.0, "suite": 120.0}
 # sandbox budgets of the check phase: a GPU run is short, first compiles are not
 CHECK_ENV = {"KERNELBAND_SANDBOX_TIMEOUT_S": "30", "KERNELBAND_SANDBOX_COMPILE_S": "90"}
-PERF_PROBLEMS = int(os.environ.get("KERNELBAND_CORPUS_PERF_PROBLEMS", "12"))
-PERF_INPUTS = 4  # the largest sizes of each sweep (stable timings; the paper's regime)
-PERF_ONE_S = float(os.environ.get("KERNELBAND_CORPUS_PERF_ONE_S", "40"))
 SUITE_PROBLEMS = int(os.environ.get("KERNELBAND_CORPUS_SUITE_PROBLEMS", "8"))
 
 
@@ -52,56 +48,6 @@ def corpus_root() -> Path:
         if (candidate / "tritonbench-g" / "kernels").is_dir():
             return candidate
     raise SystemExit(f"corpus not found at {CORPUS} or {ROOT / 'shared' / 'corpus'}")
-
-
-def perf_one(name: str, root: Path) -> dict[str, Any]:
-    """In this process (a fresh one per problem): both timings of the harness's largest inputs."""
-    # torch and triton load in this per-problem child only, never in the parent that runs checks
-    import triton.testing
-
-    from kernelband.problem.tritonbench import runnable_source
-    from kernelband.problem.usercode import import_module_file
-
-    work = Path(tempfile.mkdtemp(prefix="kb-perf-"))
-    source = (root / "tritonbench-g" / "kernels" / f"{name}.py").read_text()
-    module = import_module_file(runnable_source(source), "original", work, "cuda")
-    perf = (root / "tritonbench-g" / "perf" / f"{name}_perf.py").read_text()
-    harness = load_harness(perf, module, work, "bench")
-    prepares = harness_prepares(harness, "cuda")[-PERF_INPUTS:]
-    device = CudaDevice()
-    rows: list[dict[str, Any]] = []
-    for case, prepare in prepares:
-        run = prepare()
-        ours = measure(device, prepare, HARNESS_TIMING).median_ms  # as the service times
-        theirs = triton.testing.do_bench(run, warmup=25, rep=100, quantiles=[0.5, 0.8, 0.2],
-                                         return_mode="median")
-        theirs_ms = float(theirs[0] if isinstance(theirs, list | tuple) else theirs)
-        rows.append({"input": case, "ours_ms": ours, "do_bench_ms": theirs_ms,
-                     "diff_pct": 100.0 * (ours - theirs_ms) / theirs_ms})
-    ours_sum = sum(r["ours_ms"] for r in rows)
-    theirs_sum = sum(r["do_bench_ms"] for r in rows)
-    return {"problem": name, "inputs": rows, "ours_ms": ours_sum, "do_bench_ms": theirs_sum,
-            "diff_pct": 100.0 * (ours_sum - theirs_sum) / theirs_sum, "device": device.name}
-
-
-def perf_phase(names: list[str], root: Path, deadline: float) -> list[dict[str, Any]]:
-    """perf_one for each name in its own process, until the deadline."""
-    out = []
-    for name in names:
-        if time.monotonic() >= deadline:
-            out.append({"problem": name, "error": "not run (perf phase time box)"})
-            continue
-        cmd = [sys.executable, "-m", "bench.gpu.corpus_gpu", "--perf-one", name, str(root)]
-        try:
-            done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True,
-                                  timeout=PERF_ONE_S)
-            last = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else ""
-            out.append(json.loads(last) if last.startswith("{") else
-                       {"problem": name, "error": (done.stderr.strip().splitlines() or ["?"])[-1]})
-        except subprocess.TimeoutExpired:
-            out.append({"problem": name, "error": f"timed out after {PERF_ONE_S:.0f} s"})
-        print(f"[perf] {name}: {out[-1].get('diff_pct', out[-1].get('error'))}", flush=True)
-    return out
 
 
 def suite_phase(names: list[str], root: Path, target: str, budget: int,
@@ -145,18 +91,6 @@ def stored_report(database: Path) -> dict[str, Any] | None:
         engine.dispose()
 
 
-def perf_table(rows: list[dict[str, Any]]) -> str:
-    """Markdown: each problem's summed time over the compared inputs, both methods."""
-    timed = [r for r in rows if "error" not in r]
-    within = sum(1 for r in timed if abs(r["diff_pct"]) <= 5.0)
-    return markdown_table(
-        ("problem", "inputs", "ours ms (cuda events, median)", "do_bench ms (median)", "diff %"),
-        [(r["problem"], "-", "-", "-", r["error"][:120]) if "error" in r else
-         (r["problem"], len(r["inputs"]), f"{r['ours_ms']:.4f}", f"{r['do_bench_ms']:.4f}",
-          f"{r['diff_pct']:+.1f}") for r in rows]) + (
-        f"\n\n{within} of {len(timed)} problems agree within 5%.")
-
-
 def suite_section(suite: dict[str, Any]) -> str:
     """Markdown: the suite's metrics rows (or why there are none)."""
     report = suite.get("report")
@@ -181,11 +115,7 @@ def render(data: dict[str, Any]) -> str:
     return (f"# TritonBench-G corpus on {data['device']} (target {data['target']})\n\n"
             f"Command: `{data['command']}`; torch {data['torch']}, triton {data['triton']}; "
             f"total wall {data['wall_s']:.0f} s.\n\n## Acceptance of the originals (CUDA)\n\n"
-            + acceptance_table(check)
-            + "\n\n## Perf-harness time vs TritonBench's harness (do_bench)\n\n"
-            f"The {PERF_INPUTS} largest inputs of each harness sweep; both timings in one process "
-            "on the same device tensors.\n\n" + perf_table(data["perf"])
-            + "\n\n## Short suite\n\n" + suite_section(data["suite"]) + "\n")
+            + acceptance_table(check) + "\n\n## Short suite\n\n" + suite_section(data["suite"]) + "\n")
 
 
 def phase_boxes(overrides: str) -> dict[str, float]:
@@ -204,7 +134,7 @@ def main(target: str, only: list[str] | None, workers: int | None = None,
     """Run the three phases and write corpus-<target>[-<label>].{json,md} into `out`.
 
     A phase whose box is 0 (KERNELBAND_CORPUS_PHASE_S="check=0") is skipped; without the check
-    phase, the perf phase takes the `only` files as they are (say so in the label)."""
+    phase, the suite takes the `only` files as they are (say so in the label)."""
     import torch
     import triton
 
@@ -227,18 +157,13 @@ def main(target: str, only: list[str] | None, workers: int | None = None,
     check_wall = time.monotonic() - start
     with_perf = [r["file"].removesuffix(".py") for r in check if r["accepted"]
                  and (root / "tritonbench-g" / "perf" / r["file"].replace(".py", "_perf.py")).is_file()]
-    perf = (perf_phase(with_perf[:PERF_PROBLEMS], root, time.monotonic() + boxes["perf"])
-            if boxes["perf"] > 0 else [])
-    agreeing = [r["problem"] for r in perf if "error" not in r][:SUITE_PROBLEMS]
-    if boxes["perf"] <= 0:
-        agreeing = with_perf[:SUITE_PROBLEMS]
-    suite = (suite_phase(agreeing, root, target, max(5, budget), boxes["suite"])
+    suite = (suite_phase(with_perf[:SUITE_PROBLEMS], root, target, max(5, budget), boxes["suite"])
              if boxes["suite"] > 0 else {"problems": [], "budget": budget,
                                          "status": "skipped (suite=0)", "wall_s": 0.0,
                                          "report": None, "output_tail": ""})
     data = {"target": target, "device": torch.cuda.get_device_name(0), "torch": torch.__version__,
             "triton": triton.__version__, "workers": workers, "check": check,
-            "check_wall_s": check_wall, "perf": perf, "suite": suite,
+            "check_wall_s": check_wall, "suite": suite,
             "command": f"python -m bench.corpus --target {target}",
             "phase_boxes_s": boxes, "wall_s": time.monotonic() - start}
     out = out or run_folder("corpus", target)
@@ -248,10 +173,3 @@ def main(target: str, only: list[str] | None, workers: int | None = None,
     (out / f"{stem}.md").write_text(render(data))
     print(render(data))
     return 0
-
-
-if __name__ == "__main__":
-    if len(sys.argv) == 4 and sys.argv[1] == "--perf-one":
-        print(json.dumps(perf_one(sys.argv[2], Path(sys.argv[3]))))
-    else:
-        print("usage: python -m bench.corpus --target h100|h200")

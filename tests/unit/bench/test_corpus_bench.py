@@ -37,10 +37,7 @@ def test_acceptance_table_counts_accepted_and_groups_refusals() -> None:
     assert "**1 of 3 accepted**" in text and "| interpreter_timeout | 2 | b, c" in text
 
 
-def test_gpu_report_renders_perf_agreement_and_suite_metrics() -> None:
-    perf = [{"problem": "p", "inputs": [{}], "ours_ms": 1.02, "do_bench_ms": 1.0, "diff_pct": 2.0},
-            {"problem": "q", "error": "timed out after 40 s"}]
-    assert "1 of 1 problems agree within 5%" in corpus_gpu.perf_table(perf)
+def test_gpu_report_renders_suite_metrics() -> None:
     metric = {"target": "h100", "policy": "kernelband", "problems": 2, "correct_pct": 100.0,
               "fast1_pct": 50.0, "geomean_speedup_correct": 1.2, "geomean_speedup_all": 1.2,
               "label": "measured"}
