@@ -13,7 +13,7 @@ Runs of one suite made in separate commands become one table with
 
     python -m bench.gpu.fleet_scaling --merge OUT_A OUT_B --out OUT
 
-(each source: a folder with scaling.json, a run folder with results.json, or an nN.tar.gz).
+(each source: an earlier sweep's output folder, or its scaling.json).
 """
 
 from __future__ import annotations
@@ -101,27 +101,13 @@ def pack(run_dir: Path, archive: Path) -> None:
 
 
 def load_rows(source: Path) -> list[dict[str, Any]]:
-    """Rows from scaling.json (or a folder holding it), a run folder or an nN.tar.gz."""
-    if source.is_dir() and (source / "scaling.json").is_file():
-        source = source / "scaling.json"
-    if source.name == "scaling.json":
-        rows = list(json.loads(source.read_text()).get("runs", []))
-        return [{**r, "source": f"{source.parent.name}/{r.get('source')}"} for r in rows]
-    if source.is_dir() and (source / "results.json").is_file():
-        return [run_row(json.loads((source / "results.json").read_text()), source.name)]
-    if source.name.endswith(".tar.gz"):
-        with tarfile.open(source) as tar:
-            member = next((m for m in tar.getmembers()
-                           if m.name.endswith("/results.json") and m.name.count("/") == 1), None)
-            data = tar.extractfile(member) if member is not None else None
-            if data is None:
-                raise SystemExit(f"{source}: no <run>/results.json inside")
-            return [run_row(json.loads(data.read()), source.name.removesuffix(".tar.gz"))]
-    if source.is_dir():
-        found = sorted(source.glob("n*/results.json")) + sorted(source.glob("n*.tar.gz"))
-        return [row for path in found for row in load_rows(path.parent if
-                                                           path.name == "results.json" else path)]
-    raise SystemExit(f"{source}: not a scaling.json, a run folder or a run archive")
+    """The runs of an earlier sweep: its scaling.json, or the folder holding it (a sweep rewrites
+    it after every run, so it lists each run that finished)."""
+    path = source / "scaling.json" if source.is_dir() else source
+    if not path.is_file():
+        raise SystemExit(f"{source}: no scaling.json there")
+    rows = list(json.loads(path.read_text()).get("runs", []))
+    return [{**r, "source": f"{path.parent.name}/{r.get('source')}"} for r in rows]
 
 
 def write_table(out: Path, rows: list[dict[str, Any]], label: str | None) -> str:

@@ -137,17 +137,18 @@ def test_failed_and_skipped_runs_still_appear_in_the_table() -> None:
     assert "| 2 | - |" in text
 
 
-def test_merge_reads_tables_run_folders_and_archives(tmp_path: Path) -> None:
+def test_merge_reads_earlier_sweeps_tables(tmp_path: Path) -> None:
     write_table(tmp_path / "a", [run_row(results(4, 80.0), "n4")], None)
-    run = tmp_path / "b" / "n1"
+    write_table(tmp_path / "b", [run_row(results(1, 200.0), "n1")], None)
+    run = tmp_path / "c" / "n2"
     run.mkdir(parents=True)
-    (run / "results.json").write_text(json.dumps(results(1, 200.0)))
     pack(run, tmp_path / "c" / "n2.tar.gz")
     with tarfile.open(tmp_path / "c" / "n2.tar.gz") as tar:
-        assert "n2/results.json" in tar.getnames()
-    rows = [*load_rows(tmp_path / "a"), *load_rows(tmp_path / "b"), *load_rows(run),
-            *load_rows(tmp_path / "c" / "n2.tar.gz")]
-    assert sorted(r["gpus"] for r in rows) == [1, 1, 1, 4]  # the archive holds the N=1 results
+        assert "n2" in tar.getnames()
+    rows = [*load_rows(tmp_path / "a"), *load_rows(tmp_path / "b" / "scaling.json")]
+    assert [r["source"] for r in rows] == ["a/n4", "b/n1"]
+    with pytest.raises(SystemExit, match="no scaling.json"):
+        load_rows(tmp_path / "c")
     printed = write_table(tmp_path / "merged", rows, "merged")
     assert printed.startswith("# Fleet scaling") and "**merged**" in printed
     saved = json.loads((tmp_path / "merged" / "scaling.json").read_text())
