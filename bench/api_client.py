@@ -214,6 +214,3 @@ async def run_rate(target: Target, rate: float, seconds: float,
             "not_modified": sum(status == 304 for status in run.statuses),
             "throughput_rps": len(good) / span, "good_latencies_s": good}
 
-
-__all__ = ["CHANGED_EVERY", "CONNECTIONS", "DASHBOARD_PATHS", "MIXES", "Target", "learn_etags",
-           "run_rate"]

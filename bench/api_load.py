@@ -23,7 +23,7 @@ from bench.api_client import CHANGED_EVERY, CONNECTIONS, MIXES, Target, learn_et
 from bench.api_server import (
     SIMULATED_WORKERS,
     CpuMeter,
-    idle_in_transaction,
+    backend_pids,
     seed_api_job,
     seed_workers,
     server_errors,
@@ -75,7 +75,7 @@ def measure(target: Target, rate: float, seconds: float, meter: CpuMeter,
                 "postgres_cpu_ms_per_request": 1000 * cpu["postgres_cpu_s"] / served,
                 "client_cpu_ms_per_request": 1000 * cpu["client_cpu_s"] / served,
                 "machine_busy_pct": cpu["machine_busy_pct"],
-                "db_idle_in_transaction_at_end": idle_in_transaction(url)})
+                "db_idle_in_transaction_at_end": len(backend_pids(url, "idle in transaction"))})
     return row
 
 

@@ -61,14 +61,15 @@ def tree_cpu_s(pid: int) -> float:
     return sum(cpu for p in (pid, *descendants(pid)) if (cpu := process_cpu_s(p)) == cpu)
 
 
-def backend_pids(url: str) -> list[int]:
-    """The Postgres backend processes connected to `url`'s database."""
+def backend_pids(url: str, state: str | None = None) -> list[int]:
+    """The Postgres backend processes connected to `url`'s database (those in `state` if given)."""
+    sql = "SELECT pid FROM pg_stat_activity WHERE datname = :d"
+    sql += " AND state = :s" if state else ""
     engine = make_engine(ADMIN_URL)
     try:
         with engine.connect() as conn:
-            return [int(p) for p in conn.scalars(text(
-                "SELECT pid FROM pg_stat_activity WHERE datname = :d"),
-                {"d": make_url(url).database})]
+            return [int(p) for p in conn.scalars(text(sql), {"d": make_url(url).database,
+                                                             "s": state})]
     finally:
         engine.dispose()
 
@@ -112,18 +113,6 @@ class CpuMeter:
                 "client_cpu_s": end["client"] - begin["client"],
                 "machine_busy_pct": 100.0 * busy / total if total else float("nan"),
                 "wall_s": end["wall"] - begin["wall"]}
-
-
-def idle_in_transaction(url: str) -> int:
-    """How many of the database's connections sit idle inside a transaction."""
-    engine = make_engine(ADMIN_URL)
-    try:
-        with engine.connect() as conn:
-            return int(conn.scalar(text(
-                "SELECT count(*) FROM pg_stat_activity WHERE datname = :d "
-                "AND state = 'idle in transaction'"), {"d": make_url(url).database}) or 0)
-    finally:
-        engine.dispose()
 
 
 def server_errors(log: Path) -> dict[str, Any]:

@@ -27,8 +27,6 @@ from bench.corpus_check import (
     check_files,
     corpus_files,
 )
-from bench.corpus_check import check_one as check_one
-from bench.corpus_check import refusal_key as refusal_key
 from bench.gpu import corpus_gpu
 from kernelband.sandbox.device import detect_device
 

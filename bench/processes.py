@@ -110,24 +110,14 @@ def descendants(pid: int) -> list[int]:
     return found
 
 
-def alive_pids(pids: list[int]) -> list[int]:
-    """The pids of `pids` that still exist and are not zombies."""
-    alive = []
+def kill_pids(pids: list[int]) -> None:
+    """SIGKILL each pid that is still there (a zombie is left to its parent)."""
     for pid in pids:
         try:
-            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        except OSError:
+            if Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z":
+                os.kill(pid, signal.SIGKILL)
+        except (OSError, IndexError):
             continue
-        if state != "Z":
-            alive.append(pid)
-    return alive
-
-
-def kill_pids(pids: list[int]) -> None:
-    """SIGKILL each pid that is still there."""
-    for pid in alive_pids(pids):
-        with suppress(ProcessLookupError, PermissionError):
-            os.kill(pid, signal.SIGKILL)
 
 
 def free_port() -> int:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from bench import corpus, corpus_check
+from bench import corpus_check
 from bench.gpu import corpus_gpu
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -19,20 +19,20 @@ needs_corpus = pytest.mark.skipif(
 
 
 def test_refusal_reasons_split_load_errors_and_name_the_interpreter() -> None:
-    assert corpus.refusal_key("wrong_result", "wrong_result: case a") == "wrong_result"
+    assert corpus_check.refusal_key("wrong_result", "wrong_result: case a") == "wrong_result"
     sandbox = "loading the problem failed in the sandbox (crashed:SIGABRT): killed"
-    assert corpus.refusal_key("load_error", sandbox) == "load: sandbox crashed:SIGABRT"
+    assert corpus_check.refusal_key("load_error", sandbox) == "load: sandbox crashed:SIGABRT"
     raised = "running test_x() failed: TypeError: bad operand for +; fix the problem file"
-    assert corpus.refusal_key("load_error", raised) == "load: TypeError: bad operand for +"
+    assert corpus_check.refusal_key("load_error", raised) == "load: TypeError: bad operand for +"
     slow = "loading the problem failed in the sandbox: interpreter_timeout: the CPU Triton ..."
-    assert corpus.refusal_key("load_error", slow) == "interpreter_timeout"
+    assert corpus_check.refusal_key("load_error", slow) == "interpreter_timeout"
 
 
 def test_acceptance_table_counts_accepted_and_groups_refusals() -> None:
     rows = [{"file": "a.py", "accepted": True, "reason": "ok", "message": ""},
             {"file": "b.py", "accepted": False, "reason": "interpreter_timeout", "message": "slow"},
             {"file": "c.py", "accepted": False, "reason": "interpreter_timeout", "message": "slow"}]
-    text = corpus.acceptance_table({"rows": rows, "device": "cpu", "wall_s": 3.0, "workers": 2,
+    text = corpus_check.acceptance_table({"rows": rows, "device": "cpu", "wall_s": 3.0, "workers": 2,
                                     "seeds": 1})
     assert "**1 of 3 accepted**" in text and "| interpreter_timeout | 2 | b, c" in text
 
@@ -73,7 +73,7 @@ def test_corpus_harness_binds_to_the_kernel_and_times_call_op_only(tmp_path: Pat
 
 @needs_corpus
 def test_a_corpus_original_is_accepted_through_the_check_path() -> None:
-    row = corpus.check_one(str(CORPUS / "kernels" / "sin_computation.py"), seeds=1)
+    row = corpus_check.check_one(str(CORPUS / "kernels" / "sin_computation.py"), seeds=1)
     assert row["accepted"], row
 
 
