@@ -96,8 +96,7 @@ class Fleet:
     def deploy(self) -> None:
         """Start the fleet and wait until every worker's first heartbeat reached the table."""
         self.fleet.start()
-        assert self.fleet.servers is not None
-        self.engine = make_engine(self.fleet.servers.database_url)
+        self.engine = make_engine(self.fleet.database_url)
         deadline, wanted = time.monotonic() + 90, {short_worker(s.node) for s in self.specs.values()}
         while not wanted <= {short_worker(w["name"]) for w in db.workers(self.engine)}:
             dead = [n for n, c in self.children.items() if not c.alive()]
@@ -107,7 +106,7 @@ class Fleet:
                 self.mark("warning: not every worker sent a heartbeat in time")
                 break
             time.sleep(0.5)
-        self.mark("fleet up", database=self.fleet.servers.database_url, api=self.fleet.api_url,
+        self.mark("fleet up", database=self.fleet.database_url, api=self.fleet.api_url,
                   workers={s.name: s.describe() for s in self.specs.values()})
 
     def submit(self) -> None:

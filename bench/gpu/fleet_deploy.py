@@ -104,20 +104,6 @@ def _open_up(path: Path) -> None:
     path.chmod(0o755)
 
 
-@dataclass
-class Servers:
-    """Postgres and Redis of this run."""
-
-    postgres: Child
-    redis: Child
-    database_url: str
-    redis_url: str
-
-    def stop(self) -> None:
-        self.redis.stop(signal.SIGTERM, 10)
-        self.postgres.stop(signal.SIGINT, 20)  # SIGINT: Postgres' fast shutdown
-
-
 def start_redis(workdir: Path, log_dir: Path, wheels_dir: Path | None) -> tuple[Child, str]:
     """redis-server on a free port, no persistence, data under workdir/redis."""
     binary = locate(REDIS_BINARY, wheels_dir, workdir / "unpacked")
@@ -170,19 +156,6 @@ def _create_database(bindir: Path, port: int, env: dict[str, str], user: str | N
         if time.monotonic() > deadline:  # "the database system is starting up" for a moment
             raise ServerStartError(f"createdb failed: {done.stderr[-1000:]}")
         time.sleep(0.3)
-
-
-def start_servers(workdir: Path, log_dir: Path, wheels_dir: Path | None,
-                  run_as: str = "nobody") -> Servers:
-    """Both servers; the workdir becomes traversable for the Postgres user."""
-    workdir.chmod(0o755)
-    redis_child, redis_url = start_redis(workdir, log_dir, wheels_dir)
-    try:
-        pg_child, database_url = start_postgres(workdir, log_dir, wheels_dir, run_as)
-    except BaseException:
-        redis_child.stop()
-        raise
-    return Servers(pg_child, redis_child, database_url, redis_url)
 
 
 @dataclass(frozen=True)
@@ -317,8 +290,8 @@ class Deployment:
     workdir: Path
     specs: dict[str, WorkerSpec]
     wheels: Path | None = None
-    servers: Servers | None = None
     children: dict[str, Child] = field(default_factory=dict)
+    database_url: str = ""
     worker_env: dict[str, str] = field(default_factory=dict)
     db_env: dict[str, str] = field(default_factory=dict)
     api_url: str = ""
@@ -330,15 +303,18 @@ class Deployment:
 
     def start(self) -> None:
         self.log_dir.mkdir(parents=True, exist_ok=True)
-        self.servers = start_servers(self.workdir, self.log_dir, self.wheels)
+        self.workdir.chmod(0o755)  # traversable for the Postgres user
+        self.children["redis"], redis_url = start_redis(self.workdir, self.log_dir, self.wheels)
+        self.children["postgres"], self.database_url = start_postgres(
+            self.workdir, self.log_dir, self.wheels)
         # A temp folder of this run's own: the sandbox's Triton cache lives under it, so every
         # run of a sweep starts as cold as the first instead of reusing its compiled kernels.
         tmp = self.workdir / "tmp"
         tmp.mkdir(exist_ok=True)
         common = {"KERNELBAND_LEASE_S": "30",
                   "KERNELBAND_HEARTBEAT_INTERVAL_S": "5", "TMPDIR": str(tmp)}
-        self.worker_env = base_env(self.servers.redis_url, common)
-        self.db_env = {**self.worker_env, "KERNELBAND_DATABASE_URL": self.servers.database_url}
+        self.worker_env = base_env(redis_url, common)
+        self.db_env = {**self.worker_env, "KERNELBAND_DATABASE_URL": self.database_url}
         self.token = migrate_and_token(self.db_env, "fleet")
         self.children["api"], self.api_url = start_api(self.db_env, self.log_dir, REPO)
         self.children["scheduler"] = start_scheduler(self.db_env, self.log_dir)
@@ -353,6 +329,8 @@ class Deployment:
         for name in [*order, "scheduler", "api"]:
             if name in self.children:  # a worker's warm shutdown waits for its task: 5 s
                 stopped[name] = self.children[name].stop(timeout_s=10 if name == "api" else 5)
-        if self.servers is not None:
-            self.servers.stop()
+        if "redis" in self.children:
+            self.children["redis"].stop(signal.SIGTERM, 10)
+        if "postgres" in self.children:  # SIGINT: Postgres' fast shutdown
+            self.children["postgres"].stop(signal.SIGINT, 20)
         return stopped

@@ -116,19 +116,12 @@ def suite_key(row: dict[str, Any]) -> tuple[Any, ...]:
 
 
 def merge_runs(rows: Iterable[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[str]]:
-    """One row per GPU count (a ran row over a skipped one, else the one that finished last),
-    by N; notes say what was dropped."""
-    chosen: dict[int, dict[str, Any]] = {}
-    notes: list[str] = []
-    for row in rows:
-        n = int(row["gpus"])
-        old = chosen.get(n)
-        if old is None or _rank(row) > _rank(old):
-            if old is not None:
-                notes.append(f"N={n}: kept {row.get('source')}, dropped {old.get('source')}")
-            chosen[n] = row
-        else:
-            notes.append(f"N={n}: kept {old.get('source')}, dropped {row.get('source')}")
+    """One row per GPU count, by N: a ran row over a skipped one, a finished run over a stopped
+    one, else the one that finished last; notes say what was dropped."""
+    rows = list(rows)
+    chosen = {int(r["gpus"]): r for r in sorted(rows, key=_rank)}
+    notes = [f"N={r['gpus']}: kept {chosen[int(r['gpus'])].get('source')}, dropped "
+             f"{r.get('source')}" for r in rows if r is not chosen[int(r["gpus"])]]
     return [chosen[n] for n in sorted(chosen)], notes
 
 
