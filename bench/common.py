@@ -217,9 +217,9 @@ def verdict(met: bool) -> str:
     return "met" if met else "NOT met"
 
 
-def fmt(value: float, digits: int = 1) -> str:
-    """A number for a table; `-` for nan."""
-    return "-" if value != value else f"{value:,.{digits}f}"
+def fmt(value: float | None, digits: int = 1) -> str:
+    """A number for a table; `-` for None or nan."""
+    return "-" if value is None or value != value else f"{value:,.{digits}f}"
 
 
 def save_figure(fig: Any, name: str) -> Path:

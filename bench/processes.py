@@ -12,7 +12,7 @@ import subprocess
 import sys
 import time
 from contextlib import suppress
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
@@ -25,7 +25,6 @@ class Child:
     name: str
     popen: subprocess.Popen[bytes]
     log_path: Path
-    argv: list[str] = field(default_factory=list)
 
     def alive(self) -> bool:
         return self.popen.poll() is None
@@ -61,7 +60,7 @@ def start_child(name: str, argv: list[str], env: dict[str, str], log_dir: Path,
         popen = subprocess.Popen(argv, env=env, cwd=cwd, stdout=log, stderr=subprocess.STDOUT,
                                  stdin=subprocess.DEVNULL, start_new_session=True,
                                  user=user, group=group_of(user))
-    return Child(name, popen, log_path, argv)
+    return Child(name, popen, log_path)
 
 
 def start_api(env: dict[str, str], log_dir: Path, cwd: Path, workers: int = 1,

@@ -22,7 +22,6 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 RUNS = ROOT / "bench" / "gpu" / "runs"
-CORPUS = "../shared/corpus/tritonbench-g/kernels"
 
 # Device names that map onto a KernelBand target (the first match wins).
 _TARGET_BY_NAME = (("H200", "h200"), ("H100", "h100"), ("A100", "a100"), ("4090", "rtx4090"))

@@ -17,7 +17,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from bench.common import markdown_table
+from bench.common import fmt, markdown_table
 
 LOG_TAIL_BYTES = 200_000
 
@@ -43,10 +43,6 @@ def environment(target: str) -> dict[str, Any]:
 
 def _pct(value: float | None) -> str:
     return "-" if value is None else f"{100 * value:.1f}%"
-
-
-def _num(value: float | None, digits: int = 2) -> str:
-    return "-" if value is None else f"{value:.{digits}f}"
 
 
 def write_outputs(results: dict[str, Any], out: Path, log_dir: Path) -> None:
@@ -183,8 +179,8 @@ COLUMNS = ("N", "wall s", "pulls", "pulls/s", "speedup T1/TN", "efficiency T1/(N
 
 def table_cells(row: dict[str, Any]) -> tuple[Any, ...]:
     """One markdown/plain row in COLUMNS order."""
-    return (row["gpus"], _num(row.get("wall_s"), 1), row.get("pulls", "-") or "-",
-            _num(row.get("pulls_per_s"), 3), _num(row.get("speedup"), 2),
+    return (row["gpus"], fmt(row.get("wall_s"), 1), row.get("pulls", "-") or "-",
+            fmt(row.get("pulls_per_s"), 3), fmt(row.get("speedup"), 2),
             _pct(row.get("efficiency")), _pct(row.get("efficiency_active")),
             _pct(row.get("busy_overall")), _workers(row), _integrity(row), _state(row))
 
@@ -219,7 +215,7 @@ def scaling_markdown(table: Sequence[dict[str, Any]], notes: Sequence[str],
               "(bench/gpu/fleet_records.integrity).", ""]
     if any(r.get("profile_mean_s") is not None for r in ran):
         lines += ["Profile step, mean s (median of its parts): " + "; ".join(
-            f"N={r['gpus']} {_num(r.get('profile_mean_s'), 2)} ("
+            f"N={r['gpus']} {fmt(r.get('profile_mean_s'), 2)} ("
             + ", ".join(f"{k} {v:.2f}" for k, v in (r.get("profile_parts_s") or {}).items())
             + ")" for r in ran) + ". A part that grows with N is shared between the GPUs' "
             "workers (a lock, the CPUs).", ""]
