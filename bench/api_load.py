@@ -25,7 +25,6 @@ from bench.api_server import (
     CpuMeter,
     backend_pids,
     seed_api_job,
-    seed_workers,
     server_errors,
 )
 from bench.common import (
@@ -104,7 +103,6 @@ def run_load(plan: Plan, workers: int = SERVER_WORKERS) -> dict[str, Any]:
     """Seed a fresh database and offer each (mix, rate, seconds) of `plan`."""
     with fresh_postgres("kb_bench_api") as url:
         job = seed_api_job(url)
-        seed_workers(url)
         rows, errors = serve_rates(url, job, plan, workers)
     fast = [m for m in ("httptools", "uvloop") if importlib.util.find_spec(m) is not None]
     return {"events_in_job": job[2], "rows": rows, **errors, "cores": os.cpu_count(),

@@ -30,7 +30,8 @@ SIMULATED_WORKERS = 50  # fleet rows the dashboard mix's fleet view lists
 
 
 def seed_api_job(url: str, steps: int = 30) -> tuple[str, str, int]:
-    """A running job with events and candidates; returns (its public id, API token, last event seq)."""
+    """A running job with events and candidates, and SIMULATED_WORKERS worker rows as heartbeats
+    leave them (no worker runs); returns (the job's public id, API token, last event seq)."""
     engine = make_engine(url)
     factory = make_session_factory(engine)
     ctx = make_context(factory)
@@ -43,17 +44,10 @@ def seed_api_job(url: str, steps: int = 30) -> tuple[str, str, int]:
         token = create_token(session, team.name, "bench")  # the API's token format
         last = int(session.scalar(select(func.max(Event.seq)).where(Event.job_id == job_id)) or 0)
         public = for_session(session).encode("job", job_id)
+        session.add_all([Worker(name=f"sim-gpu-{i}", queue="gpu.h100", target="h100",
+                                gpu_name="SIMULATED H100") for i in range(SIMULATED_WORKERS)])
     engine.dispose()
     return public, token, last
-
-
-def seed_workers(url: str, count: int = SIMULATED_WORKERS) -> None:
-    """Worker rows as heartbeats leave them (SIMULATED: no worker runs)."""
-    engine = make_engine(url)
-    with session_scope(make_session_factory(engine)) as session:
-        session.add_all([Worker(name=f"sim-gpu-{i}", queue="gpu.h100", target="h100",
-                                gpu_name="SIMULATED H100") for i in range(count)])
-    engine.dispose()
 
 
 def tree_cpu_s(pid: int) -> float:

@@ -64,7 +64,9 @@ def sandboxed_runs(n_cold: int, n_warm: int) -> dict[str, float]:
             for isolation in samples:
                 limits = SandboxLimits(interpret=True, warm=warm, isolation=isolation)
                 start = time.perf_counter()
-                _ok(run_sandboxed("kernelband.sandbox.probes:echo", {}, limits))
+                result = run_sandboxed("kernelband.sandbox.probes:echo", {}, limits)
+                if not result.ok:
+                    raise RuntimeError(f"a benchmark run failed: {result.reason} {result.message}")
                 if i:
                     samples[isolation].append((time.perf_counter() - start) * 1000)
         for isolation, values in samples.items():
@@ -72,11 +74,6 @@ def sandboxed_runs(n_cold: int, n_warm: int) -> dict[str, float]:
             out[f"run_{'warm' if warm else 'cold'}_{name}_ms"] = statistics.median(values)
     shutdown_pool()
     return out
-
-
-def _ok(result: Any) -> None:
-    if not result.ok:
-        raise RuntimeError(f"a benchmark run failed: {result.reason} {result.message}")
 
 
 def _fork_ms(child: Callable[[], None], n: int) -> float:

@@ -131,7 +131,7 @@ def phase_boxes(overrides: str) -> dict[str, float]:
 
 def main(target: str, only: list[str] | None, workers: int | None = None,
          budget: int = 5, label: str = "", out: Path | None = None) -> int:
-    """Run the three phases and write corpus-<target>[-<label>].{json,md} into `out`.
+    """Run the two phases and write corpus-<target>[-<label>].{json,md} into `out`.
 
     A phase whose box is 0 (KERNELBAND_CORPUS_PHASE_S="check=0") is skipped; without the check
     phase, the suite takes the `only` files as they are (say so in the label)."""

@@ -10,14 +10,13 @@ GPU counts; that a worker killed -9 mid-measurement loses nothing is what
 tests/reliability/test_worker_and_message_faults.py asserts (the GPU rehearsal of it is Part 1 of
 bench/gpu/RESULTS-fleet.md).
 
-Output in the run's folder: results.json, suite.json, suite-api.json, logs/. Whatever
+Output in the run's folder: results.json, suite.json (the CLI's report), logs/. Whatever
 happens, what was gathered is written and every process started here is stopped.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import shutil
 import sys
 import tempfile
@@ -184,9 +183,7 @@ class Fleet:
         self.results["stages_per_job"] = per_job
         self.results["stages"] = db.aggregate_stages(
             [v for v in per_job.values() if isinstance(v, list)])
-        self.results["suite"] = {k: suite.get(k) for k in ("suite_id", "jobs", "jobs_finished",
-                                                          "finished", "metrics", "load_failures")}
-        (self.plan.out / "suite-api.json").write_text(json.dumps(suite, indent=2))
+        self.results["suite"] = suite  # GET /v1/suites/{id}, as the API answered
 
     def finish(self) -> None:
         """Gather what was not gathered yet, then stop every process started here."""
