@@ -133,8 +133,7 @@ def main(target: str, only: list[str] | None, workers: int | None = None,
          budget: int = 5, label: str = "", out: Path | None = None) -> int:
     """Run the two phases and write corpus-<target>[-<label>].{json,md} into `out`.
 
-    A phase whose box is 0 (KERNELBAND_CORPUS_PHASE_S="check=0") is skipped; without the check
-    phase, the suite takes the `only` files as they are (say so in the label)."""
+    The suite is skipped when its box is 0 (KERNELBAND_CORPUS_PHASE_S="suite=0")."""
     import torch
     import triton
 
@@ -149,11 +148,7 @@ def main(target: str, only: list[str] | None, workers: int | None = None,
     for name, value in CHECK_ENV.items():  # the caller's environment may set other budgets
         os.environ.setdefault(name, value)
     boxes = phase_boxes(os.environ.get("KERNELBAND_CORPUS_PHASE_S", ""))
-    if boxes["check"] > 0:
-        check = check_files(files, workers, 1, deadline=time.monotonic() + boxes["check"])
-    else:
-        check = [{"file": f.name, "accepted": True, "reason": "check skipped (check=0)",
-                  "message": ""} for f in files]
+    check = check_files(files, workers, 1, deadline=time.monotonic() + boxes["check"])
     check_wall = time.monotonic() - start
     with_perf = [r["file"].removesuffix(".py") for r in check if r["accepted"]
                  and (root / "tritonbench-g" / "perf" / r["file"].replace(".py", "_perf.py")).is_file()]

@@ -270,11 +270,6 @@ def migrate_and_token(db_env: dict[str, str], team: str) -> str:
     return token[0]
 
 
-def start_scheduler(db_env: dict[str, str], log_dir: Path) -> Child:
-    argv = [sys.executable, "-m", "services.scheduler", "--name", "scheduler-1"]
-    return start_child("scheduler", argv, db_env, log_dir, cwd=REPO)
-
-
 def start_worker(spec: WorkerSpec, worker_env: dict[str, str], log_dir: Path) -> Child:
     """A Celery worker; its environment never holds the database URL."""
     env = {k: v for k, v in {**worker_env, **spec.env, **NO_MULTICAST_ENV}.items()
@@ -317,7 +312,9 @@ class Deployment:
         self.db_env = {**self.worker_env, "KERNELBAND_DATABASE_URL": self.database_url}
         self.token = migrate_and_token(self.db_env, "fleet")
         self.children["api"], self.api_url = start_api(self.db_env, self.log_dir, REPO)
-        self.children["scheduler"] = start_scheduler(self.db_env, self.log_dir)
+        self.children["scheduler"] = start_child("scheduler", [
+            sys.executable, "-m", "services.scheduler", "--name", "scheduler-1"], self.db_env,
+            self.log_dir, cwd=REPO)
         for spec in self.specs.values():
             self.children[spec.name] = start_worker(spec, self.worker_env, self.log_dir)
 
