@@ -78,12 +78,12 @@ def measure(target: Target, rate: float, seconds: float, meter: CpuMeter,
     return row
 
 
-def serve_rates(url: str, job: tuple[str, str, int], plan: Plan,
-                workers: int = SERVER_WORKERS) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+def serve_rates(url: str, job: tuple[str, str, int],
+                plan: Plan) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Start a server, offer each (mix, rate, seconds) in turn, stop it; rows and errors."""
     with tempfile.TemporaryDirectory() as logs:
         env = {**os.environ, "KERNELBAND_DATABASE_URL": url, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
-        server, base = start_api(env, Path(logs), ROOT, workers)
+        server, base = start_api(env, Path(logs), ROOT, SERVER_WORKERS)
         rows: list[dict[str, Any]] = []
         try:
             full = Target("127.0.0.1", int(base.rsplit(":", 1)[1]), *job)
@@ -99,14 +99,14 @@ def serve_rates(url: str, job: tuple[str, str, int], plan: Plan,
         return rows, server_errors(server.log_path)
 
 
-def run_load(plan: Plan, workers: int = SERVER_WORKERS) -> dict[str, Any]:
+def run_load(plan: Plan) -> dict[str, Any]:
     """Seed a fresh database and offer each (mix, rate, seconds) of `plan`."""
     with fresh_postgres("kb_bench_api") as url:
         job = seed_api_job(url)
-        rows, errors = serve_rates(url, job, plan, workers)
+        rows, errors = serve_rates(url, job, plan)
     fast = [m for m in ("httptools", "uvloop") if importlib.util.find_spec(m) is not None]
     return {"events_in_job": job[2], "rows": rows, **errors, "cores": os.cpu_count(),
-            "server": f"uvicorn ({', '.join(fast) or 'h11, asyncio'}), {workers} worker "
+            "server": f"uvicorn ({', '.join(fast) or 'h11, asyncio'}), {SERVER_WORKERS} worker "
                       "process(es), Postgres",
             "client": f"asyncio HTTP/1.1 client, open loop, {CONNECTIONS} keep-alive connections"}
 
@@ -220,10 +220,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     """Command line: the default plan (about a minute) or --quick (about 20 s)."""
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true", help="fewer, shorter rates")
-    parser.add_argument("--workers", type=int, default=SERVER_WORKERS,
-                        help="uvicorn worker processes")
     args = parser.parse_args(argv)
-    data = run_load(QUICK_PLAN if args.quick else PLAN, args.workers)
+    data = run_load(QUICK_PLAN if args.quick else PLAN)
     RESULTS_DIR.mkdir(parents=True, exist_ok=True)
     (RESULTS_DIR / "api_load.json").write_text(json.dumps(data, indent=2))
     met, why = target_met(data)

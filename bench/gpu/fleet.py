@@ -166,7 +166,7 @@ class Fleet:
         names = sorted(w["name"] for w in self.results["workers"]
                        if short_worker(w["name"]) in self.measuring)
         metrics: dict[str, Any] = {"wall_s": wall, "pulls": pulls,
-                                   "pulls_per_s": db.rate(pulls, wall)}
+                                   "pulls_per_s": pulls / wall if wall > 0 else None}
         windows = {"suite": (self.submitted, end),
                    "active": db.active_window(records.attempts, self.queue)}
         for label, window in windows.items():

@@ -272,11 +272,6 @@ def active_window(attempts: Iterable[AttemptRow], queue: str) -> tuple[float, fl
     return (min(a.dispatched_at or 0.0 for a in rows), max(a.finished_at or 0.0 for a in rows))
 
 
-def rate(count: int, seconds: float) -> float | None:
-    """count / seconds, None when no time passed."""
-    return count / seconds if seconds > 0 else None
-
-
 def aggregate_stages(per_job: Sequence[Sequence[dict[str, Any]]]) -> list[dict[str, Any]]:
     """Suite-wide time per step from each job's GET /v1/jobs/{id}/stages answer.
 

@@ -69,10 +69,6 @@ def device_line(text: str | None) -> str | None:
     return "; ".join(lines) or text
 
 
-def _stage(stages: Sequence[dict[str, Any]], kind: str) -> dict[str, Any]:
-    return next((s for s in stages if s.get("kind") == kind), {})
-
-
 def run_row(results: dict[str, Any], source: str) -> dict[str, Any]:
     """One run's line of the table, read from its results.json."""
     m = results.get("metrics") or {}
@@ -80,6 +76,8 @@ def run_row(results: dict[str, Any], source: str) -> dict[str, Any]:
     active_busy = m.get("busy_by_worker_active") or {}
     integrity = results.get("integrity") or {}
     env = results.get("environment") or {}
+    profile: dict[str, Any] = next(
+        (s for s in results.get("stages") or [] if s.get("kind") == "profile"), {})
     complete = bool(m) and not results.get("deadline_hit") and not results.get("error")
     return {
         "gpus": int(results.get("gpus") or 1), "source": source,
@@ -92,8 +90,8 @@ def run_row(results: dict[str, Any], source: str) -> dict[str, Any]:
         "busy_overall_active": active_busy.get("overall"),
         "busy_per_worker": {short_worker(n): v for n, v in
                             (suite_busy.get("per_worker") or {}).items()},
-        "profile_mean_s": _stage(results.get("stages") or [], "profile").get("work_mean_s"),
-        "profile_parts_s": _stage(results.get("stages") or [], "profile").get("parts_median_s"),
+        "profile_mean_s": profile.get("work_mean_s"),
+        "profile_parts_s": profile.get("parts_median_s"),
         "integrity_ok": integrity.get("ok"), "complete": complete,
         "deadline_hit": bool(results.get("deadline_hit")), "error": results.get("error"),
         "started_at": results.get("started_at"), "finished_at": results.get("finished_at"),

@@ -17,7 +17,6 @@ from bench.gpu.fleet_records import (
     aggregate_stages,
     integrity,
     merged_seconds,
-    rate,
 )
 
 QUEUE = "gpu.h100"
@@ -100,11 +99,6 @@ def test_merged_seconds_counts_overlaps_once_and_clips_to_the_window() -> None:
     intervals = [(0.0, 4.0), (2.0, 6.0), (8.0, 12.0), (20.0, 30.0)]
     assert merged_seconds(intervals, (1.0, 10.0)) == pytest.approx(5.0 + 2.0)
     assert merged_seconds([], (0.0, 10.0)) == 0.0
-
-
-def test_rate_is_none_without_elapsed_time() -> None:
-    assert rate(12, 4.0) == 3.0
-    assert rate(3, 0.0) is None
 
 
 def test_aggregate_stages_sums_attempts_and_takes_medians_across_jobs() -> None:
