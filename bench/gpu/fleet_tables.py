@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+import shutil
 import subprocess
 from collections.abc import Iterable, Sequence
 from importlib import metadata
@@ -23,7 +24,7 @@ LOG_TAIL_BYTES = 200_000
 
 
 def environment(target: str) -> dict[str, Any]:
-    """Device (nvidia-smi) and package versions, read without importing torch."""
+    """Device (nvidia-smi), package versions and ncu, read without importing torch."""
     info: dict[str, Any] = {"python": platform.python_version(), "cpus": os.cpu_count(),
                             "kernel": platform.release(), "target": target}
     for name in ("torch", "triton", "celery", "sqlalchemy"):
@@ -31,14 +32,21 @@ def environment(target: str) -> dict[str, Any]:
             info[name] = metadata.version(name)
         except metadata.PackageNotFoundError:
             info[name] = "missing"
-    try:
-        info["device"] = subprocess.run(
-            ["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
-            capture_output=True, text=True, timeout=30, check=False).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        info["device"] = ""
-    info["device"] = info["device"] or f"a CPU machine without GPU ({platform.machine()})"
+    info["device"] = (_stdout(["nvidia-smi", "--query-gpu=name,driver_version",
+                               "--format=csv,noheader"])
+                      or f"a CPU machine without GPU ({platform.machine()})")
+    ncu = shutil.which("ncu") or "/usr/local/cuda/bin/ncu"
+    info["ncu"] = (_stdout([ncu, "--version"]).splitlines() or ["not found"])[-1]
     return info
+
+
+def _stdout(argv: list[str]) -> str:
+    """What `argv` printed; empty when it cannot run."""
+    try:
+        return subprocess.run(argv, capture_output=True, text=True, timeout=30,
+                              check=False).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return ""
 
 
 def _pct(value: float | None) -> str:
