@@ -1,12 +1,12 @@
 """The scheduler, one step at a time: select -> dispatch -> ingest -> update.
 
-Read `step` top to bottom to follow one pull. Every sub-step is its own transaction that first
-checks the leader epoch (fencing); work is handed to the dispatcher only after the transaction
-that created it has committed. All state (policy state with its RNG, counters, attempts) lives
-in the database (the leader writes a track's policy state back at intervals, and a new one
-replays the events after it: `scheduling.replay`), so a scheduler killed at any instant
-continues where it stopped. In the
-distributed deployment this same `step` runs in the leader's loop (services/scheduler) with the
+Read `step` top to bottom to follow one pull. Every sub-step (selecting and claiming share one)
+is its own transaction that first checks the leader epoch (fencing); work is handed to the
+dispatcher only after the transaction that created it has committed. All state (policy state
+with its RNG, counters, attempts) lives in the database (the leader writes a track's policy
+state back at intervals, and a new one replays the events after it: `scheduling.replay`), so a
+scheduler killed at any instant continues where it stopped. In the distributed deployment this
+same `step` runs in the leader's loop (services/scheduler) with the
 Celery dispatcher; embedded mode runs it in-process with a thread pool.
 """
 
@@ -26,7 +26,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from kernelband.config import Settings
 from kernelband.db.models import Track, utcnow
 from kernelband.db.session import DatabaseError, session_scope
-from kernelband.scheduling.attempts import ACTIVE_ATTEMPT_STATES, claim_pending
+from kernelband.scheduling.attempts import ACTIVE_ATTEMPT_STATES, ClaimedAttempt, claim_pending
 from kernelband.scheduling.dispatch import Dispatcher, TaskMessage, TaskResult
 from kernelband.scheduling.fencing import FencingError, verify_epoch
 from kernelband.scheduling.ingest import fail_lost_attempt, lock_attempt
@@ -245,24 +245,41 @@ def ingest_safely(ctx: EngineContext, attempt_id: int, result: dict) -> bool:
 
 
 def select_and_dispatch(ctx: EngineContext) -> tuple[int, int]:
-    """New pulls are committed as pending attempts first, then pending attempts are sent; both
-    bounded per pass (`max_pulls_per_pass` and the leader's `select_budget_s`,
-    `max_dispatch_per_pass`), oldest attempts first."""
+    """New pulls are recorded as pending attempts, then pending attempts are claimed, oldest
+    first, in one fenced transaction, and sent once it has committed; both bounded per pass
+    (`max_pulls_per_pass` and the leader's `select_budget_s`, `max_dispatch_per_pass`). One
+    transaction, not two: a commit each pass less, and nothing is sent before the attempts it
+    names are committed."""
     budget = ctx.selection_budget()
+    now = ctx.clock()
     with fenced(ctx) as session:
-        selected = select_pulls(session, ctx.clock(), ctx.settings.max_in_flight_per_team,
+        selected = select_pulls(session, now, ctx.settings.max_in_flight_per_team,
                                 ctx.settings.max_pulls_per_pass, budget, ctx.over_quota)
+        claimed, payloads = claim_with_payloads(ctx, session, now,
+                                                ctx.settings.max_dispatch_per_pass)
     ctx.out_of_time = budget is not None and budget.spent
-    return selected, dispatch_pending(ctx, ctx.settings.max_dispatch_per_pass)
+    return selected, send_claimed(ctx, claimed, payloads)
 
 
 def dispatch_pending(ctx: EngineContext, limit: int = 256) -> int:
     """Claim pending attempts in one committed transaction, then hand them to the dispatcher."""
     now = ctx.clock()
     with fenced(ctx) as session:
-        claimed = claim_pending(session, now, lease_deadline(now, ctx.settings.lease_s), limit,
-                                max(ctx.claimed_upto - CLAIM_WINDOW, 0))
-        payloads = task_payloads(session, claimed, ctx.payload_facts)
+        claimed, payloads = claim_with_payloads(ctx, session, now, limit)
+    return send_claimed(ctx, claimed, payloads)
+
+
+def claim_with_payloads(ctx: EngineContext, session: Session, now: datetime,
+                        limit: int) -> tuple[list[ClaimedAttempt], list[dict[str, Any]]]:
+    """Up to `limit` pending attempts claimed in this transaction, with their task payloads."""
+    claimed = claim_pending(session, now, lease_deadline(now, ctx.settings.lease_s), limit,
+                            max(ctx.claimed_upto - CLAIM_WINDOW, 0))
+    return claimed, task_payloads(session, claimed, ctx.payload_facts)
+
+
+def send_claimed(ctx: EngineContext, claimed: list[ClaimedAttempt],
+                 payloads: list[dict[str, Any]]) -> int:
+    """Hand attempts whose claim has committed to the dispatcher; returns how many."""
     ctx.claimed_upto = max([ctx.claimed_upto, *(attempt.id for attempt in claimed)])
     messages = [TaskMessage(attempt.id, attempt.kind, attempt.queue, payload, attempt.task_id)
                 for attempt, payload in zip(claimed, payloads, strict=True)]

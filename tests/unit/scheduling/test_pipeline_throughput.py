@@ -12,7 +12,7 @@ from kernelband.db.models import Attempt, Event, FrontierRow, Job, Track, utcnow
 from kernelband.db.session import session_scope
 from kernelband.scheduling import state_cache
 from kernelband.scheduling.attempts import ACTIVE_ATTEMPT_STATES
-from kernelband.scheduling.dispatch import InlineDispatcher
+from kernelband.scheduling.dispatch import InlineDispatcher, TaskMessage
 from kernelband.scheduling.events import append_event, prime_event_counters
 from kernelband.scheduling.lifecycle import job_is_finished, jobs_needing_finish, start_queued_jobs
 from kernelband.scheduling.pipeline import (
@@ -21,6 +21,7 @@ from kernelband.scheduling.pipeline import (
     fenced,
     ingest_batch,
     ingest_safely,
+    select_and_dispatch,
     step,
 )
 from kernelband.scheduling.selection import select_pulls
@@ -184,6 +185,41 @@ def _running_jobs(ctx: EngineContext, count: int, parallelism: int) -> list[int]
     for item in ctx.dispatcher.drain():
         ingest_safely(ctx, item.attempt_id, item.result)
     return ids
+
+
+class CommittedOnlyDispatcher(InlineDispatcher):
+    """Records, as each message is sent, the attempt's state as another session reads it."""
+
+    def __init__(self, factory: sessionmaker[Session]) -> None:
+        super().__init__(FAKE_TASKS)
+        self.factory = factory
+        self.states_seen: list[str | None] = []
+
+    def submit(self, task: TaskMessage) -> str:
+        with self.factory() as session:  # read only: rolled back, no commit
+            self.states_seen.append(session.scalar(
+                select(Attempt.state).where(Attempt.id == task.attempt_id)))
+        return super().submit(task)
+
+
+def test_a_pass_selects_and_claims_in_one_transaction_and_sends_after_it_commits(
+        db_factory: sessionmaker[Session]) -> None:
+    ctx = context(db_factory)
+    _running_jobs(ctx, count=2, parallelism=2)
+    ctx.dispatcher = dispatcher = CommittedOnlyDispatcher(db_factory)
+    commits: list[object] = []
+
+    def count(connection: object) -> None:
+        commits.append(connection)
+
+    engine = db_factory.kw["bind"]
+    event.listen(engine, "commit", count)
+    try:
+        assert select_and_dispatch(ctx) == (4, 4)
+    finally:
+        event.remove(engine, "commit", count)
+    assert len(commits) == 1  # the new pulls and their claims: one transaction
+    assert dispatcher.states_seen == ["dispatched"] * 4  # committed before any was sent
 
 
 def test_a_pass_reads_each_table_once_however_many_pulls(db_factory: sessionmaker[Session]) -> None:
