@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import signal
 import socket
 import sys
 import time
@@ -28,6 +29,19 @@ def echo(payload: dict[str, Any]) -> dict[str, Any]:
 def sleep(payload: dict[str, Any]) -> dict[str, Any]:
     time.sleep(float(payload.get("seconds", 3600)))
     return {}
+
+
+def sleep_unhandled_alarm(payload: dict[str, Any]) -> dict[str, Any]:
+    """Sleep with SIGALRM back at its default action, as code that replaces the handler leaves it;
+    with `after_budget`, only once the run budget's exception has been swallowed."""
+    if payload.get("after_budget"):
+        try:
+            time.sleep(3600)
+        except BaseException:  # noqa: BLE001 - what such code does with the budget's exception
+            signal.signal(signal.SIGALRM, signal.SIG_DFL)
+            time.sleep(3600)
+    signal.signal(signal.SIGALRM, signal.SIG_DFL)
+    return sleep(payload)
 
 
 def segfault(payload: dict[str, Any]) -> dict[str, Any]:

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import selectors
 import shutil
+import signal
 import subprocess
 import tempfile
 import threading
@@ -133,7 +135,8 @@ def _wait_killed(
     return _exit_code(handle, out)
 
 
-def _interpret(code: int | None, reason: str, out: _Outputs, wall: float, warm: bool) -> SandboxResult:
+def _interpret(code: int | None, reason: str, out: _Outputs, wall: float, warm: bool,
+               budget_s: float = math.inf) -> SandboxResult:
     """The result (SandboxResult scrubs its message and stderr of the node's secrets)."""
     tail = out.stderr.decode(errors="replace")
     common = {"wall_s": wall, "stderr_tail": tail, "warm": warm}
@@ -146,6 +149,10 @@ def _interpret(code: int | None, reason: str, out: _Outputs, wall: float, warm: 
             doc = json.loads(bytes(out.result))
         except ValueError:
             doc = None
+    if code is not None and -code == signal.SIGALRM and wall >= budget_s:
+        # the run-budget timer (compile_budget) kills the child outright once code it ran has put
+        # SIGALRM back to its default action: past the budget, that is running out of time
+        return SandboxResult(False, reason="timeout", message=_kill_message("timeout"), **common)  # type: ignore[arg-type]
     if code is not None and code < 0:
         return SandboxResult(False, reason=signal_reason(-code), message="the sandbox child was killed by a signal", **common)  # type: ignore[arg-type]
     if not isinstance(doc, dict):
@@ -240,5 +247,5 @@ def run_sandboxed(
             if fd is not None:
                 os.close(fd)
         shutil.rmtree(workdir, ignore_errors=True)
-    result = _interpret(code, reason, out, time.monotonic() - start, handle.warm)
+    result = _interpret(code, reason, out, time.monotonic() - start, handle.warm, limits.wall_s)
     return replace(result, collected=collected) if collected is not None else result

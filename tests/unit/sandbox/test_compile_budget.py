@@ -27,6 +27,16 @@ def test_each_budget_stops_the_run_with_its_reason(payload: dict[str, float], re
     assert "budget" in result.message or "limit" in result.message
 
 
+def test_a_run_killed_by_its_budget_timer_past_the_budget_is_a_timeout_and_before_it_a_crash() -> None:
+    # code that swallows the budget's exception and resets SIGALRM is killed by the timer's next
+    # tick: past the budget that is running out of time, not a crash
+    probe = "kernelband.sandbox.probes:sleep_unhandled_alarm"
+    late = run_sandboxed(probe, {"after_budget": True}, LIMITS)
+    assert not late.ok and late.reason == "timeout" and "wall-clock limit" in late.message, late
+    early = run_sandboxed(probe, {"seconds": 5.0}, LIMITS)
+    assert not early.ok and early.reason == "crashed:SIGALRM" and early.wall_s < LIMITS.wall_s, early
+
+
 def test_nested_compile_time_is_counted_once() -> None:
     clock = CompileClock()
     inner = clock.timed(lambda: None)
