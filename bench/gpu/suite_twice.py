@@ -49,7 +49,7 @@ def agreement(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
     """Two runs' best speedups of one problem: within 5% of each other, intervals overlapping."""
     pa, pb = a.get("speedup"), b.get("speedup")
     if pa is None or pb is None:
-        return {"within": None, "overlap": None, "agree": pa is None and pb is None}
+        return {"within": None, "overlap": None, "agree": None if pa is None and pb is None else False}
     within = abs(pa / pb - 1.0) <= AGREE_WITHIN
     low_a, high_a = a.get("speedup_low"), a.get("speedup_high")
     low_b, high_b = b.get("speedup_low"), b.get("speedup_high")

@@ -20,7 +20,8 @@ def test_agreement_is_within_five_percent_or_overlapping_intervals() -> None:
     assert far["within"] is False and far["overlap"] is True and far["agree"] is True
     apart = agreement(_row("a", 1.2, 1.15, 1.25), _row("a", 1.5, 1.4, 1.6))
     assert apart["agree"] is False
-    assert agreement(_row("a", None), _row("a", None))["agree"] is True
+    assert agreement(_row("a", None), _row("a", None))["agree"] is None  # nothing to compare
+    assert agreement(_row("a", 1.2, 1.1, 1.3), _row("a", None))["agree"] is False
 
 
 def test_a_point_outside_its_interval_is_reported() -> None:
