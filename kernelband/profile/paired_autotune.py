@@ -7,8 +7,8 @@ all seven autotuned problems, steadily, round after round. So a problem's config
 once, in a tuning runner of the original that prepares every case alone on the GPU and is then
 closed; every timed runner, the original's and each candidate's, starts fresh and takes those
 picks before its first call (for kernels whose source and configs are unchanged: a kernel the
-candidate changed autotunes on its own). A problem with no autotuned kernel keeps its tuning
-runner as its original's. After the rounds, picks that still differ between the two runners
+candidate changed autotunes on its own). A problem whose source never names `autotune` skips
+the tuning pass; one whose kernels pick nothing keeps its tuning runner as its original's. After the rounds, picks that still differ between the two runners
 are named in the run's notes (the runners' own word, a diagnostic: it changes no figure).
 """
 
@@ -87,6 +87,8 @@ def tuned_original(problem: KernelProblem, device: str, config: PairedConfig, li
         runner = ORIGINALS.take(problem, device, config, limits) if keep else \
             start_runner(problem, None, device, config, limits, role="original")
     picks = PICKS.get(key)
+    if picks is None and "autotune" not in problem.source:
+        PICKS.keep(key, picks := {})  # read as text only: no autotuner, nothing to tune apart
     if picks is None:
         try:
             picks = _tune(runner, device, config)

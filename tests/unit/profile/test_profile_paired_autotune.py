@@ -51,7 +51,7 @@ def test_a_kernel_the_candidate_changed_autotunes_on_its_own(autotuned: KernelPr
     assert any("changed by the candidate, autotuned in its runner: double_kernel" in n for n in notes), notes
 
 
-def test_a_problem_without_autotuned_kernels_keeps_its_tuning_runner() -> None:
+def test_a_problem_whose_source_never_names_autotune_is_not_tuned_apart() -> None:
     plain = load_problem((FIXTURES / "paired_problem.py").read_text(), "native", "plain_double_tuning")
     try:
         notes = _notes(plain, plain.editable)
