@@ -111,7 +111,7 @@ def test_a_corpus_original_that_reads_past_a_tensor_is_accepted() -> None:
     if not path.is_file():
         pytest.skip(f"the TritonBench-G corpus is not at {CORPUS} (../shared/corpus from the "
                     "repo root)")
-    from bench.corpus import check_one
+    from bench.corpus_check import check_one
 
     row = check_one(str(path), seeds=1)
     assert row["accepted"], row
