@@ -14,8 +14,6 @@ are named in the run's notes (the runners' own word, a diagnostic: it changes no
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
@@ -25,6 +23,7 @@ from kernelband.profile.paired_runners import (
     ORIGINALS,
     OriginalRunnerError,
     PairedConfig,
+    PerProblem,
     Runner,
     runner_error,
     start_runner,
@@ -37,26 +36,7 @@ Ask = Callable[[str, dict[str, Any]], tuple[dict[str, Any], float]]
 TUNING_SEED = 1  # the inputs the tuning runner autotunes on: only their shapes and dtypes matter
 
 
-class Picks:
-    """Autotune picks per original (`ORIGINALS.key`), decided once per problem and process."""
-
-    def __init__(self, size: int = 256) -> None:
-        self.size = size
-        self.known: OrderedDict[str, dict[str, Any]] = OrderedDict()
-        self.lock = threading.Lock()
-
-    def get(self, key: str) -> dict[str, Any] | None:
-        with self.lock:
-            return self.known.get(key)
-
-    def keep(self, key: str, picks: dict[str, Any]) -> None:
-        with self.lock:
-            self.known[key] = picks
-            while len(self.known) > self.size:
-                self.known.popitem(last=False)
-
-
-PICKS = Picks()
+PICKS = PerProblem()  # autotune picks per original (`ORIGINALS.key`), decided once per process
 
 
 def _ask(runner: Runner, role: str, command: dict[str, Any], timeout_s: float) -> dict[str, Any]:

@@ -11,7 +11,9 @@ import atexit
 import hashlib
 import json
 import threading
+from collections import OrderedDict
 from dataclasses import dataclass, replace
+from typing import Any
 
 from kernelband.evaluate.verified_timing import TimingRejected
 from kernelband.problem.model import KernelProblem
@@ -181,6 +183,30 @@ class OriginalRunners:
 
 def _worn(runner: Runner) -> bool:
     return runner.session.cpu_seconds() > RECYCLE_CPU_SHARE * runner.session.limits.cpu_s
+
+
+class PerProblem:
+    """What a judge decides once per problem and keeps for its later candidates (batch sizes,
+    autotune picks), by key; the least recently used go first past `size`."""
+
+    def __init__(self, size: int = 256) -> None:
+        self.size = size
+        self.known: OrderedDict[str, dict[str, Any]] = OrderedDict()
+        self.lock = threading.Lock()
+
+    def get(self, key: str) -> dict[str, Any] | None:
+        with self.lock:
+            found = self.known.get(key)
+            if found is not None:
+                self.known.move_to_end(key)
+            return dict(found) if found is not None else None
+
+    def keep(self, key: str, value: dict[str, Any]) -> None:
+        with self.lock:
+            self.known[key] = dict(value)
+            self.known.move_to_end(key)
+            while len(self.known) > self.size:
+                self.known.popitem(last=False)
 
 
 ORIGINALS = OriginalRunners()

@@ -19,9 +19,7 @@ from __future__ import annotations
 
 import math
 import random
-import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -36,6 +34,7 @@ from kernelband.profile.paired_runners import (
     ORIGINALS,
     OriginalRunnerError,
     PairedConfig,
+    PerProblem,
     Runner,
     runner_error,
     start_runner,
@@ -138,33 +137,9 @@ class _Pair:
             runner.session.pause()
 
 
-class Calibrations:
-    """k per case, per problem and timing mode: decided once, on the original's runner.
-
-    Only the batch length depends on it (both runners run the same k), so the first candidate
-    of a problem pays for it and later ones reuse it."""
-
-    def __init__(self, size: int = 256) -> None:
-        self.size = size
-        self.known: OrderedDict[str, dict[str, int]] = OrderedDict()
-        self.lock = threading.Lock()
-
-    def get(self, key: str) -> dict[str, int] | None:
-        with self.lock:
-            found = self.known.get(key)
-            if found is not None:
-                self.known.move_to_end(key)
-            return dict(found) if found is not None else None
-
-    def keep(self, key: str, batch: dict[str, int]) -> None:
-        with self.lock:
-            self.known[key] = dict(batch)
-            self.known.move_to_end(key)
-            while len(self.known) > self.size:
-                self.known.popitem(last=False)
-
-
-CALIBRATIONS = Calibrations()
+# k per case, per problem and timing mode, decided once on the original's runner: only the batch
+# length depends on it (both runners run the same k), so a problem's first candidate pays for it
+CALIBRATIONS = PerProblem()
 
 
 def _calibrate(pair: _Pair, cases: Sequence[str], config: PairedConfig) -> dict[str, int]:
