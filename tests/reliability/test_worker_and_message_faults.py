@@ -13,6 +13,7 @@ import redis
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
+from kernelband import public_ids
 from kernelband.config import Settings
 from kernelband.db.models import Attempt, Event, Measurement, Worker
 from kernelband.db.session import session_scope
@@ -114,7 +115,13 @@ def test_a_killed_worker_is_noticed_by_its_silence_and_its_task_sent_again_in_se
         with session_scope(factory) as session:
             attempt = session.get_one(Attempt, victim)
             dead = session.scalars(select(Worker).where(Worker.name.like("gone-cpu-1@%"))).one()
-            view = fleet_worker(dead, Settings())
+            # The view names the attempt the worker died holding by its public id, which the
+            # API's middleware encodes per request; here the test stands in for the request.
+            token = public_ids.activate(public_ids.for_session(session))
+            try:
+                view = fleet_worker(dead, Settings())
+            finally:
+                public_ids.deactivate(token)
         assert attempt.state == "done" and attempt.tries == 2, (attempt.state, attempt.tries)
         assert view.status == "gone" and view.gone_at is not None and view.isolation
         ledger = reward_ledger(factory, job_id)
