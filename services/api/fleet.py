@@ -1,6 +1,7 @@
-"""The fleet view: each worker with whether it is alive or gone and how its runners are
-isolated, and queue depths (Redis LLEN per Celery queue when a broker is configured, else
-pending attempts)."""
+"""The fleet view: what the service sells (candidates judged per GPU-hour over a recent
+window, and how busy the devices were), each worker with whether it is alive or gone and how
+its runners are isolated, and queue depths (Redis LLEN per Celery queue when a broker is
+configured, else pending attempts)."""
 
 from __future__ import annotations
 
@@ -10,12 +11,15 @@ from functools import lru_cache
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from kernelband.config import Settings
-from kernelband.db.models import Worker
+from kernelband.db.models import Attempt, Track, Worker
 from kernelband.scheduling.dispatch import QUEUE_CPU, QUEUE_LLM, QUEUE_RESULTS, gpu_queue
+from kernelband.suite.throughput import AttemptSpan, TargetThroughput, by_target
 from services.api import queries
+from services.api.errors import ApiError
 from services.api.ids import public_or_none
 from services.api.redisllen import QueueLengths
 from services.api.schemas import QueueDepth, Target, WorkerOut
@@ -54,11 +58,108 @@ class FleetWorkerOut(WorkerOut):
         "`weak:setuid`, ...); null: not reported (a scheduler, an older worker).")
 
 
+# GET /v1/fleet?window_s=: the last hour unless asked; a day at most keeps the read small.
+WINDOW_S_DEFAULT, WINDOW_S_MIN, WINDOW_S_MAX = 3600, 60, 24 * 3600
+
+
+class TargetThroughputOut(BaseModel):
+    """What one target's devices did in the window, as `kernelband suite` reports a suite."""
+
+    target: str
+    judged: int = Field(description="Profile attempts a worker finished in the window: "
+                        "candidates accepted or refused on the target.")
+    devices: int = Field(description="Distinct workers that ran a profile or verify attempt of "
+                         "the target in the window (attempts with no worker recorded, as in "
+                         "embedded mode, count as one).")
+    active_s: float = Field(description="The active window in seconds: from the first attempt "
+                            "of any kind started (from `since` on) to the last one finished, "
+                            "shared by every target.")
+    busy_s: float = Field(description="Device-seconds busy: per device, the time at least one "
+                          "of its profile or verify attempts was running (two at once count "
+                          "once), summed over the devices.")
+    per_hour: float = Field(description="Candidates judged per GPU-hour (per worker-hour on "
+                            "cpu): `judged` x 3600 divided by (`devices` x `active_s`).")
+    busy_pct: float = Field(description="100 x `busy_s` divided by (`devices` x `active_s`).")
+    unit: Literal["GPU-hour", "worker-hour"] = Field(description="What `per_hour` is per.")
+    estimated: bool = Field(description="True on cpu: timings are cost-model estimates and no "
+                            "GPU ran.")
+    summary: str = Field(description="The figures in words, as `kernelband suite` prints them.")
+
+
+class FleetThroughput(BaseModel):
+    """Candidates judged per GPU-hour and busy %, per target, over a recent window."""
+
+    window_s: int = Field(description="The window asked for (`window_s`, default the last hour).")
+    since: UtcTime | None = Field(description="Start of the window: `until` - `window_s`.")
+    until: UtcTime | None = Field(description="End of the window: the newest heartbeat this view "
+                                  "shows (never after answer time), so the figures change only "
+                                  "together with the ETag; null: no heartbeat yet, no figures.")
+    targets: list[TargetThroughputOut] = Field(description="Targets with an attempt a worker "
+                                               "started and finished in the window.")
+
+
 class FleetView(BaseModel):
     """GET /v1/fleet."""
 
+    throughput: FleetThroughput
     workers: list[FleetWorkerOut]
     queues: list[QueueDepth]
+
+
+def check_window(window_s: int) -> None:
+    """422 for a window the view does not offer, saying which it does."""
+    if not WINDOW_S_MIN <= window_s <= WINDOW_S_MAX:
+        raise ApiError(422, "invalid_request",
+                       f"'window_s': {window_s} is out of range; give the window in seconds, "
+                       f"from {WINDOW_S_MIN} to {WINDOW_S_MAX} (default {WINDOW_S_DEFAULT}: "
+                       "the last hour).")
+
+
+def as_utc(moment: datetime) -> datetime:
+    """An aware UTC instant; SQLite hands back naive UTC."""
+    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+
+
+def window_end(newest_beat: datetime | None, local: list[WorkerOut],
+               now: datetime | None = None) -> datetime | None:
+    """The newest heartbeat of the view (workers table or in-process workers), at most now.
+
+    The ETag follows the heartbeats, so a window ending there changes when the ETag does: a
+    304 never hides newer figures (results ingested since the newest beat wait for the next)."""
+    beats = [as_utc(b) for b in (newest_beat, *(w.last_heartbeat for w in local)) if b is not None]
+    return min(max(beats), now or datetime.now(UTC)) if beats else None
+
+
+def recent_attempts(session: Session, since: datetime, until: datetime) -> list[AttemptSpan]:
+    """Attempts a worker started and finished in (since, until], with the worker that answered
+    (the scheduler keeps its name in the result); only the rows of the window are read."""
+    worker = Attempt.result[("_worker", "name")].as_string()
+    rows = session.execute(
+        select(Track.target, Attempt.kind, Attempt.started_at, Attempt.finished_at, worker)
+        .join(Track, Track.id == Attempt.track_id)
+        .where(Attempt.finished_at > since, Attempt.finished_at <= until,
+               Attempt.started_at.is_not(None))).all()
+    return [AttemptSpan(str(target), str(kind), as_utc(start), as_utc(stop), name)
+            for target, kind, start, stop, name in rows]
+
+
+def throughput_out(cost: TargetThroughput) -> TargetThroughputOut:
+    return TargetThroughputOut(
+        target=cost.target, judged=cost.judged, devices=cost.devices, active_s=cost.window_s,
+        busy_s=cost.busy_s, per_hour=cost.per_hour, busy_pct=cost.busy_pct,
+        unit=cost.unit, estimated=cost.estimated,
+        summary=cost.describe())
+
+
+def fleet_throughput(session: Session, until: datetime | None,
+                     window_s: int = WINDOW_S_DEFAULT) -> FleetThroughput:
+    """Per target over the `window_s` seconds up to `until` (kernelband/suite/throughput.py)."""
+    if until is None:
+        return FleetThroughput(window_s=window_s, since=None, until=None, targets=[])
+    since = until - timedelta(seconds=window_s)
+    costs = by_target(recent_attempts(session, since, until), since=since)
+    return FleetThroughput(window_s=window_s, since=since, until=until,
+                           targets=[throughput_out(c) for c in costs])
 
 
 def fleet_worker(row: Worker, settings: Settings, now: datetime | None = None) -> FleetWorkerOut:
