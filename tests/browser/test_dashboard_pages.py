@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import httpx
 import pytest
 from dashboard_seed import append_measured_child, seed_large_job, seed_paired_job
 
+from kernelband.db import session_scope
+from kernelband.db.models import Attempt, Track, Worker
 from tests.browser.conftest import (  # this directory is on sys.path under pytest
     REPO,
     LiveServer,
@@ -86,10 +89,43 @@ def test_cancel_button_cancels_a_running_job(page: Any, live_server: LiveServer)
     assert r.json()["cancel_requested"] is True
 
 
-def test_fleet_page_shows_queues(page: Any, live_server: LiveServer) -> None:
+def _seed_fleet_hour(live_server: LiveServer) -> None:
+    """Two h100 workers that judged three candidates and a cpu profile, in the last hour up to
+    their heartbeat (the fleet view's window ends at the newest heartbeat)."""
+    now = datetime.now(UTC)
+    job_id = seed_large_job(live_server.factory, "alpha", candidates=5)
+    with session_scope(live_server.factory) as s:
+        tracks = {t.target: t for t in s.query(Track).filter_by(job_id=job_id)}
+
+        def ran(target: str, kind: str, start: int, stop: int, worker: str | None) -> Attempt:
+            return Attempt(job_id=job_id, track_id=tracks[target].id, kind=kind, state="done",
+                           result={"ok": True, **({"_worker": {"name": worker}} if worker else {})},
+                           started_at=now - timedelta(seconds=start),
+                           finished_at=now - timedelta(seconds=stop))
+
+        s.add_all([ran("h100", "profile", 1800, 1200, "gpu-a"), ran("h100", "verify", 1100, 900, "gpu-a"),
+                   ran("h100", "profile", 1500, 600, "gpu-b"), ran("h100", "profile", 500, 100, "gpu-b"),
+                   ran("cpu", "profile", 400, 200, None)])
+        s.add_all([Worker(name=name, queue="gpu.h100", target="h100", last_heartbeat=now)
+                   for name in ("gpu-a", "gpu-b")])
+
+
+def test_fleet_page_heads_with_candidates_judged_per_gpu_hour(page: Any, live_server: LiveServer) -> None:
+    _seed_fleet_hour(live_server)
     page.goto(live_server.url + "/ui/fleet")
-    page.wait_for_function("document.getElementById('fleet-updated').textContent.includes('updated')")
+    page.wait_for_selector("#throughput-table tr[data-target='h100']")
     assert page.is_visible("#workers-table") and page.is_visible("#queues-table")
+    answer = httpx.get(live_server.url + "/v1/fleet", headers={"Authorization": f"Bearer {live_server.token}"})
+    figures = {t["target"]: t for t in answer.json()["throughput"]["targets"]}
+    h100 = page.inner_text("#throughput-table tr[data-target='h100']").split("\t")
+    assert h100[:2] == ["h100", "3"] and h100[4] == "2"  # judged, devices
+    assert h100[2] == f"{figures['h100']['per_hour']:.1f} per GPU-hour"
+    assert h100[3] == f"{figures['h100']['busy_pct']:.0f}%"
+    assert "estimated, no GPU" in page.inner_text("#throughput-table tr[data-target='cpu']")
+    assert "per worker-hour" in page.inner_text("#throughput-table tr[data-target='cpu']")
+    assert "last hour up to" in page.inner_text("#throughput-span")
+    headline = page.evaluate("document.getElementById('throughput-table').getBoundingClientRect().top")
+    assert headline < page.evaluate("document.getElementById('workers-table').getBoundingClientRect().top")
     shot(page, "fleet")
 
 
