@@ -209,7 +209,9 @@ class Attempt(Base):
     """One unit of work sent to a worker; applied at most once, re-dispatched up to max tries."""
 
     __tablename__ = "attempts"
-    __table_args__ = (Index("ix_attempts_state_lease", "state", "lease_expires_at"),)
+    # finished_at: the fleet view's throughput reads the attempts of a recent window each poll
+    __table_args__ = (Index("ix_attempts_state_lease", "state", "lease_expires_at"),
+                      Index("ix_attempts_finished_at", "finished_at"))
     id: Mapped[int] = mapped_column(primary_key=True)
     job_id: Mapped[int] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"), index=True)
     track_id: Mapped[int] = mapped_column(ForeignKey("tracks.id", ondelete="CASCADE"), index=True)
