@@ -27,7 +27,7 @@ from kernelband.speedups import ShownSpeedup, of_track
 from kernelband.suite.metrics import CORRECT_HELD_OUT, ProblemResult, suite_metrics
 from kernelband.suite.model import LoadFailure, SuiteReport, SuiteSettings
 from kernelband.suite.sources import SuiteSource
-from kernelband.suite.throughput import DEVICE_KINDS, TargetThroughput, seconds_between, union_s
+from kernelband.suite.throughput import AttemptSpan, TargetThroughput, by_target
 
 # (source, format, name) -> KernelProblem; raises ProblemLoadError (the sandboxed loader).
 Loader = Callable[[str, str, str], KernelProblem]
@@ -173,12 +173,5 @@ def suite_throughput(session: Session, suite_id: str) -> tuple[TargetThroughput,
         .join(Track, Track.id == Attempt.track_id).join(Job, Job.id == Attempt.job_id)
         .where(Job.suite_id == suite_id, Attempt.started_at.is_not(None), Attempt.finished_at.is_not(None))
     ).all()
-    if not rows:
-        return ()
-    window = (min(r.started_at for r in rows), max(r.finished_at for r in rows))
-    out = []
-    for target in sorted({r.target for r in rows}):
-        spans = [(r.started_at, r.finished_at) for r in rows if r.target == target and r.kind in DEVICE_KINDS]
-        judged = sum(1 for r in rows if r.target == target and r.kind == "profile")
-        out.append(TargetThroughput(target, judged, seconds_between(*window), union_s(spans)))
-    return tuple(out)
+    # In-process workers record no name: every attempt of a target counts as one device.
+    return by_target([AttemptSpan(r.target, r.kind, r.started_at, r.finished_at) for r in rows])
