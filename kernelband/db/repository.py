@@ -6,8 +6,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from sqlalchemy import select
-from sqlalchemy.orm import Session
+from sqlalchemy import Integer, bindparam, func, select, true
+from sqlalchemy.dialects.postgresql import ARRAY
+from sqlalchemy.orm import Session, aliased
 
 # The one token format lives in auth_tokens; TOKEN_PREFIX and hash_token are re-exported here.
 from kernelband.auth_tokens import TOKEN_PREFIX as TOKEN_PREFIX
@@ -128,13 +129,33 @@ def events_after(session: Session, job_id: int, after: int = 0, limit: int = 500
 
 
 def latest_measurements(session: Session, candidate_ids: Iterable[int]) -> dict[int, Measurement]:
-    """The newest measurement of each candidate that has one, in one query."""
+    """The newest measurement of each candidate that has one, in one query.
+
+    The candidates' measurements are looked up one candidate at a time inside the query (a
+    lateral join over the ids, `OFFSET 0` keeping it one), so each is an index probe: with
+    `candidate_id IN (...)` a planner without fresh statistics (nothing analyzes the table)
+    scanned every measurement, a read that grew with every pull. The ids go as one array
+    parameter: one statement however many there are."""
     ids = sorted(set(candidate_ids))
     if not ids:
         return {}
-    query = (select(Measurement).where(Measurement.candidate_id.in_(ids))
-             .order_by(Measurement.candidate_id, Measurement.id.desc()))
+    if session.get_bind().dialect.name != "postgresql":  # no lateral unnest (SQLite: tests)
+        query = (select(Measurement).where(Measurement.candidate_id.in_(ids))
+                 .order_by(Measurement.candidate_id, Measurement.id.desc()))
+        return _newest(session.scalars(query))
+    wanted = func.unnest(bindparam("candidate_ids", ids, type_=ARRAY(Integer))) \
+        .table_valued("id").render_derived()
+    rows = (select(Measurement).where(Measurement.candidate_id == wanted.c.id)
+            .offset(0).lateral("per_candidate"))
+    found = aliased(Measurement, rows)
+    query = (select(found).select_from(wanted).join(rows, true())
+             .order_by(found.candidate_id, found.id.desc()))
+    return _newest(session.scalars(query))
+
+
+def _newest(measurements: Iterable[Measurement]) -> dict[int, Measurement]:
+    """The first measurement of each candidate in newest-first order."""
     newest: dict[int, Measurement] = {}
-    for measurement in session.scalars(query):
+    for measurement in measurements:
         newest.setdefault(measurement.candidate_id, measurement)
     return newest

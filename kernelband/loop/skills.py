@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import or_, select
+from sqlalchemy import Integer, bindparam, func, or_, select, true
+from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.orm import Session
 
 from kernelband.db.models import Candidate, Job, Measurement, Problem, Skill, Team, Track
@@ -19,65 +20,118 @@ from kernelband.generate.example_bank import Example
 from kernelband.generate.skills import example_dict, rank_examples
 
 TEAM_BANK_LIMIT = 200  # newest entries of the strategy that take part in a retrieval
-_PARENT_TIMES = "kb_parent_times"  # session.info: (transaction, {(parent id, target): ms})
+# session.info: (transaction, Prefetched) for the batch of results being applied
+_PREFETCHED = "kb_skill_facts"
+class Prefetched:
+    """What `record_skill` reads for a batch: parents' newest times per target, parents'
+    source, teams' library switches and problems' names, each read once for the batch."""
+
+    def __init__(self) -> None:
+        self.parent_times: dict[tuple[int, str], float | None] = {}
+        self.parent_code: dict[int, str] = {}
+        self.skill_library: dict[int, bool] = {}  # per team
+        self.problem_name: dict[int, str] = {}
 
 
 def prefetch_for_skills(session: Session, measured: list[tuple[Job, Track, Candidate]]) -> list[Any]:
-    """Everything `record_skill` reads for a batch of measured children, in one query per table.
-
-    Parents' times go to the session (for this transaction); the returned rows must be kept
-    while the batch is applied: the identity map holds rows weakly, and `session.get_one`
-    finds them there without a query (and so without flushing the batch one result at a time).
-    """
+    """Everything `record_skill` reads for a batch of measured children, in two queries of
+    plain columns (the jobs' team switches and problem names; the parents' source with their
+    measurements), kept in the session for this transaction. No row is loaded as an object,
+    so there is nothing to hold: the list returned is empty (kept for callers that hold it)."""
     if not measured:
         return []
+    facts = Prefetched()
     pairs = {(c.parent_id, t.target) for _, t, c in measured if c.parent_id is not None}
-    times: dict[tuple[int, str], float | None] = dict.fromkeys(pairs)
+    facts.parent_times = dict.fromkeys(pairs)
     if pairs:
-        query = (select(Measurement.candidate_id, Measurement.target, Measurement.time_ms)
-                 .where(Measurement.candidate_id.in_({p for p, _ in pairs}))
-                 .order_by(Measurement.id))  # the newest last: it overwrites older ones
-        for candidate_id, target, time_ms in session.execute(query):
-            if (candidate_id, target) in times:
-                times[(candidate_id, target)] = time_ms
-    session.info[_PARENT_TIMES] = (session.get_transaction(), times)
-    held: list[Any] = []
-    for model, ids in ((Team, {j.team_id for j, _, _ in measured}),
-                       (Problem, {j.problem_id for j, _, _ in measured}),
-                       (Candidate, {p for p, _ in pairs})):
-        if ids:
-            held += session.scalars(select(model).where(model.id.in_(ids))).all()
-    return held
+        for parent_id, editable, target, time_ms in session.execute(
+                _parents_with_times(session, sorted({p for p, _ in pairs}))):
+            facts.parent_code[parent_id] = editable
+            if (parent_id, target) in facts.parent_times:  # newest last: it overwrites older ones
+                facts.parent_times[(parent_id, target)] = time_ms
+    query = (select(Team.id, Team.skill_library, Problem.id, Problem.name)
+             .select_from(Job).join(Team, Team.id == Job.team_id)
+             .join(Problem, Problem.id == Job.problem_id)
+             .where(Job.id.in_(sorted({j.id for j, _, _ in measured}))))
+    for team_id, skill_library, problem_id, name in session.execute(query):
+        facts.skill_library[team_id] = skill_library
+        facts.problem_name[problem_id] = name
+    session.info[_PREFETCHED] = (session.get_transaction(), facts)
+    return []
+
+
+def _parents_with_times(session: Session, parent_ids: list[int]) -> Any:
+    """(parent id, its source, target, time_ms) per measurement of each parent, oldest first
+    (a parent without one: a row with no target). On Postgres each parent's measurements are
+    an index probe (a lateral join kept one by `OFFSET 0`): with an IN list a planner without
+    fresh statistics scanned every measurement, a read that grew with every pull."""
+    if session.get_bind().dialect.name != "postgresql":  # no lateral join (SQLite: tests)
+        return (select(Candidate.id, Candidate.editable, Measurement.target, Measurement.time_ms)
+                .outerjoin(Measurement, Measurement.candidate_id == Candidate.id)
+                .where(Candidate.id.in_(parent_ids)).order_by(Candidate.id, Measurement.id))
+    parents = (select(Candidate.id, Candidate.editable)
+               .where(Candidate.id == func.any(bindparam("parents", parent_ids,
+                                                         type_=ARRAY(Integer))))
+               .subquery("parent"))
+    times = (select(Measurement.id, Measurement.target, Measurement.time_ms)
+             .where(Measurement.candidate_id == parents.c.id).offset(0).lateral("parent_time"))
+    return (select(parents.c.id, parents.c.editable, times.c.target, times.c.time_ms)
+            .select_from(parents).outerjoin(times, true()).order_by(parents.c.id, times.c.id))
+
+
+def _prefetched(session: Session) -> Prefetched | None:
+    held = session.info.get(_PREFETCHED)
+    return held[1] if held is not None and held[0] is session.get_transaction() else None
 
 
 def _parent_time(session: Session, child: Candidate, target: str) -> float | None:
     if child.parent_id is None:
         return None
-    held = session.info.get(_PARENT_TIMES)
-    if held is not None and held[0] is session.get_transaction():
-        prefetched = held[1]
-        if (child.parent_id, target) in prefetched:
-            return prefetched[(child.parent_id, target)]
+    facts = _prefetched(session)
+    if facts is not None and (child.parent_id, target) in facts.parent_times:
+        return facts.parent_times[(child.parent_id, target)]
     query = (select(Measurement.time_ms).where(Measurement.candidate_id == child.parent_id,
                                                Measurement.target == target)
              .order_by(Measurement.id.desc()).limit(1))
     return session.scalars(query).first()
 
 
+def _skill_library(session: Session, team_id: int) -> bool:
+    facts = _prefetched(session)
+    if facts is not None and team_id in facts.skill_library:
+        return facts.skill_library[team_id]
+    return session.get_one(Team, team_id).skill_library
+
+
+def _problem_name(session: Session, problem_id: int) -> str:
+    facts = _prefetched(session)
+    if facts is not None and problem_id in facts.problem_name:
+        return facts.problem_name[problem_id]
+    return session.get_one(Problem, problem_id).name
+
+
+def _parent_code(session: Session, parent_id: int) -> str:
+    facts = _prefetched(session)
+    if facts is not None and parent_id in facts.parent_code:
+        return facts.parent_code[parent_id]
+    return session.get_one(Candidate, parent_id).editable
+
+
 def record_skill(session: Session, job: Job, track: Track, child: Candidate,
                  measurement: Measurement) -> Skill | None:
     """Add the child to its team's bank when it is faster than its parent (and the bank is on)."""
-    team = session.get_one(Team, job.team_id)
+    if not _skill_library(session, job.team_id) or not child.strategy:
+        return None
     parent_ms = _parent_time(session, child, track.target)
-    if not team.skill_library or not child.strategy or not parent_ms:
+    if not parent_ms or child.parent_id is None:
         return None
     if measurement.time_ms <= 0 or measurement.time_ms >= parent_ms:
         return None
-    parent = session.get_one(Candidate, child.parent_id)
     speedup = parent_ms / measurement.time_ms
-    name = session.get_one(Problem, job.problem_id).name
+    name = _problem_name(session, job.problem_id)
     skill = Skill(team_id=job.team_id, job_id=job.id, candidate_id=child.id, problem_name=name,
-                  strategy=child.strategy, target=track.target, before=parent.editable,
+                  strategy=child.strategy, target=track.target,
+                  before=_parent_code(session, child.parent_id),
                   after=child.editable, speedup=speedup, label=measurement.label,
                   description=f"{name}: {child.strategy} on {track.target}, {speedup:.2f}x "
                               f"faster than its parent ({measurement.label})")

@@ -60,8 +60,12 @@ def claim_pending(session: Session, now: datetime, lease_expires_at: datetime,
     Every attempt leaves `pending` with a new row version; where nothing vacuums, a search
     from the first id reads every version left behind, a cost that grows with the history.
     """
+    # Above a claimed id the search reads the ids from there on (a window that does not grow);
+    # the state index would be read whole: it keeps an entry for every attempt ever pending.
+    # From the start (a new scheduler, tries expired) the state index is the smaller read.
+    state = func.coalesce(Attempt.state, "") if claimable_after > 0 else Attempt.state
     oldest = (select(Attempt.id)
-              .where(Attempt.id > claimable_after, Attempt.state.in_(("pending", "expired")))
+              .where(Attempt.id > claimable_after, state.in_(("pending", "expired")))
               .order_by(Attempt.id).limit(limit).with_for_update())
     task_id = literal("kb-") + cast(Attempt.id, String) + "-" + cast(Attempt.tries + 1, String)
     claim = (update(Attempt).where(Attempt.id.in_(oldest.scalar_subquery()))
