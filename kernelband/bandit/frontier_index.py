@@ -98,6 +98,19 @@ def in_frontier(state: PolicyState, kernel_id: str) -> bool:
     return any(entry.kernel_id == kernel_id for entry in state.frontier)
 
 
+def entry_of(state: PolicyState, kernel_id: str) -> FrontierEntry:
+    """`state.entry(kernel_id)`: through the index's id map when the state has an index whose
+    entry at that position is the state's own (the frontier only appends, so the first index
+    of an id in a prefix is its first in the whole frontier); else the plain scan."""
+    index = state.derived if isinstance(state.derived, ClusterIndex) else None
+    if index is not None:
+        position = index.frontier.ids.get(kernel_id)
+        if (position is not None and position < len(state.frontier)
+                and state.frontier[position] is index.frontier.entries[position]):
+            return state.frontier[position]
+    return state.entry(kernel_id)
+
+
 def frontier_arrays_of(state: PolicyState) -> FrontierArrays:
     """The arrays of the state's frontier, extending those of its index when it has one (the
     index itself is left as it is; `cluster_index` extends it again, by the new entries only)."""
@@ -188,5 +201,5 @@ def _softmax(logits: np.ndarray, temperature: float) -> np.ndarray:
     return weights / weights.sum()
 
 
-__all__ = ["ClusterIndex", "FrontierArrays", "cluster_index", "fastest", "frontier_arrays",
+__all__ = ["ClusterIndex", "FrontierArrays", "cluster_index", "entry_of", "fastest", "frontier_arrays",
            "frontier_arrays_of", "in_frontier", "label_array", "open_mask", "sample_parent_indexed"]

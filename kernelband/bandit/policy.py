@@ -7,7 +7,7 @@ from typing import ClassVar
 import numpy as np
 
 from kernelband.bandit.config import BaseConfig
-from kernelband.bandit.frontier_index import in_frontier
+from kernelband.bandit.frontier_index import entry_of, in_frontier
 from kernelband.bandit.state import PolicyState, rng_restore, rng_to_json
 from kernelband.bandit.strategies import STRATEGY_NAMES
 from kernelband.bandit.types import Decision, FrontierEntry, PolicyStateError, reward
@@ -71,7 +71,7 @@ class Policy:
             )
         new = state.copy()
         decision = new.pending.pop(decision_id)
-        r = reward(new.entry(decision.parent_id).time_ms, child, self.failure_reward)
+        r = reward(entry_of(new, decision.parent_id).time_ms, child, self.failure_reward)
         rng = rng_restore(new.rng)
         self._learn(new, decision, child, r)
         if child is not None:

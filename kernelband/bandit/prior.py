@@ -10,6 +10,7 @@ import numpy as np
 from sklearn.linear_model import LogisticRegression
 
 from kernelband.bandit.config import PriorConfig
+from kernelband.bandit.frontier_index import entry_of
 from kernelband.bandit.kernelband import KernelBandPolicy
 from kernelband.bandit.state import PolicyState
 from kernelband.bandit.strategies import STRATEGY_NAMES, STRATEGY_TARGETS
@@ -85,7 +86,7 @@ class KernelBandPriorPolicy(KernelBandPolicy):
     ) -> None:
         """Update the arm, then record (parent h, strategy, success) and refit the prior."""
         super()._learn(state, decision, child, r)
-        parent = state.entry(decision.parent_id)
+        parent = entry_of(state, decision.parent_id)
         if decision.strategy is None or parent.h is None:
             return
         success = float(child is not None and child.time_ms < parent.time_ms)

@@ -23,7 +23,7 @@ from kernelband.scheduling.budgets import budget_reason
 from kernelband.scheduling.events import append_event, prime_event_counters
 from kernelband.scheduling.fairshare import cap_per_team, fair_order
 from kernelband.scheduling.state import WITHOUT_STORED_STATE, load_state, policy_for, save_state
-from kernelband.scheduling.state_cache import held_state, remember_state
+from kernelband.scheduling.state_cache import held_states, remember_state
 
 
 @dataclass
@@ -148,9 +148,8 @@ class RunningTrack:
 
 
 def running_tracks(session: Session) -> list[RunningTrack]:
-    """Every running track of a running job as a row of `tracks_with_free_slots`."""
-    jobs = {row.id: row for row in session.execute(_RUNNING_JOBS)}
-    rows = [row for row in session.execute(_RUNNING_TRACKS) if row.job_id in jobs]
+    """Every running track of a running job as a row of `tracks_with_free_slots` (one read)."""
+    rows = session.execute(_RUNNING).all()
     counters = hot_counters(session, rows)
     per_job: dict[int, int] = {}
     for row in rows:
@@ -158,12 +157,11 @@ def running_tracks(session: Session) -> list[RunningTrack]:
         per_job[row.job_id] = per_job.get(row.job_id, 0) + dispatched - done
     out = []
     for row in rows:
-        job = jobs[row.job_id]
         dispatched, done = counters[row.track_id]
         out.append(RunningTrack(
-            row.track_id, row.job_id, job.team_id, job.parallelism, job.budget_iterations,
-            dispatched, dispatched - done, per_job[row.job_id], job.budget_tokens,
-            job.tokens_used, job.budget_usd, job.cost_usd, job.budget_wall_s, job.started_at))
+            row.track_id, row.job_id, row.team_id, row.parallelism, row.budget_iterations,
+            dispatched, dispatched - done, per_job[row.job_id], row.budget_tokens,
+            row.tokens_used, row.budget_usd, row.cost_usd, row.budget_wall_s, row.started_at))
     return out
 
 
@@ -177,14 +175,10 @@ def hot_counters(session: Session, rows: Sequence[Any]) -> dict[int, tuple[int, 
     state this process holds for the row's version is the truth; a track it holds none for
     (the first pass of a leadership term) has its state loaded, the events after the stored
     one replayed, and kept."""
-    counters: dict[int, tuple[int, int]] = {}
-    cold = []
-    for row in rows:
-        state = held_state(session, row.track_id, row.job_id, row.track_started_at, row.version)
-        if state is None:
-            cold.append(row.track_id)
-        else:
-            counters[row.track_id] = (state.next_decision, state.t)
+    held = held_states(session, ((row.track_id, row.job_id, row.track_started_at, row.version)
+                                 for row in rows))
+    counters = {track_id: (state.next_decision, state.t) for track_id, state in held.items()}
+    cold = [row.track_id for row in rows if row.track_id not in held]
     if cold:
         tracks = session.scalars(select(Track).where(Track.id.in_(cold))
                                  .options(WITHOUT_STORED_STATE)).all()
@@ -212,20 +206,26 @@ def pulls_by_team(rows: Sequence[RunningTrack]) -> dict[int, int]:
     return counts
 
 
-# Running tracks and running jobs are two reads joined here: where nothing analyzes the tables,
-# the planner guessed one running job and probed the tracks' status index once per job, each
-# probe reading every stale entry of that index (measured: 100 probes of 363 entries each).
+# Running tracks and running jobs are read apart and joined in one statement: each side is
+# materialized first (a CTE), so the planner cannot probe one per row of the other. Where nothing
+# analyzes the tables, it guessed one running job and probed the tracks' status index once per
+# job, each probe reading every stale entry of that index (measured: 100 probes of 363 entries).
 # Pulls in flight come from the counters (`hot_counters`): every pull ends in
 # `ingest.finish_pull` (a policy update), except pulls abandoned or cancelled with their track,
 # which leaves `running` in the same transaction; counting open attempts instead read every
 # attempt version the state index still points to (thousands per pass without vacuum).
-_RUNNING_TRACKS = (select(Track.id.label("track_id"), Track.job_id, Track.version,
-                          Track.started_at.label("track_started_at"))
-                   .where(Track.status == "running").order_by(Track.id))
-_RUNNING_JOBS = select(Job.id, Job.team_id, Job.parallelism, Job.budget_iterations,
-                       Job.budget_tokens, Job.tokens_used, Job.budget_usd, Job.cost_usd,
-                       Job.budget_wall_s, Job.started_at).where(
-    Job.status == "running", Job.cancel_requested.is_(False))
+_TRACKS = (select(Track.id.label("track_id"), Track.job_id, Track.version,
+                  Track.started_at.label("track_started_at"))
+           .where(Track.status == "running")
+           .cte("running_track").prefix_with("MATERIALIZED", dialect="postgresql"))
+_JOBS = (select(Job.id, Job.team_id, Job.parallelism, Job.budget_iterations, Job.budget_tokens,
+                Job.tokens_used, Job.budget_usd, Job.cost_usd, Job.budget_wall_s, Job.started_at)
+         .where(Job.status == "running", Job.cancel_requested.is_(False))
+         .cte("running_job").prefix_with("MATERIALIZED", dialect="postgresql"))
+_RUNNING = (select(_TRACKS.c.track_id, _TRACKS.c.job_id, _TRACKS.c.version,
+                   _TRACKS.c.track_started_at, *(c for c in _JOBS.c if c.key != "id"))
+            .join_from(_TRACKS, _JOBS, _JOBS.c.id == _TRACKS.c.job_id)
+            .order_by(_TRACKS.c.track_id))
 
 
 def job_rank(rows: Sequence[RunningTrack]) -> dict[int, int]:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import time
 import weakref
+from collections.abc import Iterable
 from typing import Any
 
 from sqlalchemy import event, inspect
@@ -73,6 +74,21 @@ def held_state(session: Session, track_id: int, job_id: int, started_at: Any,
     cache = _cache(session)
     hit = cache.get((track_id, job_id, started_at)) if cache is not None else None
     return hit[1] if hit is not None and hit[0] == version else None
+
+
+def held_states(session: Session,
+                rows: Iterable[tuple[int, int, Any, int]]) -> dict[int, PolicyState]:
+    """`held_state` of many tracks, each (track id, job id, start time, row version): the
+    states held by track id (read only); a track this process holds none for is left out."""
+    cache = _cache(session)
+    if cache is None:
+        return {}
+    held: dict[int, PolicyState] = {}
+    for track_id, job_id, started_at, version in rows:
+        hit = cache.get((track_id, job_id, started_at))
+        if hit is not None and hit[0] == version:
+            held[track_id] = hit[1]
+    return held
 
 
 def remember_state(session: Session, track: Track, state: PolicyState,
@@ -191,6 +207,6 @@ def clear_cache() -> None:
     _WRITE_BACKS.clear()
 
 
-__all__ = ["cached_state", "clear_cache", "copy_state", "dirty_tracks", "held_state",
+__all__ = ["cached_state", "clear_cache", "copy_state", "dirty_tracks", "held_state", "held_states",
            "note_write_back",
            "remember_state", "write_back_due"]
