@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import String, cast, func, literal, select, update
+from sqlalchemy import String, bindparam, cast, func, literal, select, update
 from sqlalchemy.orm import Session
 
 from kernelband.db.models import Attempt, Track, utcnow
@@ -60,24 +60,33 @@ def claim_pending(session: Session, now: datetime, lease_expires_at: datetime,
     Every attempt leaves `pending` with a new row version; where nothing vacuums, a search
     from the first id reads every version left behind, a cost that grows with the history.
     """
-    # Above a claimed id the search reads the ids from there on (a window that does not grow);
-    # the state index would be read whole: it keeps an entry for every attempt ever pending.
-    # From the start (a new scheduler, tries expired) the state index is the smaller read.
-    state = func.coalesce(Attempt.state, "") if claimable_after > 0 else Attempt.state
-    oldest = (select(Attempt.id)
-              .where(Attempt.id > claimable_after, state.in_(("pending", "expired")))
-              .order_by(Attempt.id).limit(limit).with_for_update())
-    task_id = literal("kb-") + cast(Attempt.id, String) + "-" + cast(Attempt.tries + 1, String)
-    claim = (update(Attempt).where(Attempt.id.in_(oldest.scalar_subquery()))
-             .values(tries=Attempt.tries + 1, state="dispatched", dispatched_at=now,
-                     started_at=None, lease_expires_at=lease_expires_at, task_id=task_id)
-             .returning(Attempt.id, Attempt.job_id, Attempt.track_id, Attempt.kind, Attempt.queue,
-                        Attempt.candidate_id, Attempt.payload, Attempt.task_id)
-             .execution_options(synchronize_session=False))
-    rows = session.execute(claim).all()
+    claim = _CLAIM_ABOVE if claimable_after > 0 else _CLAIM_FROM_START
+    rows = session.execute(claim, {"after": claimable_after, "limit": limit, "now": now,
+                                   "lease": lease_expires_at}).all()
     return sorted((ClaimedAttempt(row.id, row.job_id, row.track_id, row.kind, row.queue,
                                   row.candidate_id, dict(row.payload or {}), str(row.task_id))
                    for row in rows), key=lambda attempt: attempt.id)
+
+
+def _claim(state: Any) -> Any:
+    """The claiming UPDATE ... RETURNING, its pending attempts found by `state`, built once."""
+    oldest = (select(Attempt.id)
+              .where(Attempt.id > bindparam("after"), state.in_(("pending", "expired")))
+              .order_by(Attempt.id).limit(bindparam("limit")).with_for_update())
+    task_id = literal("kb-") + cast(Attempt.id, String) + "-" + cast(Attempt.tries + 1, String)
+    return (update(Attempt).where(Attempt.id.in_(oldest.scalar_subquery()))
+            .values(tries=Attempt.tries + 1, state="dispatched", dispatched_at=bindparam("now"),
+                    started_at=None, lease_expires_at=bindparam("lease"), task_id=task_id)
+            .returning(Attempt.id, Attempt.job_id, Attempt.track_id, Attempt.kind, Attempt.queue,
+                       Attempt.candidate_id, Attempt.payload, Attempt.task_id)
+            .execution_options(synchronize_session=False))
+
+
+# Above a claimed id the search reads the ids from there on (a window that does not grow); the
+# state index would be read whole: it keeps an entry for every attempt ever pending. From the
+# start (a new scheduler, tries expired) the state index is the smaller read.
+_CLAIM_ABOVE = _claim(func.coalesce(Attempt.state, ""))
+_CLAIM_FROM_START = _claim(Attempt.state)
 
 
 def pulls_in_flight(session: Session, track_id: int) -> int:

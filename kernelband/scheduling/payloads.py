@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import Row, select
+from sqlalchemy import Row, bindparam, select, true
 from sqlalchemy.orm import Session, aliased
 
 from kernelband.bandit import POLICIES
@@ -42,7 +42,7 @@ class PayloadFacts:
     tracks: dict[int, Row[Any]] = field(default_factory=dict)
 
 
-def profile_summary(measurement: Measurement | None) -> list[dict[str, Any]]:
+def profile_summary(measurement: Measurement | Row[Any] | None) -> list[dict[str, Any]]:
     """The parent's labelled profile facts for the prompt (GenerationRequest.profile_summary)."""
     if measurement is None:
         return []
@@ -79,10 +79,7 @@ def task_payloads(session: Session, attempts: Sequence[ClaimedAttempt],
                    lambda row: row.original_time_ms is not None)
     problems = _kept(facts.problems, _PROBLEM_FACTS, session,
                      {j.problem_id for j in jobs.values()})
-    candidates = _columns(session, {a.candidate_id for a in attempts if a.candidate_id},
-                          *_CANDIDATE_COLUMNS, join=(_PARENT, _PARENT.id == Candidate.parent_id))
-    newest = latest_measurements(session, (a.candidate_id for a in attempts
-                                           if a.kind == "generate" and a.candidate_id))
+    candidates, newest = _candidates(session, attempts)
     with_context = [a for a in attempts if a.kind == "generate" and a.candidate_id
                     and _needs_context(jobs[a.job_id])]
     # The identity map holds rows weakly: `held` keeps them there while payloads are built.
@@ -95,6 +92,31 @@ def task_payloads(session: Session, attempts: Sequence[ClaimedAttempt],
                 for attempt in attempts]
     del held
     return payloads
+
+
+def _candidates(session: Session, attempts: Sequence[ClaimedAttempt]
+                ) -> tuple[dict[int, Row[Any]], dict[int, Measurement | Row[Any]]]:
+    """The attempts' candidates (with their parents' source) and the newest measurement of
+    each generate attempt's candidate (the parent of the pull).
+
+    On Postgres one query: each candidate's measurements are joined as an index probe per
+    candidate (a lateral join kept one by `OFFSET 0`), newest first, so the first row of each
+    candidate carries its newest measurement; elsewhere (SQLite: tests) two queries."""
+    ids = {a.candidate_id for a in attempts if a.candidate_id}
+    parents = {a.candidate_id for a in attempts if a.kind == "generate" and a.candidate_id}
+    if not ids or session.get_bind().dialect.name != "postgresql":
+        return (_columns(session, ids, *_CANDIDATE_COLUMNS,
+                         join=(_PARENT, _PARENT.id == Candidate.parent_id)),
+                dict(latest_measurements(session, parents)))
+    candidates: dict[int, Row[Any]] = {}
+    newest: dict[int, Measurement | Row[Any]] = {}
+    for row in session.execute(_CANDIDATES_MEASURED, {"ids": sorted(ids)}):
+        if row.id in candidates:
+            continue  # an older measurement of a candidate already seen
+        candidates[row.id] = row
+        if row.measurement_id is not None and row.id in parents:
+            newest[row.id] = row
+    return candidates, newest
 
 
 def _needs_context(job: Row[Any]) -> bool:
@@ -119,6 +141,16 @@ _CANDIDATE_COLUMNS = (Candidate.id, Candidate.editable, Candidate.parent_id,
                       _PARENT.editable.label("parent_editable"))
 
 
+_MEASURED = (select(Measurement.id.label("measurement_id"), Measurement.label,
+                    Measurement.method, Measurement.features, Measurement.time_ms)
+             .where(Measurement.candidate_id == Candidate.id).offset(0).lateral("measured"))
+_CANDIDATES_MEASURED = (
+    select(*_CANDIDATE_COLUMNS, *(c for c in _MEASURED.c))
+    .outerjoin(_PARENT, _PARENT.id == Candidate.parent_id).outerjoin(_MEASURED, true())
+    .where(Candidate.id.in_(bindparam("ids", expanding=True)))
+    .order_by(Candidate.id, _MEASURED.c.measurement_id.desc()))
+
+
 def _kept(kept: dict[int, Row[Any]], columns: Sequence[Any], session: Session, ids: set[int],
           final: Callable[[Row[Any]], bool] = lambda row: True) -> dict[int, Row[Any]]:
     """`_columns` for rows whose columns never change once `final`: those read before are
@@ -141,7 +173,7 @@ def _rows(session: Session, model: Any, ids: set[int], *options: Any) -> list[An
 
 def _payload(session: Session, attempt: ClaimedAttempt, job: Row[Any], track: Row[Any],
              problem: Row[Any], candidate: Row[Any] | None,
-             newest: dict[int, Measurement]) -> dict[str, Any]:
+             newest: dict[int, Measurement | Row[Any]]) -> dict[str, Any]:
     payload: dict[str, Any] = {"attempt_id": attempt.id, "job_id": job.id, "target": track.target,
                                "problem": problem.loaded, **attempt.payload}
     if job.limits:  # the job's own sandbox limits (kernelband.sandbox.job_limits)

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import bindparam, func, select
 from sqlalchemy.orm import Session
 
 from kernelband.db.models import Attempt, Event, Job, Track
@@ -110,13 +110,18 @@ def load_tracks(session: Session, track_ids: Sequence[int]) -> dict[int, tuple[T
     event numbers for `append_event`, in one query."""
     if not track_ids:
         return {}
-    last_event = (select(func.max(Event.seq)).where(Event.job_id == Job.id)
-                  .correlate(Job).scalar_subquery())
-    rows = session.execute(
-        select(Track, Job, last_event).join(Job, Job.id == Track.job_id)
-        .where(Track.id.in_(track_ids)).options(WITHOUT_STORED_STATE)).all()
+    rows = session.execute(_LOAD_TRACKS, {"track_ids": list(track_ids)}).all()
     prime_event_counters(session, {job.id: int(seq or 0) for _, job, seq in rows})
     return {track.id: (track, job) for track, job, _ in rows}
+
+
+# Built once: a statement built per call spent more time being built and keyed for the cache
+# than the database spent answering it.
+_LAST_EVENT = (select(func.max(Event.seq)).where(Event.job_id == Job.id)
+               .correlate(Job).scalar_subquery())
+_LOAD_TRACKS = (select(Track, Job, _LAST_EVENT).join(Job, Job.id == Track.job_id)
+                .where(Track.id.in_(bindparam("track_ids", expanding=True)))
+                .options(WITHOUT_STORED_STATE))
 
 
 def tracks_with_free_slots(session: Session) -> list[RunningTrack]:

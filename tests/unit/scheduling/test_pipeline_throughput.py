@@ -103,11 +103,12 @@ def test_a_pass_reads_each_table_once_however_many_pulls(db_factory: sessionmake
     # columns, WITH its two sides; pulls in flight come from the policy states, the teams'
     # in-flight counts are summed from them), the chosen tracks with their jobs and the jobs'
     # last event numbers. Claiming is one UPDATE ... RETURNING of the attempts; the payloads
-    # read the candidates and measurements once, and the tracks once more now that their
-    # baselines are measured (the jobs and problems were read for the baselines and are kept:
-    # PayloadFacts).
+    # read the candidates with their newest measurements once (on SQLite, without a lateral
+    # join, two reads), and the tracks once more now that their baselines are measured (the
+    # jobs and problems were read for the baselines and are kept: PayloadFacts).
     assert selecting.count("WITH") == 1 and selecting.count("SELECT") == 1
-    assert dispatching.count("SELECT") == 3
+    postgres = db_factory.kw["bind"].dialect.name == "postgresql"
+    assert dispatching.count("SELECT") == (2 if postgres else 3)
     assert dispatching[0] == "UPDATE"
     if db_factory.kw["bind"].dialect.name == "postgresql":  # SQLite inserts row by row, locally
         # One multi-row INSERT for the attempts and one for the events, one versioned UPDATE
