@@ -45,11 +45,42 @@ def insert_rows(connection: Connection, table: Table, rows: Sequence[dict[str, A
     if connection.dialect.name == "postgresql" and all(portable(row.values()) for row in rows):
         connection.execute(_insert(table.name, tuple(rows[0])), records_param(rows))
         return
+    connection.execute(insert(table), _sql_nulls(table, rows))
+
+
+def insert_returning_ids(connection: Connection, table: Table,
+                         rows: Sequence[dict[str, Any]]) -> list[int]:
+    """INSERT `rows` (dicts with the same keys) into `table`, returning each row's new `id`, in
+    the order of `rows`: one statement, one JSON parameter on Postgres.
+
+    The rows go in in their order (ORDER BY their position in the array), so their serial ids
+    are drawn in that order and ascend with it; the returned ids are sorted for that reason
+    (the order RETURNING reports rows in is not promised). This is how SQLAlchemy itself orders
+    an INSERT..SELECT's returned keys on Postgres (`sort_by_parameter_order`)."""
+    if not rows:
+        return []
+    if connection.dialect.name == "postgresql" and all(portable(row.values()) for row in rows):
+        result = connection.execute(_insert_ids(table.name, tuple(rows[0])), records_param(rows))
+        return sorted(result.scalars())
+    statement = insert(table).returning(table.c.id, sort_by_parameter_order=True)
+    return list(connection.execute(statement, _sql_nulls(table, rows)).scalars())
+
+
+def _sql_nulls(table: Table, rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The rows with None in a JSON column as SQL NULL (not the JSON value null)."""
     json_columns = [c.key for c in table.c if isinstance(c.type, JSON) and c.key in rows[0]]
-    if json_columns:  # None would be stored as the JSON value null, not SQL NULL
-        rows = [{**row, **{key: null() for key in json_columns if row[key] is None}}
-                for row in rows]
-    connection.execute(insert(table), list(rows))
+    if not json_columns:
+        return list(rows)
+    return [{**row, **{key: null() for key in json_columns if row[key] is None}}
+            for row in rows]
+
+
+@lru_cache(maxsize=32)
+def _insert_ids(table: str, columns: tuple[str, ...]) -> TextClause:
+    names = ", ".join(QUOTE(name) for name in columns)
+    return text(f"INSERT INTO {QUOTE(table)} ({names}) SELECT {names} "
+                f"FROM json_populate_recordset(NULL::{QUOTE(table)}, :rows) WITH ORDINALITY "
+                f"AS given ORDER BY given.ordinality RETURNING {QUOTE(table)}.id")
 
 
 @lru_cache(maxsize=128)
@@ -65,4 +96,5 @@ def recordset_insert_sql(table: str, columns: Sequence[str]) -> str:
             f"FROM json_populate_recordset(NULL::{QUOTE(table)}, :rows)")
 
 
-__all__ = ["QUOTE", "insert_rows", "portable", "records_param", "recordset_insert_sql"]
+__all__ = ["QUOTE", "insert_returning_ids", "insert_rows", "portable", "records_param",
+           "recordset_insert_sql"]

@@ -22,8 +22,7 @@ from kernelband.db.models import (
     Transcript,
     utcnow,
 )
-from kernelband.db.row_buffer import add_row
-from kernelband.generate.normalize import source_hash
+from kernelband.db.row_buffer import add_row, row_value
 from kernelband.loop.dedupe import find_duplicate, mark_duplicate
 from kernelband.loop.repairs import failure_of, schedule_repair
 from kernelband.loop.skills import record_skill
@@ -31,6 +30,7 @@ from kernelband.loop.transcripts import record_transcript
 from kernelband.loop.translate import kept_original, needs_translation, replaces_best
 from kernelband.profile.measurement import Measurement as MeasurementValue
 from kernelband.scheduling.attempts import new_attempt
+from kernelband.scheduling.children import attempt_candidate, generated_child
 from kernelband.scheduling.events import append_event, prime_event_counters
 from kernelband.scheduling.results import (
     CompileResult,
@@ -76,25 +76,35 @@ def lock_attempt(session: Session, attempt_id: int) -> LockedAttempt | None:
     return attempt, track, job, candidate
 
 
-def apply_result(session: Session, attempt: Attempt, result: TaskResultValue) -> None:
-    """Close the attempt and apply its result (the caller checked it is still open)."""
+def apply_result(session: Session, attempt: Attempt, result: TaskResultValue,
+                 locked: LockedAttempt | None = None) -> None:
+    """Close the attempt and apply its result (the caller checked it is still open).
+
+    `locked`: the attempt's rows as `lock_attempt(s)` read them, so that they are not looked
+    up again in the identity map (None: looked up)."""
     # "done": a worker answered (even "rejected"); "failed": no usable answer, every try.
     attempt.state = "failed" if result.broken else "done"
-    attempt.result = result.to_dict()
+    # a generate result's transcript lives in its own table, not in the attempt row
+    attempt.result = (result.without_transcript() if isinstance(result, GenerateResult)
+                      else result.to_dict())
     attempt.reason = None if result.ok else (result.reason or "failed")
     attempt.finished_at = utcnow()
-    track = session.get_one(Track, attempt.track_id)
-    job = session.get_one(Job, attempt.job_id)
-    if isinstance(result, GenerateResult):
-        apply_generate(session, job, track, attempt, result)
-    elif isinstance(result, CompileResult):
-        apply_compile(session, job, track, attempt, result)
-    elif isinstance(result, VerifyResult):
-        apply_verify(session, job, track, attempt, result)
-    elif attempt.decision_id is None:  # a profile of the original kernel, not of a pull
-        apply_baseline(session, job, track, attempt, result)
+    if locked is None:
+        track = session.get_one(Track, attempt.track_id)
+        job = session.get_one(Job, attempt.job_id)
+        candidate = None
     else:
-        apply_profile(session, job, track, attempt, result)
+        track, job, candidate = locked[1], locked[2], locked[3]
+    if isinstance(result, GenerateResult):
+        apply_generate(session, job, track, attempt, result, parent=candidate)
+    elif isinstance(result, CompileResult):
+        apply_compile(session, job, track, attempt, result, candidate=candidate)
+    elif isinstance(result, VerifyResult):
+        apply_verify(session, job, track, attempt, result, locked_candidate=candidate)
+    elif attempt.decision_id is None:  # a profile of the original kernel, not of a pull
+        apply_baseline(session, job, track, attempt, result, candidate=candidate)
+    else:
+        apply_profile(session, job, track, attempt, result, candidate=candidate)
 
 
 def fail_lost_attempt(session: Session, attempt: Attempt, reason: str) -> None:
@@ -103,14 +113,13 @@ def fail_lost_attempt(session: Session, attempt: Attempt, reason: str) -> None:
 
 
 def apply_generate(session: Session, job: Job, track: Track, attempt: Attempt,
-                   result: GenerateResult) -> None:
+                   result: GenerateResult, parent: Candidate | None = None) -> None:
     """Record usage and the transcript; a new child goes on to compile, a duplicate is
     recorded with its original's outcome, a failure gets a repair turn or ends the pull."""
     record_usage(session, job, attempt, result)
-    attempt.result = result.without_transcript()
     child = None
     if result.ok and result.editable:
-        child = new_child(session, track, attempt, result.editable)
+        child = new_child(session, track, attempt, result.editable, parent)
     transcript = record_transcript(session, attempt, result, child)
     if child is None:
         fail_pull(session, job, track, attempt, None, result, transcript)
@@ -125,12 +134,10 @@ def apply_generate(session: Session, job: Job, track: Track, attempt: Attempt,
         "strategy": child.strategy, "turn": child.turn})
 
 
-def new_child(session: Session, track: Track, attempt: Attempt, editable: str) -> Candidate:
-    """The generated child of the pull's parent (a repair turn's child too), flushed for its id."""
-    child = generated_child(session, track, attempt, editable)
-    if child.id is None:
-        session.flush()
-    return child
+def new_child(session: Session, track: Track, attempt: Attempt, editable: str,
+              parent: Candidate | None = None) -> Candidate:
+    """The generated child of the pull's parent (a repair turn's child too), with its id."""
+    return generated_child(session, track, attempt, editable, parent)
 
 
 def apply_duplicate(session: Session, job: Job, track: Track, attempt: Attempt,
@@ -157,37 +164,10 @@ def fail_pull(session: Session, job: Job, track: Track, attempt: Attempt,
     finish_pull(session, job, track, attempt, child, reason or "no code")
 
 
-_CHILDREN = "kb_generated_children"
-
-
-def generated_child(session: Session, track: Track, attempt: Attempt,
-                    editable: str) -> Candidate:
-    """The child a successful generate result describes (its `editable`), added to the
-    session once.
-
-    A batch adds the children of all its generate results first and flushes once, so their
-    ids come back in one INSERT instead of one round trip per result."""
-    prepared: dict[int, Candidate] = session.info.setdefault(_CHILDREN, {})
-    child = prepared.get(attempt.id)
-    if child is None:
-        parent = session.get_one(Candidate, attempt.candidate_id)
-        repair = attempt.payload.get("repair")
-        child = Candidate(track_id=track.id, parent_id=parent.id, decision_id=attempt.decision_id,
-                          strategy=attempt.payload.get("strategy"), editable=editable,
-                          status="generated", lineage_depth=parent.lineage_depth + 1,
-                          source_hash=source_hash(editable),
-                          turn=int(attempt.payload.get("turn") or 0),
-                          repair_of=repair.get("failed_candidate") if isinstance(repair, dict)
-                          else None)
-        session.add(child)
-        prepared[attempt.id] = child
-    return child
-
-
 def apply_compile(session: Session, job: Job, track: Track, attempt: Attempt,
-                  result: CompileResult) -> None:
+                  result: CompileResult, candidate: Candidate | None = None) -> None:
     """A compiled child goes on to be profiled on its target; a rejected one ends the pull."""
-    child = session.get_one(Candidate, attempt.candidate_id)
+    child = attempt_candidate(session, attempt, candidate)
     child.static_profile = result.static_profile
     if not result.ok:
         reject(child, result)
@@ -198,9 +178,9 @@ def apply_compile(session: Session, job: Job, track: Track, attempt: Attempt,
 
 
 def apply_profile(session: Session, job: Job, track: Track, attempt: Attempt,
-                  result: ProfileResult) -> None:
+                  result: ProfileResult, candidate: Candidate | None = None) -> None:
     """A correct, measured child joins the frontier and may become the track's best."""
-    child = session.get_one(Candidate, attempt.candidate_id)
+    child = attempt_candidate(session, attempt, candidate)
     if not result.ok or result.measurement is None:
         reject(child, result)
         fail_pull(session, job, track, attempt, child, result)
@@ -215,9 +195,9 @@ def apply_profile(session: Session, job: Job, track: Track, attempt: Attempt,
 
 
 def apply_baseline(session: Session, job: Job, track: Track, attempt: Attempt,
-                   result: ProfileResult) -> None:
+                   result: ProfileResult, candidate: Candidate | None = None) -> None:
     """The original kernel's measurement starts the track's bandit; without it the track fails."""
-    original = session.get_one(Candidate, attempt.candidate_id)
+    original = attempt_candidate(session, attempt, candidate)
     if not result.ok or result.measurement is None:
         reject(original, result)
         track.status, track.finished_at = "failed", utcnow()
@@ -234,9 +214,9 @@ def apply_baseline(session: Session, job: Job, track: Track, attempt: Attempt,
 
 
 def apply_verify(session: Session, job: Job, track: Track, attempt: Attempt,
-                 result: VerifyResult) -> None:
+                 result: VerifyResult, locked_candidate: Candidate | None = None) -> None:
     """Held-out acceptance: a pass completes the track, a failure falls back to the next best."""
-    candidate = session.get_one(Candidate, attempt.candidate_id)
+    candidate = attempt_candidate(session, attempt, locked_candidate)
     if result.ok:
         track.held_out, track.held_out_reason = "passed", None
         record_final_speedup(session, job, track, candidate, result)
@@ -343,7 +323,7 @@ def store_measurement(session: Session, candidate: Candidate, data: MeasurementV
               **paired_columns(data.speedup.to_dict() if data.speedup is not None else None),
               "features": features, "created_at": utcnow()}
     add_row(session, Measurement, values)
-    return Measurement(**values)
+    return row_value(Measurement, values)
 
 
 def set_best(session: Session, job: Job, track: Track, candidate: Candidate,

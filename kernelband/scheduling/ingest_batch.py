@@ -22,9 +22,10 @@ from kernelband.db.models import Attempt, Candidate, Event, Job, Track
 from kernelband.loop.dedupe import prefetch_same_source
 from kernelband.loop.skills import prefetch_for_skills
 from kernelband.scheduling.attempts import ACTIVE_ATTEMPT_STATES
+from kernelband.scheduling.children import Wanted, insert_children
 from kernelband.scheduling.dispatch import TaskResult
 from kernelband.scheduling.events import prime_event_counters
-from kernelband.scheduling.ingest import LockedAttempt, apply_result, generated_child
+from kernelband.scheduling.ingest import LockedAttempt, apply_result
 from kernelband.scheduling.leases import extend_locked_lease, lease_deadline
 from kernelband.scheduling.results import GenerateResult, LeaseBeat, TaskResultValue, read_result
 from kernelband.scheduling.state import WITHOUT_STORED_STATE
@@ -49,7 +50,8 @@ def apply_batch(session: Session, items: Sequence[TaskResult], now: datetime, le
             extend_locked_lease(entry[0], lease_deadline(now, lease_s), entry[1].task_id, now)
             outcomes.append(False)
         else:
-            outcomes.append(apply_locked(session, entry[0], entry[1], max_tries))
+            outcomes.append(apply_locked(session, entry[0], entry[1], max_tries,
+                                         locked[entry[0].id]))
     del held
     return outcomes
 
@@ -65,34 +67,34 @@ def read_item(locked: dict[int, LockedAttempt],
 
 def add_children(session: Session, locked: dict[int, LockedAttempt],
                  read: Sequence[tuple[Attempt, TaskResultValue | LeaseBeat] | None]) -> None:
-    """The children of the batch's successful generate results, inserted in one flush.
+    """The children of the batch's successful generate results, inserted in one statement.
 
     Only an attempt's first result is looked at: it is the one that will be applied."""
     seen: set[int] = set()
-    children = []
+    wanted: list[Wanted] = []
     for entry in read:
         if entry is None or isinstance(entry[1], LeaseBeat) or entry[0].id in seen:
             continue
         attempt, result = entry
         seen.add(attempt.id)
-        track = locked[attempt.id][1]
+        _, track, _, parent = locked[attempt.id]
         if (isinstance(result, GenerateResult) and attempt.state in ACTIVE_ATTEMPT_STATES
                 and result.ok and result.editable):
-            children.append(generated_child(session, track, attempt, result.editable))
-    session.flush()
-    prefetch_same_source(session, children)
+            wanted.append((track, attempt, result.editable, parent))
+    prefetch_same_source(session, insert_children(session, wanted))
 
 
 def apply_locked(session: Session, attempt: Attempt, result: TaskResultValue,
-                 max_tries: int) -> bool:
-    """`ingest_result` for an attempt this transaction holds locked."""
+                 max_tries: int, locked: LockedAttempt | None = None) -> bool:
+    """`ingest_result` for an attempt this transaction holds locked (`locked`: its rows as
+    read with it; None: looked up in the session)."""
     if attempt.state not in ACTIVE_ATTEMPT_STATES:
         return False  # already applied, or closed by cancellation / expiry
     if result.reason.startswith("task_error") and attempt.tries < max_tries:
         attempt.state = "expired"
         attempt.reason = f"{result.reason} on try {attempt.tries}; retrying"
         return True
-    apply_result(session, attempt, result)
+    apply_result(session, attempt, result, locked)
     return True
 
 

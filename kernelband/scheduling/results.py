@@ -204,6 +204,8 @@ _FIELD_NAMES: dict[type[ResultValue], tuple[str, ...]] = {}
 
 def _plain(value: Any) -> Any:
     """A field as JSON: tuples as lists, a measurement as Measurement.to_dict() gives it."""
+    if type(value) in _SCALARS:  # most fields: nothing to copy, the checks below skipped
+        return value
     if isinstance(value, tuple):
         return [_plain(v) for v in value]
     if isinstance(value, Measurement):
@@ -222,6 +224,7 @@ def _measurement_dict(measurement: Measurement) -> dict[str, Any]:
     return data
 
 
+_SCALARS = frozenset((str, int, float, bool, type(None)))
 _MEASUREMENT_FIELDS = tuple(item.name for item in fields(Measurement))
 _NUMBER = ((int, float), "a number")
 _FIELD_TYPES: dict[str, tuple[type | tuple[type, ...], str]] = {

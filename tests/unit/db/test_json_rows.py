@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from sqlalchemy import select, text
 from sqlalchemy.orm import Session, sessionmaker
 
-from kernelband.db.json_rows import insert_rows, portable
+from kernelband.db.json_rows import insert_returning_ids, insert_rows, portable
 from kernelband.db.models import Candidate, Measurement
 from kernelband.db.session import session_scope
 from tests.utils.db_rows import new_track
@@ -64,3 +64,24 @@ def test_a_non_finite_float_takes_the_executemany(db_factory: sessionmaker[Sessi
     assert not any("json_populate_recordset" in s for s in sent)
     with session_scope(db_factory) as session:
         assert session.scalars(select(Measurement.time_ms)).one() == math.inf
+
+
+def test_inserted_ids_come_back_in_the_rows_order(db_factory: sessionmaker[Session]) -> None:
+    candidate_id = _candidate(db_factory)
+    times = [0.9, 0.1, 0.5, 0.3, math.inf]  # the last row: not portable, the executemany path
+    for rows in ([_measurement(candidate_id, t, {"n": t}) for t in times[:4]],
+                 [_measurement(candidate_id, t, None) for t in times]):
+        with (sent_statements(db_factory.kw["bind"], "INSERT") as sent,
+              session_scope(db_factory) as session):
+            ids = insert_returning_ids(session.connection(), Measurement.__table__, rows)
+        assert len(ids) == len(rows) == len(set(ids))
+        assert len(sent) == 1 or db_factory.kw["bind"].dialect.name != "postgresql"
+        with session_scope(db_factory) as session:
+            stored = {i: t for i, t in session.execute(select(Measurement.id, Measurement.time_ms)
+                                                       .where(Measurement.id.in_(ids)))}
+        assert [stored[i] for i in ids] == [row["time_ms"] for row in rows]
+    with session_scope(db_factory) as session:
+        assert insert_returning_ids(session.connection(), Measurement.__table__, []) == []
+        nulls = session.execute(text("SELECT count(*) FROM measurements "
+                                     "WHERE features IS NULL")).scalar()
+    assert nulls == len(times)  # None in a JSON column is SQL NULL on either path

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
+from sqlalchemy.orm.attributes import instance_state
 
-from kernelband.db.models import Event, utcnow
-from kernelband.db.row_buffer import add_row, buffered_rows, write_rows
+from kernelband.db.models import Event, Job, utcnow
+from kernelband.db.row_buffer import add_row, buffered_rows, loaded_row, row_value, write_rows
 from kernelband.db.session import session_scope
 from tests.utils.db_rows import new_job
 from tests.utils.sql_log import sent_statements
@@ -63,3 +64,28 @@ def test_a_rollback_drops_the_buffer(db_factory: sessionmaker[Session]) -> None:
         session.close()
     with session_scope(db_factory) as session:
         assert session.scalar(select(func.count(Event.id))) == 0
+
+
+def test_a_row_value_carries_its_values_outside_any_session(
+        db_factory: sessionmaker[Session]) -> None:
+    values = _event(7, 3)
+    row = row_value(Event, values)
+    assert (row.job_id, row.seq, row.kind, row.payload) == (7, 3, "probe", {"n": 3})
+    assert row.id is None and instance_state(row).transient
+
+
+def test_a_loaded_row_is_persistent_and_its_changes_are_flushed(
+        db_factory: sessionmaker[Session]) -> None:
+    job_id = _job(db_factory)
+    with session_scope(db_factory) as session:
+        columns = dict(session.execute(select(Job.__table__).where(Job.id == job_id))
+                       .mappings().one())
+    with (sent_statements(db_factory.kw["bind"]) as sent,
+          session_scope(db_factory) as session):
+        job = loaded_row(session, Job, columns)
+        assert session.get_one(Job, job_id) is job and not session.dirty and not session.new
+        assert job.policy == columns["policy"] and sent == []  # no column read back
+        job.status = "cancelled"
+    assert [s.split()[0] for s in sent] == ["UPDATE"]
+    with session_scope(db_factory) as session:
+        assert session.get_one(Job, job_id).status == "cancelled"

@@ -372,9 +372,9 @@ def test_every_ingest_step_receives_its_kinds_typed_result(
                  "apply_verify"):
         original = getattr(ingest, name)
 
-        def spy(*args: Any, _name: str = name, _original: Any = original) -> None:
-            seen.setdefault(_name, set()).add(type(args[-1]))
-            _original(*args)
+        def spy(*args: Any, _name: str = name, _original: Any = original, **rows: Any) -> None:
+            seen.setdefault(_name, set()).add(type(args[-1]))  # rows: the candidate read with it
+            _original(*args, **rows)
 
         monkeypatch.setattr(ingest, name, spy)
     job_id = make_job(db_factory, budget_iterations=6, parallelism=2)
