@@ -17,8 +17,10 @@ def prefetch_same_source(session: Session, children: list[Candidate]) -> None:
     keys = {(c.track_id, c.source_hash) for c in children if c.source_hash is not None}
     if not keys:
         return
-    query = (select(Candidate).where(Candidate.track_id.in_({t for t, _ in keys}),
-                                     Candidate.source_hash.in_({h for _, h in keys}),
+    # The tracks are a filter, not an index read: their index holds every candidate a track
+    # ever had (thousands, more with every pull), while each source hash matches a few rows.
+    query = (select(Candidate).where((Candidate.track_id + 0).in_(sorted({t for t, _ in keys})),
+                                     Candidate.source_hash.in_(sorted({h for _, h in keys})),
                                      Candidate.status != "duplicate")
              .order_by(Candidate.id))
     found: dict[tuple[int, str], list[Candidate]] = {key: [] for key in keys}
