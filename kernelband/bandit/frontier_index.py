@@ -92,9 +92,16 @@ def _phi_rows(new: list[FrontierEntry], previous: np.ndarray | None,
 
 
 def in_frontier(state: PolicyState, kernel_id: str) -> bool:
-    """Whether a frontier entry has this kernel id (a dict lookup once the state is indexed)."""
+    """Whether a frontier entry has this kernel id: once the state is indexed, a dict lookup
+    for the entries the index describes (when they are still the frontier's first ones) and
+    a scan of those appended since (no arrays are built for them: an update asks this before
+    each child joins, and the next selection's `cluster_index` extends the index anyway)."""
     if isinstance(state.derived, ClusterIndex):
-        return kernel_id in frontier_arrays_of(state).ids
+        indexed = state.derived.frontier
+        done = len(indexed.entries)
+        if done <= len(state.frontier) and state.frontier[:done] == indexed.entries:
+            return kernel_id in indexed.ids or any(
+                entry.kernel_id == kernel_id for entry in state.frontier[done:])
     return any(entry.kernel_id == kernel_id for entry in state.frontier)
 
 

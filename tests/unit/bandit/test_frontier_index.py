@@ -10,6 +10,7 @@ from kernelband.bandit import FrontierEntry, PolicyState, make_policy
 from kernelband.bandit.arms import cluster_members, open_arms, representative, sample_parent
 from kernelband.bandit.frontier_index import (
     cluster_index,
+    entry_of,
     fastest,
     frontier_arrays,
     in_frontier,
@@ -102,3 +103,16 @@ def test_phi_rows_and_ids_extend_with_the_frontier_until_a_length_differs() -> N
     mixed = frontier_arrays([*state.frontier, FrontierEntry("short", 1.0, (1.0,))], grown)
     assert mixed.phi is None
     assert frontier_arrays([*mixed.entries, state.frontier[0]], mixed).phi is None
+
+
+def test_membership_and_entries_read_the_index_and_the_entries_appended_since() -> None:
+    state = clustered_state(30, 6)
+    cluster_index(state, 3)  # describes k0..k29
+    state.frontier.append(entry("late", 2.0))
+    assert in_frontier(state, "k0") and in_frontier(state, "late") and not in_frontier(state, "x")
+    assert entry_of(state, "k7") is state.frontier[7]
+    assert entry_of(state, "late") is state.frontier[-1]
+    stale = clustered_state(30, 7)  # an index of another frontier answers nothing
+    stale.derived = state.derived
+    assert not in_frontier(stale, "late") and in_frontier(stale, "k29")
+    assert entry_of(stale, "k3") is stale.frontier[3]
