@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import Select, bindparam, func, select
 from sqlalchemy.orm import Session
 
 from kernelband.bandit import FrontierEntry
@@ -61,19 +61,28 @@ def lock_attempt(session: Session, attempt_id: int) -> LockedAttempt | None:
     returned tuple while applying: the session's identity map holds objects weakly, and the
     tuple is what keeps the track, job and candidate there for `session.get_one` to find.
     """
-    last_event = (select(func.max(Event.seq)).where(Event.job_id == Attempt.job_id)
-                  .correlate(Attempt).scalar_subquery())
-    query = (select(Attempt, Track, Job, Candidate, last_event)
-             .join(Track, Track.id == Attempt.track_id).join(Job, Job.id == Attempt.job_id)
-             .outerjoin(Candidate, Candidate.id == Attempt.candidate_id)
-             .where(Attempt.id == attempt_id).with_for_update(of=Attempt)
-             .options(WITHOUT_STORED_STATE))
-    row = session.execute(query).first()
+    row = session.execute(_LOCK_ONE, {"id": attempt_id}).first()
     if row is None:
         return None
     attempt, track, job, candidate, last = row
     prime_event_counters(session, {job.id: last or 0})
     return attempt, track, job, candidate
+
+
+def locking_read(condition: Any) -> Select[Any]:
+    """The attempts matching `condition` (bound parameters), locked, with their track, job,
+    candidate and job's last event number. Built once per condition: building and cache-keying
+    it cost more than the database took to answer it."""
+    last_event = (select(func.max(Event.seq)).where(Event.job_id == Attempt.job_id)
+                  .correlate(Attempt).scalar_subquery())
+    return (select(Attempt, Track, Job, Candidate, last_event)
+            .join(Track, Track.id == Attempt.track_id).join(Job, Job.id == Attempt.job_id)
+            .outerjoin(Candidate, Candidate.id == Attempt.candidate_id)
+            .where(condition).order_by(Attempt.id).with_for_update(of=Attempt)
+            .options(WITHOUT_STORED_STATE))
+
+
+_LOCK_ONE = locking_read(Attempt.id == bindparam("id"))
 
 
 def apply_result(session: Session, attempt: Attempt, result: TaskResultValue,

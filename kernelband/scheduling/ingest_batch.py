@@ -15,22 +15,22 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
-from sqlalchemy import func, select
+from sqlalchemy import bindparam
 from sqlalchemy.orm import Session
 
-from kernelband.db.models import Attempt, Candidate, Event, Job, Track
+from kernelband.db.models import Attempt
 from kernelband.loop.dedupe import prefetch_same_source
 from kernelband.loop.skills import prefetch_for_skills
 from kernelband.scheduling.attempts import ACTIVE_ATTEMPT_STATES
 from kernelband.scheduling.children import Wanted, insert_children
 from kernelband.scheduling.dispatch import TaskResult
 from kernelband.scheduling.events import prime_event_counters
-from kernelband.scheduling.ingest import LockedAttempt, apply_result
+from kernelband.scheduling.ingest import LockedAttempt, apply_result, locking_read
 from kernelband.scheduling.leases import extend_locked_lease, lease_deadline
 from kernelband.scheduling.results import GenerateResult, LeaseBeat, TaskResultValue, read_result
-from kernelband.scheduling.state import WITHOUT_STORED_STATE
 
 BATCH_SIZE = 500  # results per transaction: bounds how long attempt locks are held
+_LOCK_MANY = locking_read(Attempt.id.in_(bindparam("ids", expanding=True)))
 
 
 def apply_batch(session: Session, items: Sequence[TaskResult], now: datetime, lease_s: float,
@@ -105,16 +105,10 @@ def lock_attempts(session: Session, attempt_ids: set[int]) -> dict[int, LockedAt
     """
     if not attempt_ids:
         return {}
-    last_event = (select(func.max(Event.seq)).where(Event.job_id == Attempt.job_id)
-                  .correlate(Attempt).scalar_subquery())
-    query = (select(Attempt, Track, Job, Candidate, last_event)
-             .join(Track, Track.id == Attempt.track_id).join(Job, Job.id == Attempt.job_id)
-             .outerjoin(Candidate, Candidate.id == Attempt.candidate_id)
-             .where(Attempt.id.in_(sorted(attempt_ids))).order_by(Attempt.id)
-             .with_for_update(of=Attempt).options(WITHOUT_STORED_STATE))
     locked: dict[int, LockedAttempt] = {}
     last: dict[int, int] = {}
-    for attempt, track, job, candidate, seq in session.execute(query).all():
+    rows = session.execute(_LOCK_MANY, {"ids": sorted(attempt_ids)}).all()
+    for attempt, track, job, candidate, seq in rows:
         locked[attempt.id] = (attempt, track, job, candidate)
         last[job.id] = max(last.get(job.id, 0), seq or 0)
     prime_event_counters(session, last)

@@ -3,13 +3,16 @@ attempt and transaction."""
 
 from __future__ import annotations
 
+import ast
+from pathlib import Path
+
 from scheduling_fakes import make_job
 from sqlalchemy import inspect, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from kernelband.db.models import Attempt, Candidate, Track
 from kernelband.db.session import session_scope
-from kernelband.generate.normalize import source_hash
+from kernelband.generate.normalize import normalized_source, source_hash
 from kernelband.scheduling.children import child_row, generated_child, insert_children
 from kernelband.scheduling.ingest import lock_attempt
 from tests.utils.sql_log import sent_statements
@@ -73,3 +76,29 @@ def test_a_child_row_names_every_column_but_the_id(db_factory: sessionmaker[Sess
         names = set(child_row(row[1], row[0], "code", row[3]))
     # a column left out would be read back from the database on first use
     assert names == {c.key for c in Candidate.__table__.columns} - {"id"}
+
+
+def _reference(code: str) -> str:
+    """The normalised text as ast.walk and ast.dump give it (what stored hashes were made of)."""
+    tree = ast.parse(code)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Module | ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) \
+                and node.body and isinstance(node.body[0], ast.Expr) \
+                and isinstance(node.body[0].value, ast.Constant) \
+                and isinstance(node.body[0].value.value, str):
+            node.body = node.body[1:] or [ast.Pass()]
+    return ast.dump(tree, annotate_fields=False, include_attributes=False)
+
+
+def test_a_childs_normalised_source_is_the_text_stored_hashes_were_made_of() -> None:
+    nested = ('"""m"""\nif x:\n    def f():\n        "doc"\nelse:\n    try:\n        pass\n'
+              '    except E:\n        class C:\n            """c"""\n            x = 1\n'
+              '    finally:\n        while y:\n            async def g():\n                "d"\n'
+              '                return "kept"\nmatch v:\n    case 1:\n        def h():\n'
+              '            "h"\n            "second string stays"\n')
+    package = Path(__file__).resolve().parents[3] / "kernelband"
+    sources = [nested, *(p.read_text() for p in sorted(package.rglob("*.py")))]
+    for code in sources:
+        assert normalized_source(code) == _reference(code)
+    assert "doc" not in normalized_source(nested) and "second string stays" in normalized_source(
+        nested)
