@@ -307,9 +307,13 @@ def record_usage(session: Session, job: Job, attempt: Attempt, result: GenerateR
         "job_id": job.id, "attempt_id": attempt.id, "model": result.model,
         "prompt_tokens": prompt, "completion_tokens": completion, "tokens": prompt + completion,
         "usd": usd, "cost_known": known, "created_at": utcnow()})
-    job.tokens_used += prompt + completion
-    job.cost_usd += usd
-    job.cost_known = job.cost_known and known
+    # Only what changes is set: a set attribute makes the job a row the flush must compare.
+    if prompt + completion:
+        job.tokens_used += prompt + completion
+    if usd:
+        job.cost_usd += usd
+    if not known and job.cost_known:
+        job.cost_known = False
 
 
 def _case_times(raw: Any) -> list[Any]:

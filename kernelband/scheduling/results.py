@@ -62,7 +62,8 @@ class ResultValue:
         known = _field_names(cls)
         values = {name: _read(cls.kind, name, data[name]) for name in known
                   if data.get(name) is not None}
-        extra = {key: value for key, value in data.items() if key not in known}
+        names = _FIELD_SETS[cls]  # filled with `known`
+        extra = {key: value for key, value in data.items() if key not in names}
         return cls(**values, extra=extra)
 
 
@@ -196,10 +197,12 @@ def _field_names(cls: type[ResultValue]) -> tuple[str, ...]:
     if names is None:
         names = _FIELD_NAMES[cls] = tuple(item.name for item in fields(cls)
                                           if item.name != "extra")
+        _FIELD_SETS[cls] = frozenset(names)
     return names
 
 
 _FIELD_NAMES: dict[type[ResultValue], tuple[str, ...]] = {}
+_FIELD_SETS: dict[type[ResultValue], frozenset[str]] = {}  # the same names, to look keys up in
 
 
 def _plain(value: Any) -> Any:

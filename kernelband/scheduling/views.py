@@ -17,7 +17,7 @@ from functools import lru_cache
 from typing import Any, cast
 
 import numpy as np
-from sqlalchemy import Table, update
+from sqlalchemy import Table, bindparam, update
 from sqlalchemy import event as orm_events
 from sqlalchemy.orm import Session
 
@@ -42,6 +42,10 @@ class DeferredWrites:
 
 _DEFERRED = "kb_deferred_writes"
 _JOBS = cast(Table, Job.__table__)
+# Core, built once: the ORM's bulk update machinery and building the statement per commit cost
+# more than the UPDATE itself.
+_BUMP_JOBS = (update(_JOBS).where(_JOBS.c.id.in_(bindparam("ids", expanding=True)))
+              .values(version=_JOBS.c.version + 1))
 UCB_DECIMALS = 4  # stored precision of an arm's UCB score
 # A running track's arm/cluster view is rewritten with a reward at most once per interval (each
 # reward changes every arm's UCB score through ln t, so each rewrite touches every arm row). A
@@ -97,9 +101,8 @@ def _write_deferred(session: Session) -> None:
              ("members", "size", "representative_id", "centroid"), ())):
         rows = changed_rows(session, model.__tablename__, rows, keys, compared)
         upsert_rows(session, model, rows, keys, compared, touched="updated_at", carried=carried)
-    if writes.touched_jobs:  # Core: the ORM's bulk update machinery cost more than the UPDATE
-        session.connection().execute(update(_JOBS).where(_JOBS.c.id.in_(sorted(writes.touched_jobs)))
-                                     .values(version=_JOBS.c.version + 1))
+    if writes.touched_jobs:
+        session.connection().execute(_BUMP_JOBS, {"ids": sorted(writes.touched_jobs)})
 
 
 def arm_rows(job: Job, track: Track, state: PolicyState, now: datetime) -> list[dict[str, Any]]:
