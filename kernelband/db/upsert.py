@@ -19,7 +19,7 @@ from sqlalchemy import JSON, ColumnElement, Table, Text, TextClause, cast, false
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
-from kernelband.db.json_rows import QUOTE, portable, records_param, recordset_insert_sql
+from kernelband.db.json_rows import QUOTE, records_param, recordset_insert_sql, rows_portable
 from kernelband.db.models import Base
 
 
@@ -40,7 +40,7 @@ def upsert_rows(session: Session, model: type[Base], rows: Sequence[dict[str, An
         rows = list({tuple(row[key] for key in keys): row for row in rows}.values())
     dialect = session.get_bind().dialect.name
     columns = (tuple(keys), tuple(compared), touched, tuple(carried))
-    if dialect == "postgresql" and all(portable(row.values()) for row in rows):
+    if dialect == "postgresql" and rows_portable(row.values() for row in rows):
         statement = _recordset_upsert(model, tuple(rows[0]), *columns)
         session.execute(statement, records_param(rows))
         return

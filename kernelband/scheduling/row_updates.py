@@ -38,10 +38,10 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.orm import Session, UOWTransaction
-from sqlalchemy.orm.attributes import set_committed_value
+from sqlalchemy.orm.attributes import instance_state, set_committed_value
 from sqlalchemy.orm.exc import StaleDataError
 
-from kernelband.db.json_rows import portable, records_param
+from kernelband.db.json_rows import records_param, rows_portable
 from kernelband.db.models import Attempt, Base, Candidate, Track
 
 BATCHED: tuple[type[Base], ...] = (Track, Attempt, Candidate)
@@ -63,7 +63,7 @@ def _write_changed_rows(session: Session, _context: UOWTransaction, _instances: 
     groups: dict[tuple[type[Base], tuple[str, ...]], list[Any]] = {}
     for obj in session.dirty:
         model = type(obj)
-        if model in _COLUMNS and inspect(obj).has_identity:
+        if model in _COLUMNS and instance_state(obj).has_identity:
             keys = changed_columns(obj)
             if keys:
                 groups.setdefault((model, keys), []).append(obj)
@@ -79,7 +79,8 @@ def changed_columns(obj: Base) -> tuple[str, ...]:
     row is written either way when another column changed, and comparing every set column's
     history cost more than the write)."""
     names = _COLUMNS[type(obj)]
-    return tuple(sorted(key for key in inspect(obj).committed_state if key in names))
+    # instance_state: what inspect() returns for an instance, without its registry lookup
+    return tuple(sorted(key for key in instance_state(obj).committed_state if key in names))
 
 
 def write_rows(session: Session, model: type[Base], keys: tuple[str, ...],
@@ -91,7 +92,7 @@ def write_rows(session: Session, model: type[Base], keys: tuple[str, ...],
     head = ("id", "version") if versioned else ("id",)
     rows = [(obj.id, *((obj.version,) if versioned else ()), *(getattr(obj, k) for k in keys))
             for obj in objs]
-    if all(portable(row) for row in rows):
+    if rows_portable(rows):
         records = [dict(zip((*head, *keys), row, strict=True)) for row in rows]
         statement: Any = _recordset_update(table.name, keys, versioned)
         result = session.connection().execute(statement, records_param(records))

@@ -5,10 +5,11 @@ from __future__ import annotations
 import math
 from datetime import UTC, datetime
 
+import numpy as np
 from sqlalchemy import select, text
 from sqlalchemy.orm import Session, sessionmaker
 
-from kernelband.db.json_rows import insert_returning_ids, insert_rows, portable
+from kernelband.db.json_rows import insert_returning_ids, insert_rows, portable, rows_portable
 from kernelband.db.models import Candidate, Measurement
 from kernelband.db.session import session_scope
 from tests.utils.db_rows import new_track
@@ -85,3 +86,12 @@ def test_inserted_ids_come_back_in_the_rows_order(db_factory: sessionmaker[Sessi
         nulls = session.execute(text("SELECT count(*) FROM measurements "
                                      "WHERE features IS NULL")).scalar()
     assert nulls == len(times)  # None in a JSON column is SQL NULL on either path
+
+
+def test_rows_are_portable_only_without_a_nan_or_infinity() -> None:
+    assert rows_portable([(1.0, "x", None), (2, 3.5, True)]) and rows_portable([])
+    assert not rows_portable([(1.0,), ("x", math.nan)])
+    assert not rows_portable([(math.inf,), (-math.inf,)])  # their sum is NaN: still refused
+    assert not portable([np.float64("nan")]) and portable([np.float64(2.5), 7])
+    # finite values whose sum overflows take the slower path: never a wrong one
+    assert not portable([1e308, 1e308])
