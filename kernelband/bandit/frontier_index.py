@@ -50,7 +50,7 @@ class ClusterIndex:
     members: list[np.ndarray]  # frontier indices, ascending
     reps: list[int | None]  # fastest member with a signature (first on ties), None if none
     softmax: dict[tuple[int, int, float, float], tuple[np.ndarray, np.ndarray]] = field(
-        default_factory=dict)  # (cluster, dim, theta, temperature) -> (scored, p), scope "all"
+        default_factory=dict)  # (cluster, dim, theta, temperature) -> (scored, cdf), scope "all"
     masks: dict[bytes, np.ndarray] = field(default_factory=dict)  # theta -> `open_mask`
 
 
@@ -184,9 +184,9 @@ def sample_parent_indexed(index: ClusterIndex, cluster: int, dim: int, theta: fl
         key = (cluster, dim, theta, temperature)
         if key not in index.softmax:
             scored = members[arrays.has_h[members]]
-            index.softmax[key] = (scored, _softmax(theta - arrays.h[scored, dim], temperature)
-                                  if len(scored) else scored)
-        scored, p = index.softmax[key]
+            index.softmax[key] = (scored, _cdf(_softmax(theta - arrays.h[scored, dim],
+                                                        temperature)) if len(scored) else scored)
+        scored, cdf = index.softmax[key]
         if not len(scored):
             return fastest(index, cluster)
     else:
@@ -197,8 +197,22 @@ def sample_parent_indexed(index: ClusterIndex, cluster: int, dim: int, theta: fl
         scored = members
         counted = chosen[members] & arrays.has_h[members]
         logits = np.where(counted, theta - np.nan_to_num(arrays.h[members, dim]), 0.0)
-        p = _softmax(logits, temperature)
-    return int(scored[int(rng.choice(len(scored), p=p))])
+        cdf = _cdf(_softmax(logits, temperature))
+    return int(scored[draw(cdf, rng)])
+
+
+def _cdf(p: np.ndarray) -> np.ndarray:
+    """The cumulative weights `Generator.choice` draws against, normalised as it does."""
+    cdf = p.cumsum()
+    cdf /= cdf[-1]
+    return cdf
+
+
+def draw(cdf: np.ndarray, rng: np.random.Generator) -> int:
+    """`rng.choice(len(cdf), p=p)` for `cdf = _cdf(p)`: the same one uniform draw and the same
+    search numpy's choice makes, without re-checking and re-summing p on every pull (a cluster's
+    weights are kept in the index between pulls)."""
+    return int(cdf.searchsorted(rng.random(), side="right"))
 
 
 def _softmax(logits: np.ndarray, temperature: float) -> np.ndarray:
@@ -208,5 +222,5 @@ def _softmax(logits: np.ndarray, temperature: float) -> np.ndarray:
     return weights / weights.sum()
 
 
-__all__ = ["ClusterIndex", "FrontierArrays", "cluster_index", "entry_of", "fastest", "frontier_arrays",
+__all__ = ["ClusterIndex", "FrontierArrays", "cluster_index", "draw", "entry_of", "fastest", "frontier_arrays",
            "frontier_arrays_of", "in_frontier", "label_array", "open_mask", "sample_parent_indexed"]

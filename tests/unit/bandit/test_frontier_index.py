@@ -10,6 +10,7 @@ from kernelband.bandit import FrontierEntry, PolicyState, make_policy
 from kernelband.bandit.arms import cluster_members, open_arms, representative, sample_parent
 from kernelband.bandit.frontier_index import (
     cluster_index,
+    draw,
     entry_of,
     fastest,
     frontier_arrays,
@@ -116,3 +117,15 @@ def test_membership_and_entries_read_the_index_and_the_entries_appended_since() 
     stale.derived = state.derived
     assert not in_frontier(stale, "late") and in_frontier(stale, "k29")
     assert entry_of(stale, "k3") is stale.frontier[3]
+
+
+@pytest.mark.parametrize("size", [1, 2, 7, 300, 1000])
+def test_a_draw_against_kept_weights_is_numpys_choice(size: int) -> None:
+    weights = np.random.default_rng(size).random(size) ** 3  # uneven, some near zero
+    p = weights / weights.sum()
+    cdf = p.cumsum()
+    cdf /= cdf[-1]
+    ours, numpys = np.random.default_rng(11), np.random.default_rng(11)
+    assert [draw(cdf, ours) for _ in range(3000)] == [
+        int(numpys.choice(size, p=p)) for _ in range(3000)]
+    assert ours.bit_generator.state == numpys.bit_generator.state
