@@ -33,13 +33,12 @@ class Prefetched:
         self.problem_name: dict[int, str] = {}
 
 
-def prefetch_for_skills(session: Session, measured: list[tuple[Job, Track, Candidate]]) -> list[Any]:
+def prefetch_for_skills(session: Session, measured: list[tuple[Job, Track, Candidate]]) -> None:
     """Everything `record_skill` reads for a batch of measured children, in two queries of
     plain columns (the jobs' team switches and problem names; the parents' source with their
-    measurements), kept in the session for this transaction. No row is loaded as an object,
-    so there is nothing to hold: the list returned is empty (kept for callers that hold it)."""
+    measurements), kept in the session for this transaction (no row loaded as an object)."""
     if not measured:
-        return []
+        return
     facts = Prefetched()
     pairs = {(c.parent_id, t.target) for _, t, c in measured if c.parent_id is not None}
     facts.parent_times = dict.fromkeys(pairs)
@@ -57,7 +56,6 @@ def prefetch_for_skills(session: Session, measured: list[tuple[Job, Track, Candi
         facts.skill_library[team_id] = skill_library
         facts.problem_name[problem_id] = name
     session.info[_PREFETCHED] = (session.get_transaction(), facts)
-    return []
 
 
 def _parents_with_times(session: Session, parent_ids: list[int]) -> Any:

@@ -39,7 +39,7 @@ def apply_batch(session: Session, items: Sequence[TaskResult], now: datetime, le
     locked = lock_attempts(session, {item.attempt_id for item in items})
     read = [read_item(locked, item) for item in items]  # each result read once, by its kind
     add_children(session, locked, read)
-    held = prefetch_for_skills(session, [  # kept while applying (the identity map is weak)
+    prefetch_for_skills(session, [
         (job, track, candidate) for attempt, track, job, candidate in locked.values()
         if attempt.kind == "profile" and attempt.decision_id is not None and candidate])
     outcomes = []
@@ -52,7 +52,6 @@ def apply_batch(session: Session, items: Sequence[TaskResult], now: datetime, le
         else:
             outcomes.append(apply_locked(session, entry[0], entry[1], max_tries,
                                          locked[entry[0].id]))
-    del held
     return outcomes
 
 
