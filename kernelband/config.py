@@ -78,6 +78,10 @@ class Settings(BaseSettings):
     worker_missed_beats: int = 3
     queue_timeout_s: float = 3600.0  # a try nobody took from a busy queue is re-sent after this
     max_tries: int = 3
+    # tasks an embedded suite runs at once per GPU queue: a paired measurement's timed rounds
+    # still have the GPU alone (kernelband/sandbox/gpu_lock.py takes it exclusively), while
+    # the other tasks' checks, runner starts and compiles overlap them instead of waiting
+    gpu_tasks_per_device: int = 3
     poll_interval_s: float = 0.2
     # the leader starts queued jobs, expires leases and finishes tracks at most this often
     # (about 6 ms of reads a pass; a fleet's scheduler runs about ten passes a second); every
