@@ -162,6 +162,8 @@ def show_report(report: SuiteReport) -> None:
         console.print(f"[yellow]failed to load[/] {failure.name}: {failure.reason}")
     for cost in report.throughput:
         console.print(cost.describe())
+    if report.steps:
+        console.print("time per step, all jobs: " + "; ".join(s.text() for s in report.steps))
 
 
 def _export(report: SuiteReport, csv: Path | None, json_out: Path | None) -> None:

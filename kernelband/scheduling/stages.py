@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import statistics
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -47,18 +48,27 @@ class StageTime:
                 "work_total_s": self.work_total_s, "wait_median_s": self.wait_median_s,
                 "parts": dict(self.parts)}
 
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> StageTime:
+        return cls(str(data["kind"]), int(data["finished"]), int(data["failed"]),
+                   float(data["work_median_s"]), float(data["work_p90_s"]), float(data["work_total_s"]),
+                   None if data.get("wait_median_s") is None else float(data["wait_median_s"]),
+                   {str(k): float(v) for k, v in (data.get("parts") or {}).items()})
+
     def text(self) -> str:
-        """One line, e.g. `profile x12: 2.31 s median (check 1.20, measure 1.05)`."""
+        """One line, e.g. `profile x12: 2.31 s median, p90 3.02 (check 1.20, measure 1.05)`."""
         parts = ", ".join(f"{name} {s:.2f}" for name, s in self.parts.items())
-        return (f"{self.kind} x{self.finished}: {self.work_median_s:.2f} s median"
-                + (f" ({parts})" if parts else ""))
+        return (f"{self.kind} x{self.finished}: {self.work_median_s:.2f} s median, p90 "
+                f"{self.work_p90_s:.2f}" + (f" ({parts})" if parts else ""))
 
 
-def stage_times(session: Session, job_id: int) -> list[StageTime]:
-    """The finished attempts of a job, summarised per kind (generate, compile, profile, verify)."""
+def stage_times(session: Session, job_id: int | Sequence[int]) -> list[StageTime]:
+    """The finished attempts of a job (or of several together, e.g. a suite's), summarised per
+    kind (generate, compile, profile, verify)."""
+    job_ids = [job_id] if isinstance(job_id, int) else list(job_id)
     query = (select(Attempt.kind, Attempt.state, Attempt.dispatched_at, Attempt.started_at,
                     Attempt.finished_at, Attempt.result)
-             .where(Attempt.job_id == job_id, Attempt.finished_at.is_not(None)))
+             .where(Attempt.job_id.in_(job_ids), Attempt.finished_at.is_not(None)))
     work: dict[str, list[float]] = defaultdict(list)
     waits: dict[str, list[float]] = defaultdict(list)
     parts: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))

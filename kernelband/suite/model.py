@@ -7,6 +7,7 @@ from datetime import datetime
 from typing import Any
 
 from kernelband.default_policy import DEFAULT_POLICY
+from kernelband.scheduling.stages import StageTime
 from kernelband.suite.metrics import ProblemResult, SuiteMetric
 from kernelband.suite.throughput import TargetThroughput
 
@@ -74,6 +75,8 @@ class SuiteReport:
     load_failures: tuple[LoadFailure, ...] = field(default_factory=tuple)
     # what the run cost its workers (kernelband/suite/throughput.py); set by the embedded runner
     throughput: tuple[TargetThroughput, ...] = field(default_factory=tuple)
+    # where the jobs' time went, per task kind over every job of the suite; set by the embedded runner
+    steps: tuple[StageTime, ...] = field(default_factory=tuple)
 
     @property
     def finished(self) -> bool:
@@ -90,7 +93,8 @@ class SuiteReport:
             "metrics": [m.to_dict() for m in self.metrics],
             "problems": [p.to_dict() for p in self.problems],
             "load_failures": [f.to_dict() for f in self.load_failures],
-        } | ({"throughput": [t.to_dict() for t in self.throughput]} if self.throughput else {})
+        } | ({"throughput": [t.to_dict() for t in self.throughput]} if self.throughput else {}) \
+          | ({"steps": [s.to_dict() for s in self.steps]} if self.steps else {})
 
 
 def report_from_dict(data: dict[str, Any]) -> SuiteReport:
@@ -106,4 +110,5 @@ def report_from_dict(data: dict[str, Any]) -> SuiteReport:
                                      if k in SuiteMetric.__dataclass_fields__})
                       for m in data["metrics"]), problems=problems,
         load_failures=tuple(LoadFailure.from_dict(f) for f in data["load_failures"]),
-        throughput=tuple(TargetThroughput.from_dict(t) for t in data.get("throughput") or ()))
+        throughput=tuple(TargetThroughput.from_dict(t) for t in data.get("throughput") or ()),
+        steps=tuple(StageTime.from_dict(s) for s in data.get("steps") or ()))

@@ -23,6 +23,7 @@ from kernelband.db.models import (
 )
 from kernelband.problem.model import KernelProblem, ProblemLoadError
 from kernelband.profile.perf_harness import HarnessError, with_perf_harness
+from kernelband.scheduling.stages import StageTime, stage_times
 from kernelband.speedups import ShownSpeedup, of_track
 from kernelband.suite.metrics import CORRECT_HELD_OUT, ProblemResult, suite_metrics
 from kernelband.suite.model import LoadFailure, SuiteReport, SuiteSettings
@@ -164,6 +165,12 @@ def _times(session: Session, candidate_id: int | None,
     cases = {str(item[0]): float(item[1]) for item in row.case_times or []
              if isinstance(item, list | tuple) and len(item) == 2}
     return cases, f"{row.label}: {row.method} on {row.device}"
+
+
+def suite_steps(session: Session, suite_id: str) -> tuple[StageTime, ...]:
+    """Where the suite's time went, per task kind over all its jobs (`scheduling.stages`)."""
+    job_ids = session.scalars(select(Job.id).where(Job.suite_id == suite_id)).all()
+    return tuple(stage_times(session, job_ids))
 
 
 def suite_throughput(session: Session, suite_id: str) -> tuple[TargetThroughput, ...]:

@@ -11,7 +11,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from kernelband.db import repository
 from kernelband.db.models import Attempt, Track
 from kernelband.db.session import session_scope
-from kernelband.scheduling.stages import stage_times
+from kernelband.scheduling.stages import StageTime, stage_times
 
 T0 = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)
 
@@ -54,4 +54,25 @@ def test_stage_times_summarise_work_wait_and_parts(sqlite_factory: sessionmaker[
     assert profile.parts == {"check": pytest.approx(2.0), "measure": pytest.approx(0.5)}
     generate = stages["generate"]
     assert generate.work_median_s == pytest.approx(0.5) and generate.wait_median_s is None
-    assert profile.text() == "profile x3: 4.00 s median (check 2.00, measure 0.50)"
+    assert profile.text() == "profile x3: 4.00 s median, p90 6.00 (check 2.00, measure 0.50)"
+
+
+def test_stage_times_of_several_jobs_pool_their_attempts(sqlite_factory: sessionmaker[Session]) -> None:
+    with session_scope(sqlite_factory) as session:
+        team = repository.get_or_create_team(session, "team-s2")
+        problem = repository.get_or_create_problem(session, team.id, "p", "native", "S", {}, "h")
+        tracks = []
+        for _ in range(3):
+            track = Track(job_id=repository.create_job(session, team.id, problem.id, ("cpu",)).id, target="cpu")
+            session.add(track)
+            tracks.append(track)
+        session.flush()
+        session.add_all([_attempt(track, "profile", 0, 0, seconds)
+                         for track, seconds in zip(tracks, (1, 2, 9), strict=True)])
+        job_ids = [t.job_id for t in tracks]
+    with session_scope(sqlite_factory) as session:
+        pooled = stage_times(session, job_ids[:2])
+        alone = stage_times(session, job_ids[2])
+    assert [(s.kind, s.finished, s.work_median_s) for s in pooled] == [("profile", 2, 1.5)]
+    assert [(s.finished, s.work_median_s) for s in alone] == [(1, 9.0)]
+    assert StageTime.from_dict(pooled[0].to_dict()) == pooled[0]
