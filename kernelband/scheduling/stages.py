@@ -41,19 +41,21 @@ class StageTime:
     work_total_s: float
     wait_median_s: float | None
     parts: dict[str, float] = field(default_factory=dict)
+    parts_total_s: dict[str, float] = field(default_factory=dict)  # each part summed over the attempts
 
     def to_dict(self) -> dict[str, Any]:
         return {"kind": self.kind, "finished": self.finished, "failed": self.failed,
                 "work_median_s": self.work_median_s, "work_p90_s": self.work_p90_s,
                 "work_total_s": self.work_total_s, "wait_median_s": self.wait_median_s,
-                "parts": dict(self.parts)}
+                "parts": dict(self.parts), "parts_total_s": dict(self.parts_total_s)}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> StageTime:
         return cls(str(data["kind"]), int(data["finished"]), int(data["failed"]),
                    float(data["work_median_s"]), float(data["work_p90_s"]), float(data["work_total_s"]),
                    None if data.get("wait_median_s") is None else float(data["wait_median_s"]),
-                   {str(k): float(v) for k, v in (data.get("parts") or {}).items()})
+                   {str(k): float(v) for k, v in (data.get("parts") or {}).items()},
+                   {str(k): float(v) for k, v in (data.get("parts_total_s") or {}).items()})
 
     def text(self) -> str:
         """One line, e.g. `profile x12: 2.31 s median, p90 3.02 (check 1.20, measure 1.05)`."""
@@ -87,7 +89,8 @@ def stage_times(session: Session, job_id: int | Sequence[int]) -> list[StageTime
     return [StageTime(kind, len(work[kind]), failed[kind], statistics.median(work[kind]),
                       _p90(work[kind]), sum(work[kind]),
                       statistics.median(waits[kind]) if waits[kind] else None,
-                      {name: statistics.median(v) for name, v in parts[kind].items()})
+                      {name: statistics.median(v) for name, v in parts[kind].items()},
+                      {name: sum(v) for name, v in parts[kind].items()})
             for kind in kinds]
 
 

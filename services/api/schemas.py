@@ -352,6 +352,8 @@ class StageOut(BaseModel):
         description="Queue wait per attempt (sent to a worker taking it); null: not recorded.")
     parts: dict[str, float] = Field(
         description="Median seconds of each part the worker reported (check, static, measure).")
+    parts_total_s: dict[str, float] = Field(
+        default_factory=dict, description="Each part's seconds summed over the attempts.")
 
 
 class WorkerOut(BaseModel):

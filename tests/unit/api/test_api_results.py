@@ -143,7 +143,7 @@ def test_stages_say_where_the_job_time_goes(
     stages = client.get(f"/v1/jobs/{job_id}/stages", headers=auth).json()
     assert stages == [{"kind": "profile", "finished": 2, "failed": 0, "work_median_s": 3.0,
                        "work_p90_s": 4.0, "work_total_s": 6.0, "wait_median_s": 1.0,
-                       "parts": {"check": 2.5}}]
+                       "parts": {"check": 2.5}, "parts_total_s": {"check": 5.0}}]
     other = client.get("/v1/jobs/999999/stages", headers=auth)
     assert other.status_code == 404
 

@@ -52,6 +52,7 @@ def test_stage_times_summarise_work_wait_and_parts(sqlite_factory: sessionmaker[
     assert profile.work_p90_s == pytest.approx(6.0) and profile.work_total_s == pytest.approx(12)
     assert profile.wait_median_s == pytest.approx(2.0)
     assert profile.parts == {"check": pytest.approx(2.0), "measure": pytest.approx(0.5)}
+    assert profile.parts_total_s == {"check": pytest.approx(4.0), "measure": pytest.approx(0.5)}
     generate = stages["generate"]
     assert generate.work_median_s == pytest.approx(0.5) and generate.wait_median_s is None
     assert profile.text() == "profile x3: 4.00 s median, p90 6.00 (check 2.00, measure 0.50)"
