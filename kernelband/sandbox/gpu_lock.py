@@ -1,11 +1,12 @@
 """One measurement at a time per GPU, and nothing else on that GPU while it is timed.
 
-A node's workers run several tasks at once (an embedded suite runs two; a GPU worker may run
-more). Correctness runs, runner start-ups and feature passes may share a GPU with each other,
-but a paired measurement's timed rounds must have the GPU to themselves, or one candidate's
-compile or check would enter another's time. A shared lock is held around every sandboxed run
-that uses the GPU, an exclusive one around timed rounds: `flock` on a file per GPU, so the
-rule holds across the worker processes of one node too.
+A node's workers run several tasks at once (an embedded suite runs
+KERNELBAND_GPU_TASKS_PER_DEVICE per GPU, 3 by default, beside its compiles; a GPU worker may
+run more). Correctness runs, runner start-ups and feature passes may share a GPU with each
+other, but a paired measurement's timed rounds must have the GPU to themselves, or one
+candidate's compile or check would enter another's time. A shared lock is held around every
+sandboxed run that uses the GPU, an exclusive one around timed rounds: `flock` on a file per
+GPU, so the rule holds across the worker processes of one node too.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 The engine commits an attempt row first and only then calls `Dispatcher.submit`; results come
 back as `TaskResult`s that the scheduler drains and ingests (at most once per attempt id).
-`EmbeddedDispatcher` runs the same `kernelband.scheduling.tasks` functions on a thread pool; the Celery
+`EmbeddedDispatcher` runs the same `kernelband.scheduling.tasks` functions on thread pools; the Celery
 dispatcher (services/worker) sends them to named queues instead.
 """
 
@@ -29,9 +29,12 @@ TASK_KINDS = ("generate", "compile", "profile", "verify")
 TaskFunction = Callable[[dict[str, Any]], dict[str, Any]]
 
 
+GPU_QUEUE_PREFIX = "gpu."
+
+
 def gpu_queue(target: str) -> str:
     """The queue of the GPU workers of one target type, e.g. `gpu.h100`."""
-    return f"gpu.{target}"
+    return f"{GPU_QUEUE_PREFIX}{target}"
 
 
 def queue_for(kind: str, target: str) -> str:
@@ -163,56 +166,74 @@ class InboxDispatcher(Dispatcher):
 
 
 class EmbeddedDispatcher(InboxDispatcher):
-    """Runs `kernelband.scheduling.tasks` bodies on a thread pool (candidate code still runs sandboxed)."""
+    """Runs `kernelband.scheduling.tasks` bodies on thread pools (candidate code still runs sandboxed).
+
+    Tasks of the llm and cpu queues share one pool of `max_workers` threads; each `gpu.*` queue
+    has its own pool of `gpu_tasks` threads, so a compile never waits behind a profile task or
+    the other way round. `gpu_tasks=1` runs one task at a time per GPU queue, as `celery -c 1`
+    does per GPU; more may overlap because the part that must have the GPU alone, a paired
+    measurement's timed rounds, takes it exclusively (kernelband/sandbox/gpu_lock.py).
+    """
 
     def __init__(self, max_workers: int = 2,
-                 functions: Mapping[str, TaskFunction] | None = None) -> None:
+                 functions: Mapping[str, TaskFunction] | None = None, gpu_tasks: int = 1) -> None:
         super().__init__()
+        if gpu_tasks < 1:
+            raise ValueError(f"gpu_tasks must be at least 1 (tasks at once per GPU queue), "
+                             f"got {gpu_tasks}")
         self._pool = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="kb-task")
+        self._gpu_tasks = gpu_tasks
+        self._gpu_pools: dict[str, ThreadPoolExecutor] = {}  # made when a queue is first used
+        self._closed = False
         self._functions = dict(functions or {})
         self._lock = threading.Lock()
-        self._gpu_locks: dict[str, threading.Lock] = {}  # one measurement at a time per GPU queue
         self._queued: dict[str, int] = {}  # submitted, not yet started, per queue
         self.submitted: dict[str, int] = {}  # attempts per kind, for reports
 
     def submit(self, task: TaskMessage) -> str:
         task_id = task.task_id or f"embedded-{uuid.uuid4().hex[:12]}"
+        pool = self._pool_for(task.queue)
         with self._lock:
             self.submitted[task.kind] = self.submitted.get(task.kind, 0) + 1
             self._queued[task.queue] = self._queued.get(task.queue, 0) + 1
-        self._pool.submit(self._run, task)
+        pool.submit(self._run, task)
         return task_id
 
     def waiting(self, queue: str) -> int | None:
         with self._lock:
             return self._queued.get(queue, 0)
 
-    def _queue_lock(self, queue: str) -> threading.Lock | None:
-        """A GPU queue's lock: two timings sharing one GPU would disturb each other (like `-c 1`)."""
-        if not queue.startswith("gpu."):
-            return None
+    def _pool_for(self, queue: str) -> ThreadPoolExecutor:
+        if not queue.startswith(GPU_QUEUE_PREFIX):
+            return self._pool
         with self._lock:
-            return self._gpu_locks.setdefault(queue, threading.Lock())
+            if self._closed:  # as the shut-down shared pool would answer
+                raise RuntimeError("cannot schedule new futures after shutdown")
+            pool = self._gpu_pools.get(queue)
+            if pool is None:
+                pool = ThreadPoolExecutor(max_workers=self._gpu_tasks,
+                                          thread_name_prefix=f"kb-{queue}")
+                self._gpu_pools[queue] = pool
+            return pool
 
     def _run(self, task: TaskMessage) -> None:
-        lock = self._queue_lock(task.queue)
         with self._lock:
             self._queued[task.queue] -= 1
         # like a Celery worker: the task left its queue, so its lease starts counting now
         self.deliver(task.attempt_id, {"heartbeat": True, "task_id": task.task_id})
         try:
             function = self._functions.get(task.kind) or task_function(task.kind)
-            if lock is None:
-                result = function(task.payload)
-            else:
-                with lock:
-                    result = function(task.payload)
+            result = function(task.payload)
         except Exception as exc:  # a task body bug becomes a failed attempt, not a hang
             result = task_error_result(task.kind, exc)
         self.deliver(task.attempt_id, result)
 
     def close(self) -> None:
-        self._pool.shutdown(wait=False, cancel_futures=True)
+        with self._lock:
+            self._closed = True
+            pools = [self._pool, *self._gpu_pools.values()]
+        for pool in pools:
+            pool.shutdown(wait=False, cancel_futures=True)
 
 
 class InlineDispatcher(InboxDispatcher):

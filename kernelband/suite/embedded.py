@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 
@@ -32,8 +33,8 @@ def run_local_suite(settings: Settings, name: str, format: str,
         team = repository.get_or_create_team(session, LOCAL_TEAM)
         suite_id = create_suite(session, team.id, name, format, problems, failures,
                                 suite_settings).id
-    workers = max(2, suite_settings.parallelism * len(suite_settings.targets))
-    dispatcher = EmbeddedDispatcher(max_workers=workers, functions=functions)
+    workers, gpu_tasks = pool_sizes(settings, suite_settings)
+    dispatcher = EmbeddedDispatcher(max_workers=workers, functions=functions, gpu_tasks=gpu_tasks)
     ctx = EngineContext(factory, dispatcher, settings)
     try:
         while True:
@@ -53,6 +54,19 @@ def run_local_suite(settings: Settings, name: str, format: str,
         report = replace(suite_report(session, suite_id), throughput=suite_throughput(session, suite_id))
     engine.dispose()
     return report
+
+
+def pool_sizes(settings: Settings, suite_settings: SuiteSettings) -> tuple[int, int]:
+    """(threads of the llm and cpu queues' pool, tasks at once per GPU queue) of a suite.
+
+    A suite with a GPU target also compiles and checks on the CPU while its GPU measures, so
+    its CPU pool gets half the node's cores at least. A CPU-target suite keeps one thread per
+    target and parallel slot (two at least): its estimates are themselves CPU work.
+    """
+    workers = max(2, suite_settings.parallelism * len(suite_settings.targets))
+    if all(target == "cpu" for target in suite_settings.targets):
+        return workers, 1
+    return max(workers, (os.cpu_count() or 2) // 2), settings.gpu_tasks_per_device
 
 
 def _counts(factory: sessionmaker[Session], suite_id: str) -> tuple[int, int]:

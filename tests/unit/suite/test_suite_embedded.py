@@ -1,0 +1,31 @@
+"""An embedded suite's pool sizes: a GPU suite overlaps its compiles and GPU tasks."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kernelband.config import Settings
+from kernelband.suite.embedded import pool_sizes
+from kernelband.suite.model import SuiteSettings
+
+
+def test_cpu_suite_keeps_one_thread_per_target_and_slot(tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("os.cpu_count", lambda: 16)
+    settings = Settings(data_dir=tmp_path, gpu_tasks_per_device=3)
+    assert pool_sizes(settings, SuiteSettings(targets=("cpu",), parallelism=1)) == (2, 1)
+    assert pool_sizes(settings, SuiteSettings(targets=("cpu",), parallelism=3)) == (3, 1)
+
+
+def test_gpu_suite_gets_half_the_cores_and_the_gpu_tasks_setting(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    settings = Settings(data_dir=tmp_path, gpu_tasks_per_device=3)
+    monkeypatch.setattr("os.cpu_count", lambda: 16)
+    assert pool_sizes(settings, SuiteSettings(targets=("h100",), parallelism=4)) == (8, 3)
+    # more slots than half the cores: one thread per target and slot, as before
+    assert pool_sizes(settings, SuiteSettings(targets=("cpu", "h100"), parallelism=6)) == (12, 3)
+    monkeypatch.setattr("os.cpu_count", lambda: None)  # unknown: the two-thread floor
+    assert pool_sizes(Settings(data_dir=tmp_path, gpu_tasks_per_device=1),
+                      SuiteSettings(targets=("h100",), parallelism=1)) == (2, 1)
