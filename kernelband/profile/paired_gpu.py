@@ -36,7 +36,8 @@ def config_from_settings(strict: bool = False) -> PairedConfig:
     s = get_settings()
     config = PairedConfig(rounds=s.measure_rounds, min_rounds=min(s.measure_min_rounds, s.measure_rounds),
                           settle_width=s.measure_settle_width, batch_ms=s.measure_batch_ms,
-                          graphs=s.measure_graphs, cores=measuring_cores(s.measure_cores, detect_device()))
+                          graphs=s.measure_graphs, cores=measuring_cores(s.measure_cores, detect_device()),
+                          max_cases=s.measure_max_cases)
     return replace(config, verify_fraction=1.0) if strict else config
 
 
@@ -74,7 +75,8 @@ def _features_after(target: str, placeholder: bool) -> Any:
         medians = {c: sorted(run.case_candidate_ms[c])[len(run.case_candidate_ms[c]) // 2] for c in run.cases}
         if placeholder:
             return {"features": reference_features(sum(medians.values()), "driver").to_dict()}
-        slowest = max(range(len(run.cases)), key=lambda i: medians[run.cases[i]])
+        # the runner indexes all its cases; the timed ones may be a subset of them
+        slowest = candidate.cases.index(max(run.cases, key=lambda c: medians[c]))
         try:
             reply = candidate.session.request({"cmd": "features", "target": target, "slowest": slowest,
                                                "time_ms": sum(medians.values())}, FEATURES_TIMEOUT_S)

@@ -29,7 +29,10 @@ def paired_measurement(problem: KernelProblem, run: PairedRun, *, device_name: s
     label = "" if target != "cpu" else " (interpreted calls on the host: not kernel timings)"
     checked = (f"timed calls verified by the judge ({run.verified_rounds} of {len(run.original_ms)} rounds)"
                if run.verifiable else "timed calls not verified (harness calls)")
-    method = f"{config.how}, k={'/'.join(str(run.batch[c]) for c in run.cases)}{label}; {checked}"
+    total = max(run.cases_total, len(run.cases))
+    subset = len(run.cases) < total
+    spread = f", timed on {len(run.cases)} of {total} cases ({_spread(len(run.cases))})" if subset else ""
+    method = f"{config.how}{spread}, k={'/'.join(str(run.batch[c]) for c in run.cases)}{label}; {checked}"
     # the interpreter's CPU-time rounds were never fitted for a between-runner term
     gpu = target != "cpu"
     speedup = paired_speedup(run.original_ms, run.candidate_ms, method=method,
@@ -51,9 +54,14 @@ def paired_measurement(problem: KernelProblem, run: PairedRun, *, device_name: s
                                   for role in run.judged_ms if run.judged_ms[role] > 0},
                 "notes": run.notes,
                 "round_ms": {"original": _rounded(run.original_ms), "candidate": _rounded(run.candidate_ms)},
-                "runner_gpu_round_ms": {role: _rounded(v) for role, v in run.claimed_gpu_ms.items() if v}},
+                "runner_gpu_round_ms": {role: _rounded(v) for role, v in run.claimed_gpu_ms.items() if v},
+                **({"timed_cases": list(run.cases), "cases_total": total} if subset else {})},
         speedup=speedup,
     )
+
+
+def _spread(timed: int) -> str:
+    return "the last" if timed == 1 else "evenly spread, first and last"
 
 
 def _rounded(values: list[float]) -> list[float]:

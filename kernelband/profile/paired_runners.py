@@ -12,6 +12,7 @@ import hashlib
 import json
 import threading
 from collections import OrderedDict
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -56,10 +57,14 @@ class PairedConfig:
     # between-runner variation added to a GPU measurement's interval (profile/paired.py)
     runner_sd: float = RUNNER_SD
     runner_share: float = RUNNER_SD_SHARE
+    # time at most this many of the runner's cases, evenly spread (`spread_cases`); 0: every case
+    max_cases: int = 0
 
     def __post_init__(self) -> None:
         if self.clock not in ("wall", "cpu"):
             raise ValueError(f"clock must be 'wall' or 'cpu', not {self.clock!r}")
+        if self.max_cases < 0:
+            raise ValueError(f"max_cases={self.max_cases}: at least 0 (0: every case)")
         if self.rounds < 3 or self.min_rounds < 3:
             raise ValueError(f"rounds={self.rounds}, min_rounds={self.min_rounds}: a paired interval needs "
                              "at least 3 rounds")
@@ -69,6 +74,18 @@ class PairedConfig:
         calls = "CUDA graph replays" if self.graphs else "launches"
         clock = "judge clock" if self.clock == "wall" else "runner CPU time read by the judge from /proc"
         return f"{clock} around batches of {calls}, ABBA rounds, two runners"
+
+
+def spread_cases(cases: Sequence[str], max_cases: int) -> list[str]:
+    """The cases a pair times: all of them when `max_cases` is 0 or covers them, else that many
+    evenly spread in their order, first and last included; one: the last (a harness's inputs
+    usually grow, so its largest). Steps over 1 never round to the same index twice."""
+    n, m = len(cases), max_cases
+    if m <= 0 or n <= m:
+        return list(cases)
+    if m == 1:
+        return [cases[-1]]
+    return [cases[round(i * (n - 1) / (m - 1))] for i in range(m)]
 
 
 class OriginalRunnerError(MeasureError):

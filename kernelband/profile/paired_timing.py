@@ -2,10 +2,11 @@
 
 The original runs in one sandboxed runner and the candidate in another (never both in the
 candidate's process, which could slow the original). Each round draws fresh input seeds; for
-every public case the judge times one batch of k calls in each runner, in ABBA order over the
-rounds, with `time.perf_counter` around the command and its reply. While one runner is timed
-the other is paused (SIGSTOP to its process group), so nothing the idle one started can take
-the measured one's cores. k is calibrated once on the original so a batch lasts `batch_ms`
+every timed case (the runners' cases, or an evenly spread subset the judge picks: `max_cases`)
+the judge times one batch of k calls in each runner, in ABBA order over the rounds, with
+`time.perf_counter` around the command and its reply. While one runner is timed the other is
+paused (SIGSTOP to its process group), so nothing the idle one started can take the measured
+one's cores. k is calibrated once on the original so a batch lasts `batch_ms`
 (launch-bound kernels: many launches per synchronize; `graphs`: k replays of a CUDA graph).
 
 After a round's batches the judge decides, at random, whether to check it (the last round
@@ -37,6 +38,7 @@ from kernelband.profile.paired_runners import (
     PerProblem,
     Runner,
     runner_error,
+    spread_cases,
     start_runner,
 )
 from kernelband.sandbox.gpu_lock import gpu_turn
@@ -56,8 +58,9 @@ PAD_STEP_BYTES = 512  # the CUDA caching allocator's granularity
 class PairedRun:
     """The judge's per-round times (ms per call, summed over cases) and what the run cost."""
 
-    cases: list[str]
+    cases: list[str]  # the timed cases: all the runners offer, or a spread subset of them
     batch: dict[str, int]
+    cases_total: int = 0  # how many cases the runners offer (0: as many as were timed)
     original_ms: list[float] = field(default_factory=list)
     candidate_ms: list[float] = field(default_factory=list)
     case_original_ms: dict[str, list[float]] = field(default_factory=dict)
@@ -203,10 +206,10 @@ def time_pair(problem: KernelProblem, pair: _Pair, config: PairedConfig, rng: ra
     """Calibrate (once per `calibration_key`: the original and the timing mode), then run the
     interleaved rounds; raises TimingRejected on a broken rule."""
     original, candidate = pair.runners["original"], pair.runners["candidate"]
-    cases = original.cases
-    if candidate.cases != cases:
+    if candidate.cases != original.cases:
         raise TimingRejected("timing_cases_differ", f"the candidate's runner offers cases "
-                             f"{candidate.cases} where the original has {cases}")
+                             f"{candidate.cases} where the original has {original.cases}")
+    cases = spread_cases(original.cases, config.max_cases)  # the judge's pick, the same for both
     started = time.perf_counter()
     pair.prepare(cases, rng.randrange(1, 1 << 30))
     prepared_s, started = time.perf_counter() - started, time.perf_counter()
@@ -218,7 +221,7 @@ def time_pair(problem: KernelProblem, pair: _Pair, config: PairedConfig, rng: ra
         calibrate_s = time.perf_counter() - started
         if calibration_key:
             CALIBRATIONS.keep(key, batch)
-    run = PairedRun(cases, batch, verifiable=candidate.verifiable)
+    run = PairedRun(cases, batch, len(original.cases), verifiable=candidate.verifiable)
     _warm_up(pair, cases, run.batch)
     run.notes = [f"{role}'s runner {r.unpinned}" for role, r in pair.runners.items() if r.unpinned]
     run.case_original_ms = {c: [] for c in cases}

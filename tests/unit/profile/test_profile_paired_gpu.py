@@ -9,10 +9,13 @@ from typing import Any
 
 import pytest
 
+from kernelband.config import get_settings
 from kernelband.problem import load_problem
+from kernelband.profile import paired_gpu
 from kernelband.profile.features import Features
 from kernelband.profile.measurement import Measurement
 from kernelband.profile.paired import PairedSpeedup
+from kernelband.profile.paired_gpu import config_from_settings
 from kernelband.profile.paired_result import paired_measurement
 from kernelband.profile.paired_runners import PairedConfig
 from kernelband.profile.paired_timing import PairedRun
@@ -78,3 +81,32 @@ def test_a_gpu_node_measures_paired_with_the_tracks_baseline(monkeypatch: pytest
     assert out.speedup == speedup and seen["baseline_ms"] == 5.0 and seen["target"] == "h200"
     assert timings == {"measure_load_candidate": 0.4, "measure_timed_rounds": 0.2}
     assert Measurement.from_dict(out.to_dict()).speedup == speedup
+
+
+def test_a_run_over_a_subset_of_the_cases_is_labelled_and_a_full_one_is_not() -> None:
+    problem = load_problem(FIXTURE.read_text(), "native", "p")
+    full = paired_measurement(problem, _run(), device_name="NVIDIA H200", target="h200", config=PairedConfig())
+    assert "timed on" not in full.method and "timed_cases" not in full.checks and "cases_total" not in full.checks
+    subset = _run()
+    subset.cases_total = 16
+    measured = paired_measurement(problem, subset, device_name="NVIDIA H200", target="h200", config=PairedConfig())
+    assert "timed on 2 of 16 cases (evenly spread, first and last)" in measured.method
+    assert measured.checks["timed_cases"] == ["a", "b"] and measured.checks["cases_total"] == 16
+    assert list(measured.case_times_ms) == ["a", "b"]
+
+
+def test_the_node_times_at_most_the_configured_number_of_cases() -> None:
+    assert config_from_settings().max_cases == get_settings().measure_max_cases
+
+
+def test_the_features_pass_names_the_slowest_timed_case_by_its_index_among_all_the_runners_cases() -> None:
+    asked: dict[str, Any] = {}
+
+    class Session:
+        def request(self, command: dict[str, Any], timeout_s: float) -> Any:
+            asked.update(command)
+            return type("Reply", (), {"value": {"ok": True, "features": {}}})()
+
+    candidate = type("Candidate", (), {"cases": ["x", "a", "y", "b"], "session": Session()})()
+    paired_gpu._features_after("h200", placeholder=False)(candidate, _run())  # b: 2 ms, a: 0.5 ms
+    assert asked["slowest"] == 3 and asked["time_ms"] == pytest.approx(2.5)

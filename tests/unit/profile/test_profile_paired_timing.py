@@ -21,8 +21,9 @@ from kernelband.evaluate.verified_timing import TimingRejected
 from kernelband.problem import load_problem
 from kernelband.problem.model import KernelProblem
 from kernelband.profile.measurement import Measurement
-from kernelband.profile.paired_result import measure_speedup
+from kernelband.profile.paired_result import measure_speedup, measurement_of
 from kernelband.profile.paired_runners import ORIGINALS, PairedConfig
+from kernelband.profile.paired_timing import measure_paired_runners
 
 FIXTURE = Path(__file__).parent / "fixtures" / "paired_problem.py"
 CONFIG = PairedConfig(rounds=12, batch_ms=80.0, seed=7, clock="cpu")
@@ -333,3 +334,21 @@ def test_a_harness_the_original_cannot_run_falls_back_to_the_tests_calls_and_say
     assert list(measured.case_times_ms) == ["region_calls"]
     notes = " ".join(measured.checks["notes"])
     assert "timed with the test's calls into the region" in notes and "MemoryError" in notes
+
+
+def test_a_pair_times_only_an_evenly_spread_subset_of_the_cases_and_says_so() -> None:
+    five = ", ".join(f'{{"name": "n{n}", "params": {{"n": {n}}}, "dtype": "float32"}}' for n in (8, 16, 24, 32, 40))
+    source = FIXTURE.read_text().replace(
+        'CASES = [{"name": "n64", "params": {"n": 64}, "dtype": "float32"}]', f"CASES = [{five}]")
+    problem = load_problem(source, "native", "paired_five")
+    assert len(problem.cases) == 5
+    config = PairedConfig(rounds=3, min_rounds=3, batch_ms=10.0, seed=5, clock="cpu", max_cases=3)
+    run = measure_paired_runners(problem, problem.editable, "cpu", config, keep_original=False)
+    timed = ["n8", "n24", "n40"]
+    assert run.cases == timed and run.cases_total == 5
+    assert list(run.case_original_ms) == list(run.case_candidate_ms) == list(run.batch) == timed
+    assert set(run.output_bytes) <= set(timed)  # only timed cases are checked
+    measured = measurement_of(problem, run, device_name="host", target="cpu", config=config)
+    assert list(measured.case_times_ms) == timed
+    assert "timed on 3 of 5 cases (evenly spread, first and last)" in measured.method
+    assert measured.checks["timed_cases"] == timed and measured.checks["cases_total"] == 5
