@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib
 import logging
+import os
 import queue
 import threading
 import traceback
@@ -163,6 +164,19 @@ class InboxDispatcher(Dispatcher):
             except queue.Empty:
                 break
         return results
+
+
+def embedded_pool_sizes(parallelism: int, targets: Sequence[str], gpu_tasks_per_device: int) -> tuple[int, int]:
+    """(threads of the llm and cpu queues' pool, tasks at once per GPU queue) of an in-process run.
+
+    A run with a GPU target also compiles and checks on the CPU while its GPU measures, so its
+    CPU pool gets half the node's cores at least. A CPU-target run keeps one thread per target
+    and parallel slot (two at least): its estimates are themselves CPU work.
+    """
+    workers = max(2, parallelism * len(targets))
+    if all(target == "cpu" for target in targets):
+        return workers, 1
+    return max(workers, (os.cpu_count() or 2) // 2), gpu_tasks_per_device
 
 
 class EmbeddedDispatcher(InboxDispatcher):

@@ -17,7 +17,7 @@ from kernelband.db.models import Attempt, Candidate, Job, Track
 from kernelband.db.session import open_database, session_scope
 from kernelband.default_policy import DEFAULT_POLICY
 from kernelband.scheduling.collector import PassCollector
-from kernelband.scheduling.dispatch import EmbeddedDispatcher, TaskFunction
+from kernelband.scheduling.dispatch import EmbeddedDispatcher, TaskFunction, embedded_pool_sizes
 from kernelband.scheduling.leases import requeue_orphans
 from kernelband.scheduling.lifecycle import job_is_finished
 from kernelband.scheduling.pipeline import EngineContext, StepReport, step
@@ -123,8 +123,8 @@ def run_local_job(settings: Settings, problem: Any, options: JobOptions,
     started = time.monotonic()
     url = settings.effective_database_url
     engine, factory = open_database(url, migrate=True)
-    workers = max(2, options.parallel * len(options.targets))
-    dispatcher = EmbeddedDispatcher(max_workers=workers, functions=functions)
+    workers, gpu_tasks = embedded_pool_sizes(options.parallel, options.targets, settings.gpu_tasks_per_device)
+    dispatcher = EmbeddedDispatcher(max_workers=workers, functions=functions, gpu_tasks=gpu_tasks)
     ctx = EngineContext(factory, dispatcher, settings)
     job_id, resumed = submit_local_job(factory, problem, options)
     with session_scope(factory) as session:  # this process is the only scheduler of the file

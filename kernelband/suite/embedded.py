@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 
@@ -14,10 +13,10 @@ from kernelband.db import repository
 from kernelband.db.models import FINISHED_JOB_STATUSES, Job
 from kernelband.db.session import open_database, session_scope
 from kernelband.problem.model import KernelProblem
-from kernelband.scheduling.dispatch import EmbeddedDispatcher, TaskFunction
+from kernelband.scheduling.dispatch import EmbeddedDispatcher, TaskFunction, embedded_pool_sizes
 from kernelband.scheduling.pipeline import EngineContext, step
 from kernelband.suite.model import LoadFailure, SuiteReport, SuiteSettings
-from kernelband.suite.store import create_suite, suite_report, suite_throughput
+from kernelband.suite.store import create_suite, suite_report, suite_steps, suite_throughput
 
 LOCAL_TEAM = "local"
 Progress = Callable[[int, int], None]  # (jobs finished, jobs in the suite)
@@ -51,22 +50,16 @@ def run_local_suite(settings: Settings, name: str, format: str,
     finally:
         dispatcher.close()
     with session_scope(factory) as session:
-        report = replace(suite_report(session, suite_id), throughput=suite_throughput(session, suite_id))
+        report = replace(suite_report(session, suite_id), throughput=suite_throughput(session, suite_id),
+                         steps=suite_steps(session, suite_id))
     engine.dispose()
     return report
 
 
 def pool_sizes(settings: Settings, suite_settings: SuiteSettings) -> tuple[int, int]:
-    """(threads of the llm and cpu queues' pool, tasks at once per GPU queue) of a suite.
-
-    A suite with a GPU target also compiles and checks on the CPU while its GPU measures, so
-    its CPU pool gets half the node's cores at least. A CPU-target suite keeps one thread per
-    target and parallel slot (two at least): its estimates are themselves CPU work.
-    """
-    workers = max(2, suite_settings.parallelism * len(suite_settings.targets))
-    if all(target == "cpu" for target in suite_settings.targets):
-        return workers, 1
-    return max(workers, (os.cpu_count() or 2) // 2), settings.gpu_tasks_per_device
+    """(threads of the llm and cpu queues' pool, tasks at once per GPU queue) of a suite."""
+    return embedded_pool_sizes(suite_settings.parallelism, suite_settings.targets,
+                               settings.gpu_tasks_per_device)
 
 
 def _counts(factory: sessionmaker[Session], suite_id: str) -> tuple[int, int]:

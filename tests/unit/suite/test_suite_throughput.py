@@ -48,3 +48,6 @@ def test_an_embedded_suite_reports_what_it_cost(tmp_path: Path) -> None:
     assert cost.target == "cpu" and cost.judged >= 1
     assert 0.0 < cost.busy_s <= cost.window_s and 0.0 < cost.busy_pct <= 100.0
     assert report_from_dict(report.to_dict()).throughput == report.throughput
+    steps = {s.kind: s for s in report.steps}  # where the time went, over the suite's jobs
+    assert steps["profile"].finished >= cost.judged and "check" in steps["profile"].parts
+    assert report_from_dict(report.to_dict()).steps == report.steps
