@@ -20,23 +20,33 @@ from contextlib import contextmanager
 from pathlib import Path
 
 
-def _lock_path() -> Path:
+def _lock_path(suffix: str = "") -> Path:
     visible = os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")[0].strip() or "0"
-    return Path(tempfile.gettempdir()) / f"kernelband-gpu-{visible}.lock"
+    return Path(tempfile.gettempdir()) / f"kernelband-gpu-{visible}{suffix}.lock"
 
 
 @contextmanager
 def gpu_turn(device: str, *, exclusive: bool) -> Iterator[dict[str, float]]:
     """Hold this node's GPU shared or exclusive while the block runs (nothing on a CPU
-    device). Yields {"waited_s": ...}: how long the turn took to come."""
+    device). Yields {"waited_s": ...}: how long the turn took to come.
+
+    `flock` grants a new shared lock while others hold one, even with an exclusive request
+    waiting, so with several tasks checking and compiling on a node the timed rounds could
+    wait for a gap that never comes. A second file orders the arrivals: a shared holder passes
+    through it (held shared only until its turn comes), an exclusive one holds it while it
+    waits, so once timed rounds are waiting no new shared turn starts."""
     waited = {"waited_s": 0.0}
     if not device.startswith("cuda"):
         yield waited
         return
-    # each holder opens its own file description: flock then orders threads of one process too
-    with open(_lock_path(), "a+") as handle:
+    # each holder opens its own file descriptions: flock then orders threads of one process too
+    with open(_lock_path("-queue"), "a+") as queue, open(_lock_path(), "a+") as handle:
         start = time.perf_counter()
-        fcntl.flock(handle, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+        fcntl.flock(queue, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+        finally:
+            fcntl.flock(queue, fcntl.LOCK_UN)
         waited["waited_s"] = time.perf_counter() - start
         try:
             yield waited

@@ -72,3 +72,20 @@ def test_loading_a_problem_on_a_gpu_node_waits_for_timed_rounds(monkeypatch: pyt
     timed.join()
     assert problem.name == "paired_double"
     assert [name for name, _ in sorted(log, key=lambda e: e[1])] == ["timed+", "timed-", "loaded"]
+
+
+def test_waiting_timed_rounds_stop_new_shared_turns() -> None:
+    """Checks that keep overlapping would otherwise hold the shared lock without a gap."""
+    log: list[tuple[str, float]] = []
+    first = threading.Thread(target=_holds, args=(False, 0.4, log, "first"))
+    first.start()
+    time.sleep(0.05)
+    timed = threading.Thread(target=_holds, args=(True, 0.1, log, "timed"))
+    timed.start()
+    time.sleep(0.05)  # the timed rounds are waiting for `first` now
+    second = threading.Thread(target=_holds, args=(False, 0.4, log, "second"))
+    second.start()
+    for t in (first, timed, second):
+        t.join()
+    order = [name for name, _ in sorted(log, key=lambda e: e[1])]
+    assert order == ["first+", "first-", "timed+", "timed-", "second+", "second-"]
