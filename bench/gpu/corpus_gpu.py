@@ -24,6 +24,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +35,7 @@ from bench.corpus_check import CORPUS, ROOT, acceptance_table, check_files
 from bench.scenarios import run_folder
 from kernelband.db.models import Suite
 from kernelband.db.session import open_database, session_scope
-from kernelband.suite.store import suite_report
+from kernelband.suite.store import suite_report, suite_steps, suite_throughput
 
 PHASE_S = {"check": 240.0, "suite": 120.0}
 # sandbox budgets of the check phase: a GPU run is short, first compiles are not
@@ -86,7 +87,9 @@ def stored_report(database: Path) -> dict[str, Any] | None:
     try:
         with session_scope(factory) as session:
             suite_id = session.scalar(select(Suite.id).order_by(Suite.created_at.desc()))
-            return None if suite_id is None else suite_report(session, suite_id).to_dict()
+            return None if suite_id is None else replace(
+                suite_report(session, suite_id), throughput=suite_throughput(session, suite_id),
+                steps=suite_steps(session, suite_id)).to_dict()
     finally:
         engine.dispose()
 
