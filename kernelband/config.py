@@ -94,6 +94,11 @@ class Settings(BaseSettings):
     # fair share: attempts in flight per team, and queued jobs started per team per cycle
     max_in_flight_per_team: int = 32
     max_job_starts_per_team: int = 4
+    # jobs of one team running at once (0: no cap). A suite on one GPU finishes its jobs sooner
+    # one after another than all together, and its GPU worker keeps the original's runner warm
+    # for only so many problems (kernelband/profile/paired_runners.py): the embedded suite on a
+    # GPU target runs SUITE_JOBS_AT_ONCE (kernelband/suite/embedded.py) unless this is set
+    max_running_jobs_per_team: int = 0
     # bounded passes: new pulls selected and attempts sent per scheduler pass (the rest wait
     # for the next pass, which runs back to back and serves them first), so a pass stays short
     # however many slots are free. The leader's passes also stop choosing pulls once they have

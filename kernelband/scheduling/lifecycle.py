@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from kernelband.db.models import Attempt, Candidate, Job, Problem, Track, utcnow
@@ -37,12 +37,13 @@ FINISHED_TRACK = ("completed", "cancelled", "failed")
 
 
 def start_queued_jobs(session: Session, per_team: int | None = None,
-                      cap: int | None = None) -> int:
+                      cap: int | None = None, running_cap: int | None = None) -> int:
     """Queued jobs get one track per target, each starting with a baseline measurement.
 
     Jobs start in the fair order of `select_pulls`, at most `per_team` per team per cycle and
     none for a team already holding `cap` attempts in flight, so one big suite's baselines
-    cannot flood the queues ahead of other teams.
+    cannot flood the queues ahead of other teams; with `running_cap`, none for a team already
+    running that many jobs (the next starts as one finishes).
     """
     queued = session.scalars(select(Job).where(Job.status == "queued").order_by(Job.id)).all()
     if not queued:
@@ -52,6 +53,10 @@ def start_queued_jobs(session: Session, per_team: int | None = None,
     full = {team for team, count in in_flight.items() if cap is not None and count >= cap}
     jobs = cap_per_team([j for j in ordered if j.team_id not in full], lambda j: j.team_id,
                         {}, per_team)
+    if running_cap is not None:
+        running = {team: count for team, count in session.execute(
+            select(Job.team_id, func.count()).where(Job.status == "running").group_by(Job.team_id))}
+        jobs = cap_per_team(jobs, lambda j: j.team_id, running, running_cap)
     for job in jobs:
         start_job(session, job)
     return len(jobs)

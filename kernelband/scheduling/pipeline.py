@@ -154,7 +154,8 @@ def step(ctx: EngineContext, drain_timeout_s: float = 0.0) -> StepReport:
     if housekeeping:
         with fenced(ctx) as session:
             report.started_jobs = start_queued_jobs(session, ctx.settings.max_job_starts_per_team,
-                                                    ctx.settings.max_in_flight_per_team)
+                                                    ctx.settings.max_in_flight_per_team,
+                                                    ctx.settings.max_running_jobs_per_team or None)
         with fenced(ctx) as session:
             report.expired = expire_leases(session, ctx.clock(), ctx.settings.max_tries,
                                            ctx.settings.lease_s, ctx.dispatcher.waiting,

@@ -20,6 +20,9 @@ from kernelband.suite.store import create_suite, suite_report, suite_steps, suit
 
 LOCAL_TEAM = "local"
 Progress = Callable[[int, int], None]  # (jobs finished, jobs in the suite)
+# as many problems as a GPU worker keeps the original's runner warm for
+# (kernelband/profile/paired_runners.py, OriginalRunners: 8)
+SUITE_JOBS_AT_ONCE = 8
 
 
 def run_local_suite(settings: Settings, name: str, format: str,
@@ -34,7 +37,7 @@ def run_local_suite(settings: Settings, name: str, format: str,
                                 suite_settings).id
     workers, gpu_tasks = pool_sizes(settings, suite_settings)
     dispatcher = EmbeddedDispatcher(max_workers=workers, functions=functions, gpu_tasks=gpu_tasks)
-    ctx = EngineContext(factory, dispatcher, settings)
+    ctx = EngineContext(factory, dispatcher, with_jobs_at_once(settings, suite_settings))
     try:
         while True:
             done, total = _counts(factory, suite_id)
@@ -54,6 +57,15 @@ def run_local_suite(settings: Settings, name: str, format: str,
                          steps=suite_steps(session, suite_id))
     engine.dispose()
     return report
+
+
+def with_jobs_at_once(settings: Settings, suite_settings: SuiteSettings) -> Settings:
+    """A GPU suite's jobs run SUITE_JOBS_AT_ONCE at a time unless the settings cap them: finished
+    jobs show early, and each problem's original stays warm in the GPU worker between its
+    candidates. A CPU-target suite runs every job at once, as it always has."""
+    if settings.max_running_jobs_per_team or all(t == "cpu" for t in suite_settings.targets):
+        return settings
+    return settings.model_copy(update={"max_running_jobs_per_team": SUITE_JOBS_AT_ONCE})
 
 
 def pool_sizes(settings: Settings, suite_settings: SuiteSettings) -> tuple[int, int]:

@@ -99,3 +99,25 @@ def test_step_applies_the_settings_cap(db_factory: sessionmaker[Session]) -> Non
         step(ctx)
     with session_scope(db_factory) as session:
         assert list(in_flight_by_team(session).values()) == [5]  # 12 free slots, cap 5
+
+
+def test_a_team_runs_at_most_its_running_cap_and_the_next_starts_when_one_ends(
+        db_factory: sessionmaker[Session]) -> None:
+    suite = queue_jobs(db_factory, "capped-suite", 5)
+    other = queue_jobs(db_factory, "uncapped-other", 1)
+    with session_scope(db_factory) as session:
+        assert start_queued_jobs(session, running_cap=2) == 3  # two of the suite, the other team's one
+        assert start_queued_jobs(session, running_cap=2) == 0  # both teams at the cap
+    assert running(db_factory) == [*suite[:2], *other]
+    with session_scope(db_factory) as session:
+        session.get_one(Job, suite[0]).status = "completed"
+    with session_scope(db_factory) as session:
+        assert start_queued_jobs(session, running_cap=2) == 1
+    assert running(db_factory) == [suite[1], suite[2], *other]
+
+
+def test_the_step_takes_the_running_cap_from_the_settings(db_factory: sessionmaker[Session]) -> None:
+    suite = queue_jobs(db_factory, "settings-suite", 4)
+    ctx = EngineContext(db_factory, ProfileOnlyDispatcher(), Settings(max_running_jobs_per_team=3))
+    step(ctx)
+    assert running(db_factory) == suite[:3]

@@ -1,4 +1,4 @@
-"""An embedded suite's pool sizes: a GPU suite overlaps its compiles and GPU tasks."""
+"""An embedded suite's pool sizes and jobs at once: a GPU suite overlaps its compiles and GPU tasks."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from kernelband.config import Settings
-from kernelband.suite.embedded import pool_sizes
+from kernelband.suite.embedded import SUITE_JOBS_AT_ONCE, pool_sizes, with_jobs_at_once
 from kernelband.suite.model import SuiteSettings
 
 
@@ -29,3 +29,12 @@ def test_gpu_suite_gets_half_the_cores_and_the_gpu_tasks_setting(
     monkeypatch.setattr("os.cpu_count", lambda: None)  # unknown: the two-thread floor
     assert pool_sizes(Settings(data_dir=tmp_path, gpu_tasks_per_device=1),
                       SuiteSettings(targets=("h100",), parallelism=1)) == (2, 1)
+
+
+def test_a_gpu_suite_runs_a_few_jobs_at_once_unless_the_settings_say(tmp_path: Path) -> None:
+    settings = Settings(data_dir=tmp_path)
+    assert with_jobs_at_once(settings, SuiteSettings(targets=("cpu",))).max_running_jobs_per_team == 0
+    gpu = SuiteSettings(targets=("h100",))
+    assert with_jobs_at_once(settings, gpu).max_running_jobs_per_team == SUITE_JOBS_AT_ONCE
+    chosen = Settings(data_dir=tmp_path, max_running_jobs_per_team=2)
+    assert with_jobs_at_once(chosen, gpu).max_running_jobs_per_team == 2
