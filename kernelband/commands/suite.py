@@ -34,6 +34,7 @@ from kernelband.suite import (
 )
 from kernelband.suite.embedded import run_local_suite
 from kernelband.suite.remote import RemoteSuiteError, run_remote_suite
+from kernelband.suite.throughput import DEVICE_KINDS, timed_share
 
 console = Console()
 
@@ -162,6 +163,11 @@ def show_report(report: SuiteReport) -> None:
         console.print(f"[yellow]failed to load[/] {failure.name}: {failure.reason}")
     for cost in report.throughput:
         console.print(cost.describe())
+    gpus = [cost for cost in report.throughput if not cost.estimated]
+    if len(gpus) == 1 and report.steps:  # one GPU target: its timed parts are all of the steps'
+        parts = [s.parts_total_s for s in report.steps if s.kind in DEVICE_KINDS]
+        console.print(f"{gpus[0].target}: GPU held alone for paired timing "
+                      f"{timed_share(parts, gpus[0].device_s):.0f}% of the window")
     if report.steps:
         console.print("time per step, all jobs: " + "; ".join(s.text() for s in report.steps))
 

@@ -16,6 +16,8 @@ from datetime import datetime
 from typing import Any, Literal
 
 DEVICE_KINDS = ("profile", "verify")  # the steps that run on the target's device
+# the parts of a paired measurement that hold the GPU alone (kernelband/sandbox/gpu_lock.py)
+TIMED_PARTS = ("measure_calibrate", "measure_prepare", "measure_timed_rounds", "measure_verify")
 
 
 @dataclass(frozen=True)
@@ -52,9 +54,11 @@ class TargetThroughput:
         unit = "worker-hour (cpu: estimated timings, no GPU)" if self.estimated else "GPU-hour"
         device = "worker" if self.estimated else "GPU"
         served = "" if self.devices == 1 else f" on {self.devices} {device}s"
+        # busy: some profile or verify task running, which with several at once on one device
+        # is not how hard it works (timed_share below is the GPU held alone)
         return (f"{self.target}: {self.per_hour:.0f} candidates judged per {unit}; {self.judged} in an "
-                f"active window of {self.window_s:.0f} s{served}, {device} busy "
-                f"{self.busy_pct:.0f}% of it")
+                f"active window of {self.window_s:.0f} s{served}, {device} busy with a profile or "
+                f"verify task {self.busy_pct:.0f}% of it")
 
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "per_hour": self.per_hour, "busy_pct": self.busy_pct}
@@ -63,6 +67,13 @@ class TargetThroughput:
     def from_dict(cls, data: dict[str, Any]) -> TargetThroughput:
         return cls(str(data["target"]), int(data["judged"]), float(data["window_s"]), float(data["busy_s"]),
                    int(data.get("devices", 1)))  # reports kept before devices were counted: one
+
+
+def timed_share(parts_total_s: Sequence[dict[str, float]], device_s: float) -> float:
+    """Percent of `device_s` the GPU was held alone for paired measurements, from the summed
+    parts of the profile and verify steps (`StageTime.parts_total_s`)."""
+    held = sum(parts.get(name, 0.0) for parts in parts_total_s for name in TIMED_PARTS)
+    return 100.0 * held / device_s if device_s > 0 else 0.0
 
 
 @dataclass(frozen=True)

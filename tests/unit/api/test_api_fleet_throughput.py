@@ -97,7 +97,7 @@ def test_the_last_hour_per_target_by_the_suites_definitions(client: TestClient,
     assert h100["busy_pct"] == pytest.approx(100 * 2100 / (2 * 3300))
     assert (h100["unit"], h100["estimated"]) == ("GPU-hour", False)
     assert h100["summary"] == ("h100: 2 candidates judged per GPU-hour; 3 in an active window of "
-                               "3300 s on 2 GPUs, GPU busy 32% of it")
+                               "3300 s on 2 GPUs, GPU busy with a profile or verify task 32% of it")
     assert (cpu["judged"], cpu["devices"], cpu["active_s"], cpu["busy_s"]) == (1, 1, 3300.0, 600.0)
     assert cpu["per_hour"] == pytest.approx(3600 / 3300)
     assert cpu["busy_pct"] == pytest.approx(100 * 600 / 3300)

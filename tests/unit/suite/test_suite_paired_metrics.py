@@ -95,3 +95,22 @@ def test_suite_command_table_shows_intervals_and_both_fast1_rules() -> None:
     assert "20.0" in text and "40.0" in text
     assert "1.18x [1.12, 1.24]" in text and "1.01x [0.97, 1.05], no significant speedup" in text
     assert "not measured" in text
+
+
+def test_suite_command_closes_with_cost_gpu_held_alone_and_steps() -> None:
+    from kernelband.commands.suite import console, show_report
+    from kernelband.scheduling.stages import StageTime
+    from kernelband.suite.throughput import TargetThroughput
+
+    steps = (StageTime("profile", 4, 0, 10.0, 12.0, 40.0, 0.5, {"measure_timed_rounds": 2.0},
+                       {"measure_timed_rounds": 8.0, "measure_prepare": 4.0, "check": 9.0}),)
+    report = SuiteReport("suite-p", "paired", "tritonbench", SuiteSettings(targets=("h200",)),
+                         None, (1,), 1, (metric_for("h200", "kernelband", ROWS),), tuple(ROWS),
+                         throughput=(TargetThroughput("h200", 4, 60.0, 50.0),), steps=steps)
+    with console.capture() as captured:
+        console.width = 250
+        show_report(report)
+    text = captured.get()
+    assert "h200: 240 candidates judged per GPU-hour" in text
+    assert "h200: GPU held alone for paired timing 20% of the window" in text  # (8 + 4) / 60
+    assert "time per step, all jobs: profile x4: 10.00 s median, p90 12.00" in text

@@ -12,7 +12,7 @@ from kernelband.sandbox.problems import load_problem_sandboxed
 from kernelband.suite import SuiteSettings, load_sources, read_directory
 from kernelband.suite.embedded import run_local_suite
 from kernelband.suite.model import report_from_dict
-from kernelband.suite.throughput import TargetThroughput, union_s
+from kernelband.suite.throughput import TargetThroughput, timed_share, union_s
 
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 T0 = datetime(2026, 1, 1)
@@ -28,11 +28,18 @@ def test_two_steps_at_once_count_once_and_gaps_do_not_count() -> None:
     assert union_s([]) == 0.0
 
 
+def test_the_gpu_held_alone_is_the_timed_parts_over_the_window() -> None:
+    parts = [{"measure_timed_rounds": 30.0, "measure_prepare": 10.0, "check": 99.0},
+             {"measure_calibrate": 1.0, "measure_verify": 4.0, "measure_after": 50.0}]
+    assert timed_share(parts, 100.0) == pytest.approx(45.0)
+    assert timed_share(parts, 0.0) == 0.0
+
+
 def test_the_figures_and_their_wording() -> None:
     cost = TargetThroughput("h200", judged=30, window_s=600.0, busy_s=540.0)
     assert cost.per_hour == pytest.approx(180.0) and cost.busy_pct == pytest.approx(90.0)
     assert cost.describe() == ("h200: 180 candidates judged per GPU-hour; 30 in an active window of "
-                               "600 s, GPU busy 90% of it")
+                               "600 s, GPU busy with a profile or verify task 90% of it")
     assert "estimated timings, no GPU" in TargetThroughput("cpu", 1, 10.0, 5.0).describe()
     assert TargetThroughput.from_dict(cost.to_dict()) == cost
 
