@@ -52,11 +52,13 @@ def compile(payload: dict[str, Any]) -> dict[str, Any]:  # noqa: A001 - the cont
     if payload["target"] == "cpu":
         # The cpu target's profile step runs this same interpreter check with more seeds, so a
         # pre-screen would only repeat it; the static source checks still reject early.
-        found = check_source(payload["editable"])
-        if found is not None:
-            return CompileResult(ok=False, reason=found.reason, message=found.message).to_dict()
-        return CompileResult(ok=True, message="static checks passed; interpreter check runs "
-                             "in the profile step").to_dict()
+        return _static_checks_only(payload, "interpreter check runs in the profile step")
+    if detect_device().startswith("cuda"):
+        # On the GPU node itself the profile step checks the same public cases on the same GPU
+        # moments later: a pre-screen here is that work twice, on a node whose CPUs, not its
+        # GPU, bound how many candidates it judges. A CPU node (no GPU) still pre-screens.
+        return _static_checks_only(payload, "correctness check runs in the profile step on this GPU",
+                                   static=True)
     # device=None: the node's device; on a GPU node triton 3.6's interpreter breaks (numpy 2.5).
     timings: dict[str, float] = {}
     verdict = _timed(timings, "check", lambda: evaluate_candidate(
@@ -66,6 +68,18 @@ def compile(payload: dict[str, Any]) -> dict[str, Any]:  # noqa: A001 - the cont
     return CompileResult(ok=verdict.correct, reason="" if verdict.correct else verdict.reason,
                          message=verdict.message, verdict=verdict.to_dict(),
                          static_profile=static, timings=timings).to_dict()
+
+
+def _static_checks_only(payload: dict[str, Any], then: str, static: bool = False) -> dict[str, Any]:
+    """The static source checks (and with `static`, the static profile) without running the
+    candidate: a pre-screen that would only repeat the profile step's check."""
+    found = check_source(payload["editable"])
+    if found is not None:
+        return CompileResult(ok=False, reason=found.reason, message=found.message).to_dict()
+    timings: dict[str, float] = {}
+    report = _timed(timings, "static", lambda: _static_profile(payload)) if static else None
+    return CompileResult(ok=True, message=f"static checks passed; {then}", static_profile=report,
+                         timings=timings).to_dict()
 
 
 @under_job_limits

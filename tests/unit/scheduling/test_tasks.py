@@ -71,3 +71,19 @@ def test_a_task_runs_its_sandbox_work_under_the_jobs_limits(
     tasks.verify(payload)
     assert (seen[0].compile_s, seen[0].wall_s) == (600.0, 20.0)
     assert seen[1] == SandboxLimits.from_settings()
+
+
+def test_compile_on_a_gpu_node_leaves_the_check_to_the_profile_step(
+    problem: KernelProblem, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def evaluate(*args: object, **kwargs: object) -> Verdict:
+        raise AssertionError("the GPU node's compile step ran the candidate")
+
+    monkeypatch.setattr(candidate_tasks, "detect_device", lambda: "cuda")
+    monkeypatch.setattr(candidate_tasks, "evaluate_candidate", evaluate)
+    fine = tasks.compile({"problem": problem.to_dict(), "editable": problem.editable, "target": "h100"})
+    assert fine["ok"] is True and "profile step on this GPU" in fine["message"]
+    assert set(fine["timings"]) == {"static"} and fine["static_profile"] is not None
+    sneaky = problem.editable + "\nimport os\nos.system('true')\n"
+    refused = tasks.compile({"problem": problem.to_dict(), "editable": sneaky, "target": "h100"})
+    assert refused["ok"] is False and refused["reason"]
