@@ -34,7 +34,8 @@ def gpu_turn(device: str, *, exclusive: bool) -> Iterator[dict[str, float]]:
     waiting, so with several tasks checking and compiling on a node the timed rounds could
     wait for a gap that never comes. A second file orders the arrivals: a shared holder passes
     through it (held shared only until its turn comes), an exclusive one holds it while it
-    waits, so once timed rounds are waiting no new shared turn starts."""
+    waits, so once timed rounds are waiting no new shared turn starts. Turns never nest: a
+    shared turn asked for inside another would wait behind the timed rounds that wait for it."""
     waited = {"waited_s": 0.0}
     if not device.startswith("cuda"):
         yield waited
