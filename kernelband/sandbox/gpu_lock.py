@@ -14,6 +14,7 @@ from __future__ import annotations
 import fcntl
 import os
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -40,6 +41,22 @@ def gpu_turn(device: str, *, exclusive: bool) -> Iterator[dict[str, float]]:
     if not device.startswith("cuda"):
         yield waited
         return
+    if getattr(_held, "turn", False):
+        raise RuntimeError("a GPU turn was asked for while this thread holds one: turns never nest")
+    _held.turn = True
+    try:
+        with _turn(exclusive) as waited:
+            yield waited
+    finally:
+        _held.turn = False
+
+
+_held = threading.local()  # whether this thread holds a turn
+
+
+@contextmanager
+def _turn(exclusive: bool) -> Iterator[dict[str, float]]:
+    waited = {"waited_s": 0.0}
     # each holder opens its own file descriptions: flock then orders threads of one process too
     with open(_lock_path("-queue"), "a+") as queue, open(_lock_path(), "a+") as handle:
         start = time.perf_counter()

@@ -89,3 +89,11 @@ def test_waiting_timed_rounds_stop_new_shared_turns() -> None:
         t.join()
     order = [name for name, _ in sorted(log, key=lambda e: e[1])]
     assert order == ["first+", "first-", "timed+", "timed-", "second+", "second-"]
+
+
+def test_a_turn_inside_a_turn_is_refused_not_left_to_deadlock() -> None:
+    with (gpu_turn("cuda", exclusive=False), pytest.raises(RuntimeError, match="never nest"),
+          gpu_turn("cuda", exclusive=False)):
+        pass
+    with gpu_turn("cuda", exclusive=True) as turn:  # the refused one left nothing held
+        assert turn["waited_s"] < 1.0
