@@ -32,7 +32,7 @@ class Measurement:
     method: str
     device: str
     target: str
-    time_ms: float  # sum over public cases
+    time_ms: float  # sum over the timed cases (a paired measurement times at most measure_max_cases of them)
     case_times_ms: dict[str, float] = field(default_factory=dict)
     cv: float = 0.0
     noisy: bool = False
