@@ -73,6 +73,9 @@ class Settings(BaseSettings):
     # has up to 16 inputs, each timed in every round of both runners, so all of them cost most of
     # a candidate's exclusive GPU time; correctness runs still cover every public case
     measure_max_cases: int = 6
+    # originals' runners a GPU worker keeps warm (one per problem), and so the jobs an embedded
+    # GPU suite runs at once: each problem's original then stays warm between its candidates
+    warm_originals: int = 8
 
     # scheduler
     lease_s: float = 300.0
@@ -97,7 +100,7 @@ class Settings(BaseSettings):
     # jobs of one team running at once (0: no cap). A suite on one GPU finishes its jobs sooner
     # one after another than all together, and its GPU worker keeps the original's runner warm
     # for only so many problems (kernelband/profile/paired_runners.py): the embedded suite on a
-    # GPU target runs SUITE_JOBS_AT_ONCE (kernelband/suite/embedded.py) unless this is set
+    # GPU target runs `warm_originals` at a time unless this is set
     max_running_jobs_per_team: int = 0
     # bounded passes: new pulls selected and attempts sent per scheduler pass (the rest wait
     # for the next pass, which runs back to back and serves them first), so a pass stays short

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from kernelband.config import get_settings
 from kernelband.evaluate.verified_timing import TimingRejected
 from kernelband.problem.model import KernelProblem
 from kernelband.profile.measurement import MeasureError
@@ -153,17 +154,22 @@ def start_runner(problem: KernelProblem, editable: str | None, device: str, conf
 
 class OriginalRunners:
     """Warm runners of originals, one per (problem, device, timing mode), reused by candidates
-    (eight by default: a suite interleaves its jobs, and each keeps one CUDA context).
+    (`Settings.warm_originals`, eight by default: a suite interleaves its jobs, and each keeps
+    one CUDA context).
 
     Each keeps the original's compiled module loaded; its inputs are rebuilt per round (fresh
     seeds), and its baseline is re-timed beside every candidate, since a speedup is paired. A
     runner is taken for one measurement and given back after it (two measurements at once get
     two runners); one that has used half its CPU-time limit is replaced before it hits it."""
 
-    def __init__(self, size: int = 8) -> None:
-        self.size = size
+    def __init__(self, size: int | None = None) -> None:
+        self._size = size  # None: Settings.warm_originals, read when one is given back
         self.idle: dict[str, Runner] = {}
         self.lock = threading.Lock()
+
+    @property
+    def size(self) -> int:
+        return self._size if self._size is not None else get_settings().warm_originals
 
     @staticmethod
     def key(problem: KernelProblem, device: str, config: PairedConfig) -> str:

@@ -20,9 +20,6 @@ from kernelband.suite.store import create_suite, suite_report, suite_steps, suit
 
 LOCAL_TEAM = "local"
 Progress = Callable[[int, int], None]  # (jobs finished, jobs in the suite)
-# as many problems as a GPU worker keeps the original's runner warm for
-# (kernelband/profile/paired_runners.py, OriginalRunners: 8)
-SUITE_JOBS_AT_ONCE = 8
 
 
 def run_local_suite(settings: Settings, name: str, format: str,
@@ -60,12 +57,12 @@ def run_local_suite(settings: Settings, name: str, format: str,
 
 
 def with_jobs_at_once(settings: Settings, suite_settings: SuiteSettings) -> Settings:
-    """A GPU suite's jobs run SUITE_JOBS_AT_ONCE at a time unless the settings cap them: finished
+    """A GPU suite's jobs run `warm_originals` at a time unless the settings cap them: finished
     jobs show early, and each problem's original stays warm in the GPU worker between its
     candidates. A CPU-target suite runs every job at once, as it always has."""
     if settings.max_running_jobs_per_team or all(t == "cpu" for t in suite_settings.targets):
         return settings
-    return settings.model_copy(update={"max_running_jobs_per_team": SUITE_JOBS_AT_ONCE})
+    return settings.model_copy(update={"max_running_jobs_per_team": settings.warm_originals})
 
 
 def pool_sizes(settings: Settings, suite_settings: SuiteSettings) -> tuple[int, int]:

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from kernelband.config import Settings
-from kernelband.suite.embedded import SUITE_JOBS_AT_ONCE, pool_sizes, with_jobs_at_once
+from kernelband.suite.embedded import pool_sizes, with_jobs_at_once
 from kernelband.suite.model import SuiteSettings
 
 
@@ -35,6 +35,6 @@ def test_a_gpu_suite_runs_a_few_jobs_at_once_unless_the_settings_say(tmp_path: P
     settings = Settings(data_dir=tmp_path)
     assert with_jobs_at_once(settings, SuiteSettings(targets=("cpu",))).max_running_jobs_per_team == 0
     gpu = SuiteSettings(targets=("h100",))
-    assert with_jobs_at_once(settings, gpu).max_running_jobs_per_team == SUITE_JOBS_AT_ONCE
+    assert with_jobs_at_once(settings, gpu).max_running_jobs_per_team == settings.warm_originals == 8
     chosen = Settings(data_dir=tmp_path, max_running_jobs_per_team=2)
     assert with_jobs_at_once(chosen, gpu).max_running_jobs_per_team == 2
