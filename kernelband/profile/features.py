@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from kernelband.profile.static import StaticProfile
@@ -72,6 +72,12 @@ def build_features(
     regs_source = "driver" if registers is not None else "static"
     sources = (time_source, regs_source, "static", "static", "static")
     return Features(phi, sources, tuple(float(v) for v in h), (h_source,) * 3)
+
+
+def with_time(features: Features, time_ms: float, time_source: str, h_note: str) -> Features:
+    """`features` (a static profile's phi and estimated h) with phi's time replaced by a measured one."""
+    phi = (math.log1p(max(0.0, time_ms)), *features.phi[1:])
+    return replace(features, phi=phi, phi_sources=(time_source, *features.phi_sources[1:]), h_note=h_note)
 
 
 def reference_features(time_ms: float, time_source: str) -> Features:

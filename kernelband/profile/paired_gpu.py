@@ -18,7 +18,7 @@ from kernelband.config import get_settings
 from kernelband.evaluate.plausibility import floor_ms
 from kernelband.problem.model import KernelProblem
 from kernelband.profile.archs import resolve_target
-from kernelband.profile.features import Features, reference_features
+from kernelband.profile.features import Features, reference_features, with_time
 from kernelband.profile.measurement import MeasureError, Measurement
 from kernelband.profile.paired_result import measurement_of
 from kernelband.profile.paired_runners import PairedConfig, Runner, timed_call
@@ -57,12 +57,18 @@ def gpu_name(target: str) -> str:
 
 
 TIME_ONLY_NOTE = "not measured: this measurement reads only the time (registers and h were not taken)"
+STATIC_NOTE = ("estimated: phi's registers, shared memory, block size and occupancy and h come from the "
+               "compile step's static profile for this target; the time is measured")
 
 
-def _time_only(target: str) -> Any:
-    """No features pass: phi holds the time alone, labelled, and no Nsight Compute case."""
+def _time_only(static: Features | None = None) -> Any:
+    """No features pass in the candidate's runner: phi holds the measured time alone, labelled,
+    or, given the compile step's static features, those with the measured time; no Nsight
+    Compute case either way."""
     def after(candidate: Runner, run: PairedRun) -> dict[str, Any]:
         medians = [sorted(v)[len(v) // 2] for v in run.case_candidate_ms.values()]
+        if static is not None:
+            return {"features": with_time(static, sum(medians), "driver", STATIC_NOTE).to_dict()}
         features = replace(reference_features(sum(medians), "driver"), h_note=TIME_ONLY_NOTE)
         return {"features": features.to_dict()}
     return after
@@ -91,19 +97,22 @@ def _features_after(target: str, placeholder: bool) -> Any:
 def measure_paired_on_gpu(
     problem: KernelProblem, editable: str | None, target: str, *, config: PairedConfig | None = None,
     strict: bool = False, limits: Any = None, baseline_ms: float | None = None, features: bool = True,
+    static: Features | None = None,
 ) -> tuple[Measurement, Features, dict[str, Any] | None]:
     """(Measurement with its paired speedup, Features, the Nsight Compute case) for `editable`.
 
     Raises TimingRejected when a timed call breaks a rule, MeasureError when nothing usable came
     back. `strict` (the implausibility gate's re-measure): fresh runners, every round checked.
-    `features=False` (a re-measure, an A/A run): no features pass, the time alone."""
+    `features=False` (a re-measure, an A/A run): no features pass, the time alone. `static`: the
+    compile step's static features for this target, taken with the measured time instead of a
+    features pass (no Nsight Compute case then)."""
     config = config or config_from_settings(strict)
     limits = limits or SandboxLimits.from_settings()
     if strict:
         limits = replace(limits, warm=False)
     run = measure_paired_runners(problem, editable, "cuda", config, limits=limits, keep_original=not strict,
                                  after=_features_after(target, timed_call(problem, editable) == "reference")
-                                 if features else _time_only(target))
+                                 if features and static is None else _time_only(static if features else None))
     measurement = measurement_of(problem, run, device_name=gpu_name(target), target=target, config=config,
                                  baseline_ms=baseline_ms)
     gpu = resolve_target(target if target != "cpu" else "h100")

@@ -47,7 +47,7 @@ def measure_candidate(
     parent_editable: str | None = None, limits: Any = None, hardware_signature: bool = True,
     timings: dict[str, float] | None = None, strict: bool = False,
     paired: bool = True, baseline_ms: float | None = None, paired_config: Any = None,
-    features: bool = True,
+    features: bool = True, static_features: dict[str, Any] | None = None,
 ) -> tuple[Measurement, Features]:
     """Measured on this node's GPU, else the labelled estimate; candidate code runs sandboxed.
 
@@ -62,17 +62,24 @@ def measure_candidate(
     `timings["signature"]`); `hardware_signature=False` skips it and h stays the estimate.
     `strict`: fresh runners, every timed call verified (the implausibility gate's protocol).
     `features=False` (paired path): the time alone, no features pass in the candidate's runner.
+    `static_features` (the compile step's, for this target): when no Nsight Compute pass will
+    run, phi and the estimated h come from them with the measured time, and the candidate's
+    runner makes no features pass.
     A timed call that breaks a rule raises `TimingCheckError` with its reason.
     """
     resolve_target(target)  # fail fast, in this process, on an unknown target
     on_gpu = _on_gpu(target)
+    skipped = _signature_skipped(hardware_signature, limits) if on_gpu else ""
+    static = Features.from_dict(static_features) if static_features and skipped and features else None
     if on_gpu and paired:
         measurement, found, case = _measure_paired(problem, editable, target, strict, limits,
-                                                   baseline_ms, paired_config, timings, features)
+                                                   baseline_ms, paired_config, timings, features, static)
     else:
         measurement, found, case = _measure_in_child(problem, editable, target, parent_editable,
                                                      strict, limits, on_gpu)
-    if case and not hardware_signature:
+    if static is not None:
+        found = replace(found, h_note=shorten(f"{found.h_note}; no Nsight Compute pass: {skipped}", NOTE_CHARS))
+    elif case and not hardware_signature:
         found = replace(found, h_note="not measured: the job's policy does not read h")
     elif case:
         start = time.perf_counter()
@@ -80,6 +87,15 @@ def measure_candidate(
         if timings is not None:
             timings["signature"] = time.perf_counter() - start
     return measurement, found
+
+
+def _signature_skipped(hardware_signature: bool, limits: Any) -> str:
+    """Why no Nsight Compute pass would run for this measurement ("" when one would)."""
+    if not hardware_signature:
+        return "not measured: the job's policy does not read h"
+    if ncu.find_ncu() is None:
+        return "ncu not found on this GPU node: install Nsight Compute"
+    return ncu_refused_by_jail(limits)
 
 
 def _measure_in_child(problem: KernelProblem, editable: str | None, target: str, parent_editable: str | None,
@@ -98,7 +114,7 @@ def _measure_in_child(problem: KernelProblem, editable: str | None, target: str,
 
 def _measure_paired(problem: KernelProblem, editable: str | None, target: str, strict: bool, limits: Any,
                     baseline_ms: float | None, config: Any, timings: dict[str, float] | None,
-                    features: bool = True) -> tuple[Measurement, Features, Any]:
+                    features: bool = True, static: Features | None = None) -> tuple[Measurement, Features, Any]:
     """Two live runners, judge-timed (kernelband/profile/paired_gpu.py); parts into `timings`."""
     # both load torch, which importing this package must not: only the GPU path needs them
     from kernelband.evaluate.verified_timing import TimingRejected
@@ -107,7 +123,7 @@ def _measure_paired(problem: KernelProblem, editable: str | None, target: str, s
     try:
         measurement, found, case = measure_paired_on_gpu(
             problem, editable, target, config=config, strict=strict, limits=limits, baseline_ms=baseline_ms,
-            features=features)
+            features=features, static=static)
     except TimingRejected as rej:
         raise TimingCheckError(rej.reason, f"{rej.reason}: {rej.message}") from rej
     if timings is not None:

@@ -154,7 +154,8 @@ def _measure(problem: KernelProblem, editable: str | None, payload: dict[str, An
         return measure_candidate(
             problem, editable, payload["target"], parent_editable=payload.get("parent_editable"),
             hardware_signature=bool(payload.get("hardware_signature", True)), timings=timings,
-            strict=strict, baseline_ms=payload.get("baseline_ms"), features=bool(payload.get("features", True)))
+            strict=strict, baseline_ms=payload.get("baseline_ms"), features=bool(payload.get("features", True)),
+            static_features=payload.get("static_features"))
 
     try:
         # a time too good to be true may be a cheat: measured again, strictly, before any reward

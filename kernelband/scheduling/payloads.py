@@ -138,7 +138,8 @@ _JOB_FACTS = (Job.id, Job.problem_id, Job.limits, Job.model, Job.policy, Job.gen
 _TRACK_FACTS = (Track.id, Track.target, Track.original_time_ms)
 _PROBLEM_FACTS = (Problem.id, Problem.loaded)
 _CANDIDATE_COLUMNS = (Candidate.id, Candidate.editable, Candidate.parent_id,
-                      _PARENT.editable.label("parent_editable"))
+                      _PARENT.editable.label("parent_editable"),
+                      Candidate.static_profile["features"].label("static_features"))
 
 
 _MEASURED = (select(Measurement.id.label("measurement_id"), Measurement.label,
@@ -192,6 +193,10 @@ def _payload(session: Session, attempt: ClaimedAttempt, job: Row[Any], track: Ro
         payload["hardware_signature"] = POLICIES[job.policy].policy.reads_signature
     if attempt.kind == "profile" and candidate.parent_id is not None:
         payload["parent_editable"] = candidate.parent_editable
+    if attempt.kind == "profile" and isinstance(candidate.static_features, dict):
+        # phi and the estimated h for this target, from the compile step: a GPU node that takes
+        # no Nsight Compute pass then needs no features pass in the candidate's runner either
+        payload["static_features"] = candidate.static_features
     if attempt.kind in ("profile", "verify") and track.original_time_ms:
         # a paired measurement's time is this baseline over its speedup against the original
         # (verify: the final re-measure of the best)

@@ -4,6 +4,7 @@ test_profile_paired_timing.py; on a GPU: bench/gpu/paired_aa.py)."""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
@@ -110,3 +111,32 @@ def test_the_features_pass_names_the_slowest_timed_case_by_its_index_among_all_t
     candidate = type("Candidate", (), {"cases": ["x", "a", "y", "b"], "session": Session()})()
     paired_gpu._features_after("h200", placeholder=False)(candidate, _run())  # b: 2 ms, a: 0.5 ms
     assert asked["slowest"] == 3 and asked["time_ms"] == pytest.approx(2.5)
+
+
+def test_the_compile_steps_static_features_replace_the_features_pass_when_no_ncu_pass_runs(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from kernelband.profile import paired_gpu, sandboxed
+
+    static = Features((0.5, 40.0, 2.0, 7.0, 50.0), ("estimate",) + ("static",) * 4,
+                      (60.0, 30.0, 10.0), ("estimate",) * 3)
+    seen: dict[str, Any] = {}
+
+    def fake(problem: Any, editable: Any, target: str, **kwargs: Any) -> Any:
+        seen.update(kwargs)
+        after = paired_gpu._time_only(kwargs["static"])
+        features = Features.from_dict(after(None, _run())["features"])
+        return Measurement("measured", "judge clock", "NVIDIA H200", "h200", 2.5, {"a": 0.5}), features, None
+
+    monkeypatch.setattr(sandboxed, "_on_gpu", lambda target: True)
+    monkeypatch.setattr(paired_gpu, "measure_paired_on_gpu", fake)
+    problem = load_problem(FIXTURE.read_text(), "native", "p")
+    _, found = sandboxed.measure_candidate(problem, "x", "h200", hardware_signature=False,
+                                           static_features=static.to_dict())
+    assert seen["static"] == static and seen["features"] is True
+    assert found.phi[1:] == static.phi[1:] and found.h == static.h and found.h_sources == static.h_sources
+    assert found.phi[0] == pytest.approx(math.log1p(2.5)) and found.phi_sources[0] == "driver"
+    assert "compile step's static profile" in found.h_note and "does not read h" in found.h_note
+    # an Nsight Compute pass that would run needs the runner's case: no static shortcut then
+    monkeypatch.setattr(sandboxed, "_signature_skipped", lambda wanted, limits: "")
+    sandboxed.measure_candidate(problem, "x", "h200", static_features=static.to_dict())
+    assert seen["static"] is None

@@ -23,6 +23,8 @@ from kernelband.problem.model import Case, KernelProblem
 # Strategy effects on time: tiling helps a lot, fusion a little, the rest slightly hurt.
 EFFECT = {"tiling": 0.8, "fusion": 0.95}
 TOKENS_PER_GENERATION = 150
+STATIC_FEATURES = {"phi": [0.5, 32.0, 0.0, 7.0, 50.0], "phi_sources": ["estimate"] + ["static"] * 4,
+                   "h": [40.0, 60.0, 30.0], "h_sources": ["estimate"] * 3}  # a compile report's phi and h
 
 
 _STEP = re.compile(r"# (\w+) seed=")
@@ -39,7 +41,7 @@ def fake_generate(payload: dict[str, Any]) -> dict[str, Any]:
 def fake_compile(payload: dict[str, Any]) -> dict[str, Any]:
     if "# reordering" in payload["editable"].splitlines()[-1]:
         return {"ok": False, "reason": "compile_error:fake", "message": "reordering breaks"}
-    return {"ok": True, "static_profile": {"registers": 32}}
+    return {"ok": True, "static_profile": {"registers": 32, "features": STATIC_FEATURES}}
 
 
 def fake_time(editable: str) -> float:

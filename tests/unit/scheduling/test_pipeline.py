@@ -6,7 +6,14 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
-from scheduling_fakes import FAKE_TASKS, TOKENS_PER_GENERATION, decisions, fake_generate, make_job
+from scheduling_fakes import (
+    FAKE_TASKS,
+    STATIC_FEATURES,
+    TOKENS_PER_GENERATION,
+    decisions,
+    fake_generate,
+    make_job,
+)
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -360,8 +367,12 @@ def test_compile_and_profile_payloads_carry_the_child_and_its_parents_code(
         parent_code = code[by_code[message.payload["editable"]]][0]
         if message.kind == "profile":
             assert message.payload["parent_editable"] == parent_code
+            # the compile step's phi and h travel on: a GPU node need not profile them again
+            assert message.payload["static_features"] == STATIC_FEATURES
         else:
             assert "parent_editable" not in message.payload
+    originals = [m for m in sent if m.kind == "profile" and m.payload.get("editable") == "ORIGINAL"]
+    assert originals and all("static_features" not in m.payload for m in originals)
 
 
 def test_every_ingest_step_receives_its_kinds_typed_result(
