@@ -61,8 +61,8 @@ def claim_pending(session: Session, now: datetime, lease_expires_at: datetime,
     from the first id reads every version left behind, a cost that grows with the history.
     """
     claim = _CLAIM_ABOVE if claimable_after > 0 else _CLAIM_FROM_START
-    rows = session.execute(claim, {"after": claimable_after, "limit": limit, "now": now,
-                                   "lease": lease_expires_at}).all()
+    rows = session.execute(claim, {"after": claimable_after, "below": _NO_ID_ABOVE,
+                                   "limit": limit, "now": now, "lease": lease_expires_at}).all()
     return sorted((ClaimedAttempt(row.id, row.job_id, row.track_id, row.kind, row.queue,
                                   row.candidate_id, dict(row.payload or {}), str(row.task_id))
                    for row in rows), key=lambda attempt: attempt.id)
@@ -71,7 +71,8 @@ def claim_pending(session: Session, now: datetime, lease_expires_at: datetime,
 def _claim(state: Any) -> Any:
     """The claiming UPDATE ... RETURNING, its pending attempts found by `state`, built once."""
     oldest = (select(Attempt.id)
-              .where(Attempt.id > bindparam("after"), state.in_(("pending", "expired")))
+              .where(Attempt.id > bindparam("after"), Attempt.id < bindparam("below"),
+                     state.in_(("pending", "expired")))
               .order_by(Attempt.id).limit(bindparam("limit")).with_for_update())
     task_id = literal("kb-") + cast(Attempt.id, String) + "-" + cast(Attempt.tries + 1, String)
     return (update(Attempt).where(Attempt.id.in_(oldest.scalar_subquery()))
@@ -85,6 +86,11 @@ def _claim(state: Any) -> Any:
 # Above a claimed id the search reads the ids from there on (a window that does not grow); the
 # state index would be read whole: it keeps an entry for every attempt ever pending. From the
 # start (a new scheduler, tries expired) the state index is the smaller read.
+# The id range is closed above by a bound no id reaches: where the table was never analyzed, an
+# open `id > after` is guessed to keep a third of the rows, and the planner read the whole
+# table (a sequential scan, 10.8 ms at 80,000 attempts, growing with the history); a closed
+# range is guessed small, and the primary key is walked from `after`.
+_NO_ID_ABOVE = 2**62
 _CLAIM_ABOVE = _claim(func.coalesce(Attempt.state, ""))
 _CLAIM_FROM_START = _claim(Attempt.state)
 
