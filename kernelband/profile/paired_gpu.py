@@ -61,17 +61,15 @@ STATIC_NOTE = ("estimated: phi's registers, shared memory, block size and occupa
                "compile step's static profile for this target; the time is measured")
 
 
-def _time_only(static: Features | None = None) -> Any:
-    """No features pass in the candidate's runner: phi holds the measured time alone, labelled,
-    or, given the compile step's static features, those with the measured time; no Nsight
-    Compute case either way."""
-    def after(candidate: Runner, run: PairedRun) -> dict[str, Any]:
-        medians = [sorted(v)[len(v) // 2] for v in run.case_candidate_ms.values()]
-        if static is not None:
-            return {"features": with_time(static, sum(medians), "driver", STATIC_NOTE).to_dict()}
-        features = replace(reference_features(sum(medians), "driver"), h_note=TIME_ONLY_NOTE)
-        return {"features": features.to_dict()}
-    return after
+def _time_only(run: PairedRun, static: Features | None = None) -> dict[str, Any]:
+    """No features pass in the candidate's runner (and no GPU turn to wait for): phi holds the
+    measured time alone, labelled, or, given the compile step's static features, those with the
+    measured time; no Nsight Compute case either way."""
+    medians = [sorted(v)[len(v) // 2] for v in run.case_candidate_ms.values()]
+    if static is not None:
+        return {"features": with_time(static, sum(medians), "driver", STATIC_NOTE).to_dict()}
+    features = replace(reference_features(sum(medians), "driver"), h_note=TIME_ONLY_NOTE)
+    return {"features": features.to_dict()}
 
 
 def _features_after(target: str, placeholder: bool) -> Any:
@@ -110,9 +108,12 @@ def measure_paired_on_gpu(
     limits = limits or SandboxLimits.from_settings()
     if strict:
         limits = replace(limits, warm=False)
+    features_pass = features and static is None
     run = measure_paired_runners(problem, editable, "cuda", config, limits=limits, keep_original=not strict,
                                  after=_features_after(target, timed_call(problem, editable) == "reference")
-                                 if features and static is None else _time_only(static if features else None))
+                                 if features_pass else None)
+    if not features_pass:
+        run.extras = _time_only(run, static if features else None)
     measurement = measurement_of(problem, run, device_name=gpu_name(target), target=target, config=config,
                                  baseline_ms=baseline_ms)
     gpu = resolve_target(target if target != "cpu" else "h100")

@@ -122,6 +122,12 @@ class Runner:
         return self.session.close()
 
 
+def close_soon(runner: Runner) -> None:
+    """Close `runner` on a thread of its own: the runner's exit (its interpreter and CUDA
+    context torn down) takes seconds, and the step that used it has no use for its result."""
+    threading.Thread(target=runner.close, name="close-runner", daemon=True).start()
+
+
 def timed_call(problem: KernelProblem, editable: str | None) -> str:
     """What a runner times: the region's entry, or the PyTorch reference of a KernelBench file
     not yet translated (the baseline its translations are compared with, and itself)."""

@@ -37,6 +37,7 @@ from kernelband.profile.paired_runners import (
     PairedConfig,
     PerProblem,
     Runner,
+    close_soon,
     runner_error,
     spread_cases,
     start_runner,
@@ -355,7 +356,7 @@ def _measure_once(problem: KernelProblem, editable: str | None, device: str, con
                     run.extras = after(candidate, run)
                 parts["after"] = time.perf_counter() - start
         finally:
-            candidate.close()
+            close_soon(candidate)
     except TimingRejected:
         _release(original, problem, device, config, keep_original)  # the candidate's fault
         raise
