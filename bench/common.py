@@ -57,7 +57,7 @@ def load_average() -> str:
 REFERENCE_LOOP = 1_000_000  # integer additions of `python_reference_ms`
 
 
-def python_reference_ms(repeats: int = 5) -> float:
+def python_reference_ms(repeats: int = 5, additions: int = REFERENCE_LOOP) -> float:
     """Milliseconds one core takes for a fixed pure-Python loop (best of `repeats`).
 
     The scheduler's work is mostly Python on one core, and the machines these benchmarks run
@@ -66,7 +66,7 @@ def python_reference_ms(repeats: int = 5) -> float:
     best = float("inf")
     for _ in range(repeats):
         start, total = time.perf_counter(), 0
-        for i in range(REFERENCE_LOOP):
+        for i in range(additions):
             total += i
         best = min(best, time.perf_counter() - start)
     return 1000 * best

@@ -37,16 +37,22 @@ def targets(data: dict[str, Any]) -> list[tuple[str, bool | None, str]]:
         result.append((f"last {FLAT_WINDOW_S:g} s window >= {100 * FLAT_SHARE:.0f}% of the first",
                        share >= FLAT_SHARE,
                        f"{fmt(flat[-1])} / {fmt(flat[0])} pulls/s = {100 * share:.1f}%"))
+    code = row.get("cpu_per_pull_in_references") or []
+    if len(code) >= 2:  # the same check on a figure of the code: CPU per pull / reference loop
+        growth = code[-1] / code[0]
+        result.append((f"CPU per pull in reference loops, last {FLAT_WINDOW_S:g} s window <= "
+                       f"first / {FLAT_SHARE:g}", growth <= 1 / FLAT_SHARE,
+                       ", ".join(f"{c:.3f}" for c in code) + f" per window: last / first "
+                       f"{100 * growth:.1f}% (reference loop per window: " + ", ".join(
+                           f"{ms:.1f}" for ms in row["reference_ms_windows"]) + " ms)"))
     result.append(("select+dispatch p99 <= 50 ms", p99 <= TARGET_P99_MS, f"p99 {fmt(p99)} ms"))
     return result
 
 
 def _cpu_note(row: dict[str, Any]) -> str:
     cpu = row.get("cpu_ms_per_pull_windows") or []
-    if not cpu:
-        return ""
     return (f"; scheduler CPU per pull per {FLAT_WINDOW_S:g} s window: "
-            + ", ".join(f"{ms:.2f}" for ms in cpu) + " ms")
+            + ", ".join(f"{ms:.2f}" for ms in cpu) + " ms") if cpu else ""
 
 
 def largest_row(data: dict[str, Any]) -> dict[str, Any]:

@@ -10,6 +10,10 @@ WARMUP_STEPS = 3  # untimed passes first (the first parses every policy state fr
 SUSTAINED_S = 60.0  # the largest configuration runs this long (the others `seconds`)
 FLAT_WINDOW_S = 10.0  # a flat cost: the last window of this length keeps FLAT_SHARE of the first
 FLAT_SHARE = 0.9
+# Between passes, about every REFERENCE_EVERY_S, a small fixed Python loop is timed (best of 2;
+# about 2 ms each): a window's CPU per pull divided by its median is a figure of the code, not
+# of this VM, whose speed moves by a third between windows.
+REFERENCE_EVERY_S, REFERENCE_ADDITIONS = 1.0, 100_000
 
 
 def window_rates(marks: list[tuple[float, int]], window_s: float = WINDOW_S) -> list[float]:
@@ -23,6 +27,18 @@ def window_rates(marks: list[tuple[float, int]], window_s: float = WINDOW_S) -> 
     if marks and marks[-1][0] - begin >= window_s / 2:
         rates.append((marks[-1][1] - pulls_before) / (marks[-1][0] - begin))
     return rates
+
+
+def cpu_in_references(references: list[tuple[float, float]],
+                      per_pull: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    """(median reference ms, CPU per pull / that median) per window of `per_pull` ((window
+    end, CPU ms per pull)), from the `references` (seconds in, ms) timed in that window."""
+    out, begin = [], 0.0
+    for end, cpu_ms in per_pull:
+        inside = sorted(ms for at, ms in references if begin <= at <= end) or [float("nan")]
+        out.append((inside[len(inside) // 2], cpu_ms / inside[len(inside) // 2]))
+        begin = end
+    return out
 
 
 HOTSPOTS = {"typecast_json": "decoding JSON columns read from Postgres (policy_state and others)",

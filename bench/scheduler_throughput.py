@@ -41,10 +41,20 @@ from bench.common import (
     load_average,
     machine_line,
     percentile_ms,
+    python_reference_ms,
     write_section,
 )
 from bench.scheduler_report import plot, section, targets
-from bench.scheduler_stats import FLAT_WINDOW_S, SUSTAINED_S, WARMUP_STEPS, hotspots, window_rates
+from bench.scheduler_stats import (
+    FLAT_WINDOW_S,
+    REFERENCE_ADDITIONS,
+    REFERENCE_EVERY_S,
+    SUSTAINED_S,
+    WARMUP_STEPS,
+    cpu_in_references,
+    hotspots,
+    window_rates,
+)
 from bench.sim_tasks import SIM_TASKS, SIMULATED, sim_profile
 from kernelband.bandit import FrontierEntry, make_policy
 from kernelband.bandit.clustering import recluster
@@ -137,9 +147,11 @@ class Timings:
     results: int = 0
     wall_s: float = 0.0
     marks: list[tuple[float, int]] = field(default_factory=list)  # (seconds in, pulls so far)
-    # (pulls so far, this process's CPU seconds so far): CPU per pull is what a busy machine
-    # changes least (other processes lengthen the wall time, not this process's CPU time)
+    # (pulls so far, this process's CPU seconds so far, the reference loop's CPU excluded): CPU
+    # per pull is what a busy machine changes least (other processes lengthen the wall time)
     cpu_marks: list[tuple[int, float]] = field(default_factory=list)
+    # (seconds in, ms of the small reference loop then): the VM's speed moves between windows
+    references: list[tuple[float, float]] = field(default_factory=list)
 
 
 def timed_step(ctx: EngineContext, t: Timings) -> None:
@@ -162,8 +174,6 @@ def timed_step(ctx: EngineContext, t: Timings) -> None:
     ctx.stopped_at_bound(selected, dispatched)
 
 
-
-
 def measure(ctx: EngineContext, seconds: float, min_steps: int = 3) -> Timings:
     """Timed scheduler passes for about `seconds` after WARMUP_STEPS untimed ones; full garbage
     collections run between passes (`PassCollector`), in the wall time but in no pass."""
@@ -177,18 +187,22 @@ def measure(ctx: EngineContext, seconds: float, min_steps: int = 3) -> Timings:
         timed_step(ctx, t)
         collector.between_passes()
         steps += 1
-        t.marks.append((time.perf_counter() - start, t.pulls))
+        at = time.perf_counter() - start
+        if not t.references or at - t.references[-1][0] >= REFERENCE_EVERY_S:
+            before = time.process_time()
+            t.references.append((at, python_reference_ms(2, REFERENCE_ADDITIONS)))
+            cpu0 += time.process_time() - before  # not the scheduler's
+        t.marks.append((at, t.pulls))
         t.cpu_marks.append((t.pulls, time.process_time() - cpu0))
     t.wall_s = time.perf_counter() - start
     collector.stop()
     return t
 
 
-
-
 def summarize(jobs: int, frontier: int, t: Timings) -> dict[str, Any]:
     """Rates and percentiles of one configuration."""
     sel_s, ing_s = sum(t.select), sum(t.ingest)
+    per_pull = cpu_per_pull(t, FLAT_WINDOW_S)
     return {
         "jobs": jobs, "frontier": frontier, "steps": len(t.select), "wall_s": t.wall_s,
         "select_cycles_per_s": len(t.select) / sel_s if sel_s else float("nan"),
@@ -204,17 +218,19 @@ def summarize(jobs: int, frontier: int, t: Timings) -> dict[str, Any]:
         "pulls_per_s": t.pulls / t.wall_s if t.wall_s else float("nan"),
         "window_pulls_per_s": window_rates(t.marks),
         "flat_window_pulls_per_s": window_rates(t.marks, FLAT_WINDOW_S),
-        "cpu_ms_per_pull_windows": cpu_per_pull(t, FLAT_WINDOW_S),
+        "cpu_ms_per_pull_windows": [ms for _, ms in per_pull],
+        "reference_ms_windows": [ref for ref, _ in cpu_in_references(t.references, per_pull)],
+        "cpu_per_pull_in_references": [c for _, c in cpu_in_references(t.references, per_pull)],
     }
 
 
-def cpu_per_pull(t: Timings, window_s: float) -> list[float]:
-    """Milliseconds of this process's CPU per pull in consecutive windows of `window_s` wall
-    seconds (the same windows as `window_rates`)."""
+def cpu_per_pull(t: Timings, window_s: float) -> list[tuple[float, float]]:
+    """(window end in seconds, milliseconds of this process's CPU per pull) in consecutive
+    windows of `window_s` wall seconds (the same windows as `window_rates`)."""
     out, begin, pulls0, cpu0 = [], 0.0, 0, 0.0
     for (at, _), (pulls, cpu) in zip(t.marks, t.cpu_marks, strict=True):
         if at - begin >= window_s and pulls > pulls0:
-            out.append(1000 * (cpu - cpu0) / (pulls - pulls0))
+            out.append((at, 1000 * (cpu - cpu0) / (pulls - pulls0)))
             begin, pulls0, cpu0 = at, pulls, cpu
     return out
 
@@ -339,5 +355,5 @@ if __name__ == "__main__":
     main()
 
 
-__all__ = ["SIMULATED", "SIM_TASKS", "Timings", "make_context", "measure", "plot", "run_config",
+__all__ = ["SIMULATED", "SIM_TASKS", "Timings", "cpu_in_references", "make_context", "measure", "plot", "run_config",
            "run_grid", "section", "seed_jobs", "summarize", "targets"]

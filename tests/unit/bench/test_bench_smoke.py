@@ -84,6 +84,20 @@ def test_a_flat_cost_keeps_the_last_ten_second_window_near_the_first() -> None:
     assert scheduler_throughput.targets({"rows": [row]})[1][1] is True
 
 
+def test_a_flat_cost_is_also_checked_on_cpu_per_pull_in_reference_loops() -> None:
+    # the VM slowed by a third in the second window; the code's cost per pull did not change
+    references = [(1.0, 2.0), (5.0, 2.2), (9.0, 2.0), (12.0, 3.0), (15.0, 2.8), (19.0, 2.6)]
+    code = scheduler_throughput.cpu_in_references(references, [(10.0, 1.0), (20.0, 1.4)])
+    assert code == [(2.0, 0.5), (2.8, 0.5)]
+    row = {"jobs": 100, "frontier": 1000, "pulls_per_s": 650.0, "select_p99_ms": 40.0,
+           "wall_s": 20.0, "reference_ms_windows": [2.0, 2.8],
+           "cpu_per_pull_in_references": [0.5, 0.5]}
+    _, flat_code, _ = scheduler_throughput.targets({"rows": [row]})
+    assert flat_code[1] is True and "last / first 100.0%" in flat_code[2] and "2.0, 2.8 ms" in flat_code[2]
+    row["cpu_per_pull_in_references"] = [0.5, 0.6]
+    assert scheduler_throughput.targets({"rows": [row]})[1][1] is False
+
+
 def test_the_fleet_records_its_simulated_task_time() -> None:
     data = {"label": fleet_scaling.LABEL, "median_s": 1.5, "sigma": 0.3, "warmup_s": 1.0,
             "window_s": 1.0, "rows": [{"gpus": 1000, "median_s": 1.5, "busy_fraction": 0.95,
