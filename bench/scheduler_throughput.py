@@ -89,7 +89,7 @@ def make_context(factory: sessionmaker[Session]) -> EngineContext:
     bounded and its policy states kept hot as the leader's are (services/scheduler/loop.py:
     `leader_context`)."""
     settings = Settings(max_in_flight_per_team=TEAM_CAP)
-    return EngineContext(factory, InlineDispatcher(SIM_TASKS), settings,
+    return EngineContext(factory, InlineDispatcher(SIM_TASKS, record=False), settings,
                          select_budget_s=settings.select_budget_ms / 1000,
                          state_writeback_s=settings.state_writeback_s)
 
