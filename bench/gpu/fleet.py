@@ -2,7 +2,7 @@
 
 Deploys the fleet (bench/gpu/fleet_deploy.py: Postgres and Redis from wheels, migrations, a team
 token, the API, one scheduler, Celery workers on `llm`, and per GPU one `cpu` and one measuring
-worker on `gpu.<target>` with `-c 1`; `--target cpu` runs on any machine), submits the suite with
+worker on `gpu.<target>`, `-c gpu_tasks_per_device`; `--target cpu` runs anywhere), submits the suite with
 `kernelband suite --server ... --format tritonbench` (rules generator), and at the end checks that
 nothing was lost or doubled and reports pulls/s, the busy share of each measuring worker and of
 all of them, and the time per step (stages API). bench/gpu/fleet_scaling.py runs it at several

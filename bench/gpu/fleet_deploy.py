@@ -7,8 +7,8 @@ used, started on a free TCP port with a data directory of our own. Postgres refu
 root, so a root caller runs it as an unprivileged user (`nobody` by default).
 
 Then migrations (`kernelband migrate`), a team token, the API under uvicorn, one scheduler and
-Celery workers: `llm`, and per GPU one `cpu` worker and one measuring worker (`gpu.<target>`,
-`-c 1`), both with `CUDA_VISIBLE_DEVICES` naming that GPU; the `cpu` target measures on `cpu`.
+Celery workers: `llm`, and per GPU one `cpu` worker and one measuring worker (`gpu.<target>`, `-c`
+gpu_tasks_per_device), both with `CUDA_VISIBLE_DEVICES` naming that GPU; `cpu` measures on `cpu`.
 Workers get the broker only, never the database URL. Every process runs in its own process
 group with its output in a log file, so a run can stop exactly what it started.
 """
@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench.processes import Child, free_port, group_of, start_api, start_child
+from kernelband.config import get_settings
 from kernelband.scheduling.dispatch import queue_for
 
 REPO = Path(__file__).resolve().parents[2]
@@ -211,10 +212,10 @@ def device_ids(gpus: int) -> list[str]:
 
 def worker_specs(target: str, cpu_concurrency: int, llm_concurrency: int,
                  gpus: int = 1) -> list[WorkerSpec]:
-    """llm worker, then per GPU i a `cpu` worker and a `-c 1` measuring worker `gpu<i>@%h`.
+    """llm worker, then per GPU i a `cpu` worker and a `-c gpu_tasks_per_device` measuring worker.
 
-    A GPU node's compile pre-screen runs on the node's GPU, so each GPU gets its own `cpu`
-    worker pinned to it: N GPUs get N times the pre-screen capacity, spread over the N GPUs.
+    A GPU node's compiles (static checks, static profile) run beside its GPU, so each GPU gets
+    its own `cpu` worker pinned to it: N GPUs get N times the compile capacity.
     The `cpu` target measures on `cpu`: there the N workers compile and measure alike.
     """
     if gpus < 1:
@@ -227,8 +228,8 @@ def worker_specs(target: str, cpu_concurrency: int, llm_concurrency: int,
         pinned = {"CUDA_VISIBLE_DEVICES": device}
         specs += [WorkerSpec(_log_name(CPU_WORKER, i), "cpu", cpu_concurrency,
                              f"cpu{i}@%h", pinned),
-                  WorkerSpec(_log_name(MEASURE_WORKER, i), measure_queue(target), 1,
-                             f"gpu{i}@%h", pinned)]
+                  WorkerSpec(_log_name(MEASURE_WORKER, i), measure_queue(target),
+                             get_settings().gpu_tasks_per_device, f"gpu{i}@%h", pinned)]
     return specs
 
 

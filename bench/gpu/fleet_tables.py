@@ -211,7 +211,7 @@ def scaling_markdown(table: Sequence[dict[str, Any]], notes: Sequence[str],
                   f"{len(first.get('problems') or [])} problems "
                   f"({', '.join(first.get('problems') or [])}), budget {first.get('budget')}, "
                   f"{first.get('parallel')} pulls in flight per track, rules generator; one "
-                  "`-c 1` measuring worker per GPU.", ""]
+                  "measuring worker per GPU (its `-c`: the run's timeline).", ""]
     lines += [markdown_table(COLUMNS, [table_cells(r) for r in table]), "",
               "wall = suite submission to the last result; efficiency = T1 / (N x TN) against "
               "the N=1 run of the same suite (finished runs only); active window = first "

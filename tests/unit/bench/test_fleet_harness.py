@@ -21,10 +21,10 @@ def test_problem_picks_prefer_the_default_list_then_fill_in_order(tmp_path: Path
         pick_problems(tmp_path, 1, ["missing"])
 
 
-def test_a_gpu_target_gets_one_single_process_worker_on_its_queue() -> None:
+def test_a_gpu_target_gets_one_measuring_worker_on_its_queue() -> None:
     specs = {s.name: s for s in worker_specs("h100", 4, 2)}
     measure = specs["worker-measure"]
-    assert (measure.queues, measure.concurrency, measure.node) == ("gpu.h100", 1, "gpu0@%h")
+    assert (measure.queues, measure.concurrency, measure.node) == ("gpu.h100", 3, "gpu0@%h")
     assert "CUDA_VISIBLE_DEVICES" in measure.env
     assert specs["worker-cpu"].queues == "cpu" and specs["worker-llm"].queues == "llm"
     assert measure_queue("cpu") == "cpu"

@@ -20,6 +20,7 @@ from bench.gpu.fleet_tables import (
     scaling_table,
     skipped_row,
 )
+from kernelband.config import get_settings
 
 QUEUE = "gpu.h200"
 
@@ -31,14 +32,14 @@ def profile(i: int, worker: str | None, start: float, end: float,
                       worker=worker)
 
 
-def test_each_gpu_gets_a_pinned_cpu_worker_and_a_single_process_measuring_worker(
+def test_each_gpu_gets_a_pinned_cpu_worker_and_a_measuring_worker_with_the_nodes_gpu_tasks(
         monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     specs = worker_specs("h200", 4, 4, gpus=4)
     measuring = measuring_specs(specs, "h200")
     assert [s.node for s in measuring] == ["gpu0@%h", "gpu1@%h", "gpu2@%h", "gpu3@%h"]
     assert {s.queues for s in measuring} == {QUEUE}
-    assert all(s.concurrency == 1 for s in measuring)
+    assert all(s.concurrency == get_settings().gpu_tasks_per_device == 3 for s in measuring)
     assert [s.env["CUDA_VISIBLE_DEVICES"] for s in measuring] == ["0", "1", "2", "3"]
     cpu = [s for s in specs if s.queues == "cpu"]
     assert [(s.node, s.env["CUDA_VISIBLE_DEVICES"], s.concurrency) for s in cpu] == [

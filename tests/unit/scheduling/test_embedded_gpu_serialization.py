@@ -1,5 +1,5 @@
-"""The embedded dispatcher's pools: `gpu_tasks` tasks at once per GPU queue (1: one at a time, as
-`celery -c 1` does per GPU), and the llm and cpu queues on a pool of their own."""
+"""The embedded dispatcher's pools: `gpu_tasks` tasks at once per GPU queue (as a GPU node's
+`celery -c <gpu_tasks_per_device>` runs them), and the llm and cpu queues on a pool of their own."""
 
 from __future__ import annotations
 

@@ -134,12 +134,12 @@ def test_worker_queues_are_the_workers_queue_constants(compose: dict[str, Any]) 
     assert set(consumed) == set(TASK_QUEUES)  # every queue has a consumer, results has none
 
 
-def test_gpu_workers_reserve_one_gpu_and_run_one_task_at_a_time(compose: dict[str, Any]) -> None:
+def test_gpu_workers_reserve_one_gpu_and_run_the_nodes_gpu_tasks_at_once(compose: dict[str, Any]) -> None:
     for target in GPU_TARGETS:
         service = _services(compose)[f"worker-gpu-{target}"]
         devices = service["deploy"]["resources"]["reservations"]["devices"]
         assert devices[0]["capabilities"] == ["gpu"] and devices[0]["count"] == 1
-        assert _flag(service["command"], "-c") == "1"
+        assert _flag(service["command"], "-c") == str(Settings.model_fields["gpu_tasks_per_device"].default)
         assert _flag(service["command"], "-Q") == f"gpu.{target}"
 
 
