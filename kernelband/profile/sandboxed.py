@@ -14,6 +14,7 @@ from kernelband.profile.archs import DEFAULT_REFERENCE_GPU, resolve_target
 from kernelband.profile.features import Features
 from kernelband.profile.measurement import MeasureError, Measurement, TimingCheckError
 from kernelband.profile.ncu_pass import NCU_TIMEOUT_S
+from kernelband.profile.specialize import StaticProfileError
 from kernelband.sandbox import SandboxLimits, run_sandboxed
 from kernelband.sandbox.device import detect_device
 from kernelband.sandbox.jail import isolation_setting
@@ -64,12 +65,16 @@ def measure_candidate(
     `features=False` (paired path): the time alone, no features pass in the candidate's runner.
     `static_features` (the compile step's, for this target): when no Nsight Compute pass will
     run, phi and the estimated h come from them with the measured time, and the candidate's
-    runner makes no features pass.
+    runner makes no features pass; without them (an original has no compile step) a static
+    profile report is made here first, in a sandbox on the CPU (`timings["measure_static"]`).
     A timed call that breaks a rule raises `TimingCheckError` with its reason.
     """
     resolve_target(target)  # fail fast, in this process, on an unknown target
     on_gpu = _on_gpu(target)
     skipped = _signature_skipped(hardware_signature, limits) if on_gpu else ""
+    placeholder = editable is None and problem.needs_translation  # no Triton kernel to profile
+    if on_gpu and paired and skipped and features and not static_features and not placeholder:
+        static_features = _static_features(problem, editable, target, limits, timings)
     static = Features.from_dict(static_features) if static_features and skipped and features else None
     if on_gpu and paired:
         measurement, found, case = _measure_paired(problem, editable, target, strict, limits,
@@ -87,6 +92,21 @@ def measure_candidate(
         if timings is not None:
             timings["signature"] = time.perf_counter() - start
     return measurement, found
+
+
+def _static_features(problem: KernelProblem, editable: str | None, target: str, limits: Any,
+                     timings: dict[str, float] | None) -> dict[str, Any] | None:
+    """phi and the estimated h from a static profile report (a sandbox run on the CPU, no GPU
+    turn: cheaper than a features pass in the runner); None when it cannot be built."""
+    start = time.perf_counter()
+    try:
+        found = static_profile_candidate(problem, editable, target, limits=limits).get("features")
+    except (MeasureError, StaticProfileError) as exc:
+        log.info("no static features, the candidate's runner takes them: %s", exc)
+        found = None
+    if timings is not None:
+        timings["measure_static"] = time.perf_counter() - start
+    return found if isinstance(found, dict) else None
 
 
 def _signature_skipped(hardware_signature: bool, limits: Any) -> str:

@@ -75,6 +75,7 @@ def test_a_gpu_node_measures_paired_with_the_tracks_baseline(monkeypatch: pytest
         return measured, features, None
 
     monkeypatch.setattr(sandboxed, "_on_gpu", lambda target: True)
+    monkeypatch.setattr(sandboxed, "_signature_skipped", lambda wanted, limits: "")  # ncu would run
     monkeypatch.setattr(paired_gpu, "measure_paired_on_gpu", fake)
     timings: dict[str, float] = {}
     problem = load_problem(FIXTURE.read_text(), "native", "p")
@@ -139,3 +140,34 @@ def test_the_compile_steps_static_features_replace_the_features_pass_when_no_ncu
     monkeypatch.setattr(sandboxed, "_signature_skipped", lambda wanted, limits: "")
     sandboxed.measure_candidate(problem, "x", "h200", static_features=static.to_dict())
     assert seen["static"] is None
+
+
+def test_without_the_compile_steps_features_a_static_report_stands_in_for_the_features_pass(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from kernelband.profile import paired_gpu, sandboxed
+    from kernelband.profile.measurement import MeasureError
+
+    static = Features((0.5, 40.0, 2.0, 7.0, 50.0), ("estimate",) + ("static",) * 4,
+                      (60.0, 30.0, 10.0), ("estimate",) * 3)
+    seen: dict[str, Any] = {}
+    measured = Measurement("measured", "judge clock", "NVIDIA H200", "h200", 2.5, {"a": 0.5})
+
+    def fake(problem: Any, editable: Any, target: str, **kwargs: Any) -> Any:
+        seen.update(kwargs)
+        return measured, static, None
+
+    monkeypatch.setattr(sandboxed, "_on_gpu", lambda target: True)
+    monkeypatch.setattr(paired_gpu, "measure_paired_on_gpu", fake)
+    monkeypatch.setattr(sandboxed, "static_profile_candidate",
+                        lambda problem, editable, target, limits=None: {"features": static.to_dict()})
+    problem = load_problem(FIXTURE.read_text(), "native", "p")
+    timings: dict[str, float] = {}
+    sandboxed.measure_candidate(problem, None, "h200", hardware_signature=False, timings=timings)
+    assert seen["static"] == static and "measure_static" in timings  # the original: no compile step
+
+    def broken(problem: Any, editable: Any, target: str, limits: Any = None) -> Any:
+        raise MeasureError("profiling failed in the sandbox")
+
+    monkeypatch.setattr(sandboxed, "static_profile_candidate", broken)
+    sandboxed.measure_candidate(problem, None, "h200", hardware_signature=False)
+    assert seen["static"] is None  # the runner's features pass takes over
