@@ -202,18 +202,28 @@ def _rerun_for_check(pair: _Pair, case: str, k: int, salt: int) -> None:
         pair.batch(role, case, k, salt)
 
 
-def time_pair(problem: KernelProblem, pair: _Pair, config: PairedConfig, rng: random.Random,
-              calibration_key: str = "") -> PairedRun:
-    """Calibrate (once per `calibration_key`: the original and the timing mode), then run the
-    interleaved rounds; raises TimingRejected on a broken rule."""
+def prepare_first(pair: _Pair, config: PairedConfig, rng: random.Random) -> tuple[list[str], float]:
+    """The timed cases (the judge's pick, the same for both runners) and their first inputs in
+    both runners, which compiles and autotunes: untimed work, which need not have the GPU alone.
+    Returns the cases and the seconds taken; raises TimingRejected when the runners' cases differ."""
     original, candidate = pair.runners["original"], pair.runners["candidate"]
     if candidate.cases != original.cases:
         raise TimingRejected("timing_cases_differ", f"the candidate's runner offers cases "
                              f"{candidate.cases} where the original has {original.cases}")
-    cases = spread_cases(original.cases, config.max_cases)  # the judge's pick, the same for both
+    cases = spread_cases(original.cases, config.max_cases)
     started = time.perf_counter()
     pair.prepare(cases, rng.randrange(1, 1 << 30))
-    prepared_s, started = time.perf_counter() - started, time.perf_counter()
+    return cases, time.perf_counter() - started
+
+
+def time_pair(problem: KernelProblem, pair: _Pair, config: PairedConfig, rng: random.Random,
+              calibration_key: str = "", first: tuple[list[str], float] | None = None) -> PairedRun:
+    """Calibrate (once per `calibration_key`: the original and the timing mode), then run the
+    interleaved rounds; raises TimingRejected on a broken rule. `first`: what `prepare_first`
+    returned, when the caller prepared the cases already (outside the GPU's exclusive turn)."""
+    original, candidate = pair.runners["original"], pair.runners["candidate"]
+    cases, prepared_s = first or prepare_first(pair, config, rng)
+    started = time.perf_counter()
     key = f"{calibration_key}:{config.batch_ms}:{config.max_batch}:{','.join(cases)}"
     batch = CALIBRATIONS.get(key) if calibration_key else None
     calibrate_s = 0.0  # a problem calibrated before costs nothing here
@@ -339,15 +349,12 @@ def _measure_once(problem: KernelProblem, editable: str | None, device: str, con
     original, picks = tuned_original(problem, device, config, limits, keep_original)  # autotuned once
     parts["load_original"] = time.perf_counter() - start
     try:
-        start = time.perf_counter()
-        with gpu_turn(device, exclusive=False):
-            candidate = start_runner(problem, editable, device, config, limits)
-        parts["load_candidate"] = time.perf_counter() - start
+        pair, tuning, first = _start_candidate(problem, editable, device, config, limits, original, picks,
+                                               rng, parts)
+        candidate = pair.runners["candidate"]
         try:
-            tuning = pin_candidate(candidate, picks, config)
             with gpu_turn(device, exclusive=True) as turn:  # the timed rounds have the GPU alone
-                run = time_pair(problem, _Pair(original, candidate, config), config, rng,
-                                ORIGINALS.key(problem, device, config))
+                run = time_pair(problem, pair, config, rng, ORIGINALS.key(problem, device, config), first)
             run.notes = tuning + run.notes
             parts["wait_gpu"] = turn["waited_s"]
             if after is not None:
@@ -366,6 +373,23 @@ def _measure_once(problem: KernelProblem, editable: str | None, device: str, con
     _release(original, problem, device, config, keep_original)
     run.parts_s = parts | run.parts_s
     return run
+
+
+def _start_candidate(problem: KernelProblem, editable: str | None, device: str, config: PairedConfig,
+                     limits: SandboxLimits | None, original: Runner, picks: dict[str, Any], rng: random.Random,
+                     parts: dict[str, float]) -> tuple[_Pair, list[str], tuple[list[str], float]]:
+    """In one shared GPU turn: the candidate's runner, the problem's autotune picks pinned in it
+    and both runners' first inputs (compiles, untimed), so the exclusive turn holds timing only."""
+    start = time.perf_counter()
+    with gpu_turn(device, exclusive=False):
+        candidate = start_runner(problem, editable, device, config, limits)
+        parts["load_candidate"] = time.perf_counter() - start
+        try:
+            pair = _Pair(original, candidate, config)
+            return pair, pin_candidate(candidate, picks, config), prepare_first(pair, config, rng)
+        except BaseException:
+            close_soon(candidate)
+            raise
 
 
 def _release(original: Runner, problem: KernelProblem, device: str, config: PairedConfig, keep: bool) -> None:

@@ -352,3 +352,35 @@ def test_a_pair_times_only_an_evenly_spread_subset_of_the_cases_and_says_so() ->
     assert list(measured.case_times_ms) == timed
     assert "timed on 3 of 5 cases (evenly spread, first and last)" in measured.method
     assert measured.checks["timed_cases"] == timed and measured.checks["cases_total"] == 5
+
+
+def test_the_first_inputs_are_prepared_in_a_shared_turn_and_only_timing_holds_the_gpu_alone(
+        problem: KernelProblem) -> None:
+    from contextlib import contextmanager
+
+    from kernelband.profile import paired_timing
+
+    held: list[str] = []  # the turn each runner command ran in
+    turn = {"now": "none"}
+    ask = paired_timing._Pair.ask
+
+    @contextmanager
+    def recording_turn(device: str, *, exclusive: bool) -> Iterator[dict[str, float]]:
+        turn["now"] = "exclusive" if exclusive else "shared"
+        try:
+            yield {"waited_s": 0.0}
+        finally:
+            turn["now"] = "none"
+
+    def spy(self: paired_timing._Pair, role: str, command: dict[str, object], timeout_s: float | None = None) -> object:
+        held.append(f"{command['cmd']}:{turn['now']}")
+        return ask(self, role, command, timeout_s)
+
+    quick = replace(CONFIG, rounds=3, min_rounds=3, batch_ms=10.0, seed=11)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(paired_timing, "gpu_turn", recording_turn)
+        patch.setattr(paired_timing._Pair, "ask", spy)
+        _measure(problem, None, quick)
+    first_batch = next(i for i, h in enumerate(held) if h.startswith("run_batch"))
+    assert held[:first_batch] and all(h == "prepare:shared" for h in held[:first_batch])
+    assert all(h.endswith(":exclusive") for h in held if h.startswith("run_batch"))
