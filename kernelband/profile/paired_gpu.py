@@ -61,7 +61,7 @@ STATIC_NOTE = ("estimated: phi's registers, shared memory, block size and occupa
                "compile step's static profile for this target; the time is measured")
 
 
-def _time_only(run: PairedRun, static: Features | None = None) -> dict[str, Any]:
+def _features_of_run(run: PairedRun, static: Features | None = None) -> dict[str, Any]:
     """No features pass in the candidate's runner (and no GPU turn to wait for): phi holds the
     measured time alone, labelled, or, given the compile step's static features, those with the
     measured time; no Nsight Compute case either way."""
@@ -113,7 +113,7 @@ def measure_paired_on_gpu(
                                  after=_features_after(target, timed_call(problem, editable) == "reference")
                                  if features_pass else None)
     if not features_pass:
-        run.extras = _time_only(run, static if features else None)
+        run.extras = _features_of_run(run, static if features else None)
     measurement = measurement_of(problem, run, device_name=gpu_name(target), target=target, config=config,
                                  baseline_ms=baseline_ms)
     gpu = resolve_target(target if target != "cpu" else "h100")

@@ -124,7 +124,7 @@ def test_the_compile_steps_static_features_replace_the_features_pass_when_no_ncu
 
     def fake(problem: Any, editable: Any, target: str, **kwargs: Any) -> Any:
         seen.update(kwargs)
-        features = Features.from_dict(paired_gpu._time_only(_run(), kwargs["static"])["features"])
+        features = Features.from_dict(paired_gpu._features_of_run(_run(), kwargs["static"])["features"])
         return Measurement("measured", "judge clock", "NVIDIA H200", "h200", 2.5, {"a": 0.5}), features, None
 
     monkeypatch.setattr(sandboxed, "_on_gpu", lambda target: True)
