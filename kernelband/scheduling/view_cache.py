@@ -49,17 +49,18 @@ def changed_rows(session: Session, table: str, rows: Sequence[dict[str, Any]],
     return changed
 
 
-def view_due(session: Session, track_id: int, interval_s: float) -> bool:
-    """Whether this process last committed the track's view at least `interval_s` ago (or never,
-    under this engine and leader epoch)."""
+def view_due(session: Session, track_id: int, interval_s: float, part: str = "view") -> bool:
+    """Whether this process last committed this `part` of the track's view at least
+    `interval_s` ago (or never, under this engine and leader epoch)."""
     written = _written(session)
-    last = None if written is None else written.get(("view_written_at", (track_id,)))
+    last = None if written is None else written.get((f"{part}_written_at", (track_id,)))
     return last is None or time.monotonic() - last >= interval_s
 
 
-def note_view_written(session: Session, track_id: int) -> None:
-    """The track's view goes out with this transaction (counted once it commits)."""
-    session.info.setdefault(_PENDING, {})[("view_written_at", (track_id,))] = time.monotonic()
+def note_view_written(session: Session, track_id: int, part: str = "view") -> None:
+    """This `part` of the track's view goes out with this transaction (counted once it
+    commits)."""
+    session.info.setdefault(_PENDING, {})[(f"{part}_written_at", (track_id,))] = time.monotonic()
     _listen(session)
 
 

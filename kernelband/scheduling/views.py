@@ -52,6 +52,11 @@ UCB_DECIMALS = 4  # stored precision of an arm's UCB score
 # reward inside the interval shows with the track's next reward after it, when the track stops
 # (`refresh_view`), or at once after a takeover (a new leader remembers no writes).
 VIEW_INTERVAL_S = 5.0
+# A running track's cluster rows (every frontier member's id, by cluster) at most this often:
+# each measured child changes a cluster's members, so each rewrite sent the whole frontier's
+# ids (a cost per rewrite that grows with the frontier, a third of what a pull came to cost
+# more at 1,400 entries than at 1,000); sizes and members lag by up to this much while it runs.
+CLUSTER_INTERVAL_S = 30.0
 
 
 def deferred_writes(session: Session) -> DeferredWrites:
@@ -88,12 +93,14 @@ def _write_deferred(session: Session) -> None:
     clusters: list[dict[str, Any]] = []
     now = utcnow()
     for track, job, state in writes.views.values():
-        if not (track.id in writes.forced or track.status != "running"
-                or view_due(session, track.id, VIEW_INTERVAL_S)):
+        final = track.id in writes.forced or track.status != "running"
+        if not (final or view_due(session, track.id, VIEW_INTERVAL_S)):
             continue  # written again within VIEW_INTERVAL_S, or when the track stops
         note_view_written(session, track.id)
         arms += arm_rows(job, track, state, now)
-        clusters += cluster_rows(track, state, now)
+        if final or view_due(session, track.id, CLUSTER_INTERVAL_S, "clusters"):
+            note_view_written(session, track.id, "clusters")
+            clusters += cluster_rows(track, state, now)
     for model, rows, keys, compared, carried in (
             (ArmStat, arms, ("track_id", "cluster", "strategy"),
              ("pulls", "mean_reward", "masked"), ("ucb_score",)),
@@ -176,5 +183,5 @@ def cluster_rows(track: Track, state: PolicyState, now: datetime) -> list[dict[s
     return rows
 
 
-__all__ = ["VIEW_INTERVAL_S", "DeferredWrites", "arm_rows", "cluster_rows", "deferred_writes",
-           "refresh_view", "touch_job"]
+__all__ = ["CLUSTER_INTERVAL_S", "VIEW_INTERVAL_S", "DeferredWrites", "arm_rows", "cluster_rows",
+           "deferred_writes", "refresh_view", "touch_job"]

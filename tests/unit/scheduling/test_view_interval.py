@@ -18,13 +18,13 @@ from kernelband.scheduling.state import load_state
 from kernelband.scheduling.view_cache import clear_cache
 
 
-def _view_writes(factory: sessionmaker[Session], job_id: int) -> int:
-    """Scheduler passes until the job finishes; returns the statements that wrote arm rows."""
+def _view_writes(factory: sessionmaker[Session], job_id: int, table: str = "ARM_STATS") -> int:
+    """Scheduler passes until the job finishes; returns the statements that wrote `table`."""
     ctx = EngineContext(factory, InlineDispatcher(FAKE_TASKS), Settings())
     written: list[str] = []
 
     def record(conn: object, cursor: object, statement: str, *rest: object) -> None:
-        if statement.lstrip().upper().startswith("INSERT INTO ARM_STATS"):
+        if statement.lstrip().upper().startswith(f"INSERT INTO {table}"):
             written.append(statement)
 
     engine = factory.kw["bind"]
@@ -71,6 +71,17 @@ def test_without_an_interval_every_reward_is_shown(
     job_id = make_job(sqlite_factory, budget_iterations=8, parallelism=2)
     assert _view_writes(sqlite_factory, job_id) > 2
     _stored_matches_state(sqlite_factory, job_id)
+
+
+def test_cluster_members_are_rewritten_at_most_once_per_cluster_interval(
+        sqlite_factory: sessionmaker[Session], monkeypatch: pytest.MonkeyPatch) -> None:
+    clear_cache()
+    monkeypatch.setattr(views, "VIEW_INTERVAL_S", 0.0)
+    monkeypatch.setattr(views, "CLUSTER_INTERVAL_S", 3600.0)
+    job_id = make_job(sqlite_factory, budget_iterations=8, parallelism=2)
+    # The baseline's first clusters, then nothing until the track stops: its final clusters.
+    assert _view_writes(sqlite_factory, job_id, "CLUSTERS") == 2
+    _stored_matches_state(sqlite_factory, job_id)  # every member shown once it stopped
 
 
 def test_an_arm_row_is_rewritten_only_when_its_counts_or_mask_change(
