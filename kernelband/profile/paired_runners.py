@@ -122,10 +122,33 @@ class Runner:
         return self.session.close()
 
 
+_CLOSING: set[threading.Thread] = set()  # runners being closed by close_soon
+_CLOSING_LOCK = threading.Lock()
+
+
 def close_soon(runner: Runner) -> None:
     """Close `runner` on a thread of its own: the runner's exit (its interpreter and CUDA
-    context torn down) takes seconds, and the step that used it has no use for its result."""
-    threading.Thread(target=runner.close, name="close-runner", daemon=True).start()
+    context torn down) takes seconds, and the step that used it has no use for its result.
+    A process that exits waits for these closes first (`wait_for_closes`, at exit)."""
+    def close() -> None:
+        try:
+            runner.close()
+        finally:
+            with _CLOSING_LOCK:
+                _CLOSING.discard(threading.current_thread())
+
+    thread = threading.Thread(target=close, name="close-runner", daemon=True)
+    with _CLOSING_LOCK:
+        _CLOSING.add(thread)
+    thread.start()
+
+
+def wait_for_closes(timeout_s: float = 30.0) -> None:
+    """Wait (at most `timeout_s` each) for the runners `close_soon` is still closing."""
+    with _CLOSING_LOCK:
+        closing = list(_CLOSING)
+    for thread in closing:
+        thread.join(timeout_s)
 
 
 def timed_call(problem: KernelProblem, editable: str | None) -> str:
@@ -240,4 +263,5 @@ class PerProblem:
 
 ORIGINALS = OriginalRunners()
 atexit.register(ORIGINALS.close_all)
+atexit.register(wait_for_closes)  # atexit runs last-registered first: closes end before originals go
 

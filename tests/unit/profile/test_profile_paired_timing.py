@@ -384,3 +384,13 @@ def test_the_first_inputs_are_prepared_in_a_shared_turn_and_only_timing_holds_th
     first_batch = next(i for i, h in enumerate(held) if h.startswith("run_batch"))
     assert held[:first_batch] and all(h == "prepare:shared" for h in held[:first_batch])
     assert all(h.endswith(":exclusive") for h in held if h.startswith("run_batch"))
+
+
+def test_a_runner_closed_soon_is_closed_by_the_time_the_process_waits_for_closes(
+        problem: KernelProblem) -> None:
+    from kernelband.profile.paired_runners import close_soon, start_runner, wait_for_closes
+
+    runner = start_runner(problem, None, "cpu", CONFIG, None)
+    close_soon(runner)
+    wait_for_closes()
+    assert runner.closed
