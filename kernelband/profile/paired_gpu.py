@@ -61,14 +61,19 @@ STATIC_NOTE = ("estimated: phi's registers, shared memory, block size and occupa
                "compile step's static profile for this target; the time is measured")
 
 
+def _candidate_medians(run: PairedRun) -> dict[str, float]:
+    """The candidate's median ms per call of each timed case."""
+    return {c: sorted(run.case_candidate_ms[c])[len(run.case_candidate_ms[c]) // 2] for c in run.cases}
+
+
 def _features_of_run(run: PairedRun, static: Features | None = None) -> dict[str, Any]:
     """No features pass in the candidate's runner (and no GPU turn to wait for): phi holds the
     measured time alone, labelled, or, given the compile step's static features, those with the
     measured time; no Nsight Compute case either way."""
-    medians = [sorted(v)[len(v) // 2] for v in run.case_candidate_ms.values()]
+    time_ms = sum(_candidate_medians(run).values())
     if static is not None:
-        return {"features": with_time(static, sum(medians), "driver", STATIC_NOTE).to_dict()}
-    features = replace(reference_features(sum(medians), "driver"), h_note=TIME_ONLY_NOTE)
+        return {"features": with_time(static, time_ms, "driver", STATIC_NOTE).to_dict()}
+    features = replace(reference_features(time_ms, "driver"), h_note=TIME_ONLY_NOTE)
     return {"features": features.to_dict()}
 
 
@@ -76,7 +81,7 @@ def _features_after(target: str, placeholder: bool) -> Any:
     """The candidate runner's features command; the PyTorch placeholder of a KernelBench file
     launches no Triton kernel, so it gets the reference's features (its time only)."""
     def after(candidate: Runner, run: PairedRun) -> dict[str, Any]:
-        medians = {c: sorted(run.case_candidate_ms[c])[len(run.case_candidate_ms[c]) // 2] for c in run.cases}
+        medians = _candidate_medians(run)
         if placeholder:
             return {"features": reference_features(sum(medians.values()), "driver").to_dict()}
         # the runner indexes all its cases; the timed ones may be a subset of them

@@ -72,10 +72,12 @@ def measure_candidate(
     resolve_target(target)  # fail fast, in this process, on an unknown target
     on_gpu = _on_gpu(target)
     skipped = _signature_skipped(hardware_signature, limits) if on_gpu else ""
-    placeholder = editable is None and problem.needs_translation  # no Triton kernel to profile
-    if on_gpu and paired and skipped and features and not static_features and not placeholder:
-        static_features = _static_features(problem, editable, target, limits, timings)
-    static = Features.from_dict(static_features) if static_features and skipped and features else None
+    static = None  # phi and h from a static profile: only where no runner features pass is needed
+    if on_gpu and paired and features and skipped:
+        placeholder = editable is None and problem.needs_translation  # no Triton kernel to profile
+        if not static_features and not placeholder:
+            static_features = _static_features(problem, editable, target, limits, timings)
+        static = Features.from_dict(static_features) if static_features else None
     if on_gpu and paired:
         measurement, found, case = _measure_paired(problem, editable, target, strict, limits,
                                                    baseline_ms, paired_config, timings, features, static)
