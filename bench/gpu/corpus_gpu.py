@@ -60,7 +60,7 @@ def suite_phase(names: list[str], root: Path, target: str, budget: int,
         shutil.copy(root / "tritonbench-g" / "perf" / f"{name}_perf.py", folder / f"{name}_perf.py")
     report = folder / "report.json"
     cmd = [sys.executable, "-m", "kernelband.cli", "suite", str(folder), "--format", "tritonbench",
-           "--target", target, "--budget", str(budget), "--parallel", "2", "--json", str(report)]
+           "--target", target, "--budget", str(budget), "--json", str(report)]
     start = time.monotonic()
     try:
         env = {**os.environ, "KERNELBAND_DATABASE_URL": f"sqlite:///{folder / 'suite.db'}"}

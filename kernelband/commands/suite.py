@@ -33,6 +33,7 @@ from kernelband.suite import (
     to_json,
 )
 from kernelband.suite.embedded import run_local_suite
+from kernelband.suite.model import SUITE_PARALLELISM
 from kernelband.suite.remote import RemoteSuiteError, run_remote_suite
 from kernelband.suite.throughput import DEVICE_KINDS, timed_share
 
@@ -51,7 +52,7 @@ def suite(
     target: Annotated[list[str] | None, typer.Option("--target", help="cpu, h100, a100, h200, rtx4090; repeat or comma-separate.")] = None,
     budget: Annotated[int, typer.Option(help="Iterations per problem and target.")] = 20,
     model: Annotated[str, typer.Option(help="LLM model; empty: the offline rules generator.")] = "",
-    parallel: Annotated[int, typer.Option(help="Pulls in flight per track.")] = 2,
+    parallel: Annotated[int, typer.Option(help="Pulls in flight per track; 1 keeps a job's search path independent of result arrival order.")] = SUITE_PARALLELISM,
     seed: Annotated[int, typer.Option(help="Seed of every job.")] = 0,
     server: Annotated[str | None, typer.Option(help="API URL; without it the suite runs embedded.")] = None,
     token: Annotated[str | None, typer.Option(help="Team token for --server.", envvar="KERNELBAND_TOKEN")] = None,

@@ -7,6 +7,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from kernelband.default_policy import DEFAULT_POLICY
+from kernelband.suite.model import SUITE_PARALLELISM
 from services.api.schemas import GeneratorIn, LimitsIn, ProblemFormatName, Target
 from services.api.timefmt import UtcTime
 
@@ -45,7 +46,9 @@ class SuiteSettingsIn(_Strict):
         description='The same shape as a job\'s budget: {"iterations": N} per problem and '
                     "target. A bare integer N is still read as {\"iterations\": N} but is "
                     "deprecated and will be refused in a later version.")
-    parallelism: int = Field(default=2, ge=1, le=64, description="Pulls in flight per track.")
+    parallelism: int = Field(default=SUITE_PARALLELISM, ge=1, le=64,
+                             description="Pulls in flight per track (1: the search path "
+                                         "does not depend on which result arrives first).")
     seed: int = Field(default=0, ge=0, le=2**31 - 1)
     limits: LimitsIn = Field(default_factory=lambda: LimitsIn(),
                              description="Sandbox limits of every job's runs and of the loads.")

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import inspect
 from pathlib import Path
 
 import pytest
 
+from kernelband.commands.suite import suite
 from kernelband.config import Settings
 from kernelband.suite.embedded import pool_sizes, with_jobs_at_once
 from kernelband.suite.model import SuiteSettings
+from services.api.suite_schemas import SuiteSettingsIn
 
 
 def test_cpu_suite_keeps_one_thread_per_target_and_slot(tmp_path: Path,
@@ -38,3 +41,12 @@ def test_a_gpu_suite_runs_a_few_jobs_at_once_unless_the_settings_say(tmp_path: P
     assert with_jobs_at_once(settings, gpu).max_running_jobs_per_team == settings.warm_originals == 8
     chosen = Settings(data_dir=tmp_path, max_running_jobs_per_team=2)
     assert with_jobs_at_once(chosen, gpu).max_running_jobs_per_team == 2
+
+
+def test_a_suite_keeps_one_pull_in_flight_per_track_unless_asked() -> None:
+    # one pull at a time makes a job's search path independent of which result returns first
+    assert SuiteSettings().parallelism == 1
+    assert SuiteSettings.from_dict({"targets": ["h100"], "policies": ["kernelband"],
+                                    "budget": 4}).parallelism == 1
+    assert inspect.signature(suite).parameters["parallel"].default == 1
+    assert SuiteSettingsIn.model_fields["parallelism"].default == 1
