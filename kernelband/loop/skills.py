@@ -15,7 +15,8 @@ from sqlalchemy import Integer, bindparam, func, or_, select, true
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.orm import Session
 
-from kernelband.db.models import Candidate, Job, Measurement, Problem, Skill, Team, Track
+from kernelband.db.models import Candidate, Job, Measurement, Problem, Skill, Team, Track, utcnow
+from kernelband.db.row_buffer import add_row
 from kernelband.generate.example_bank import Example
 from kernelband.generate.skills import example_dict, rank_examples
 
@@ -116,25 +117,28 @@ def _parent_code(session: Session, parent_id: int) -> str:
 
 
 def record_skill(session: Session, job: Job, track: Track, child: Candidate,
-                 measurement: Measurement) -> Skill | None:
-    """Add the child to its team's bank when it is faster than its parent (and the bank is on)."""
+                 measurement: Measurement) -> bool:
+    """Add the child to its team's bank when it is faster than its parent (and the bank is on);
+    whether it was added. A buffered row (`row_buffer`): one INSERT for a batch's entries,
+    where an object each cost the unit of work several times its row."""
     if not _skill_library(session, job.team_id) or not child.strategy:
-        return None
+        return False
     parent_ms = _parent_time(session, child, track.target)
     if not parent_ms or child.parent_id is None:
-        return None
+        return False
     if measurement.time_ms <= 0 or measurement.time_ms >= parent_ms:
-        return None
+        return False
     speedup = parent_ms / measurement.time_ms
     name = _problem_name(session, job.problem_id)
-    skill = Skill(team_id=job.team_id, job_id=job.id, candidate_id=child.id, problem_name=name,
-                  strategy=child.strategy, target=track.target,
-                  before=_parent_code(session, child.parent_id),
-                  after=child.editable, speedup=speedup, label=measurement.label,
-                  description=f"{name}: {child.strategy} on {track.target}, {speedup:.2f}x "
-                              f"faster than its parent ({measurement.label})")
-    session.add(skill)
-    return skill
+    add_row(session, Skill, {
+        "team_id": job.team_id, "job_id": job.id, "candidate_id": child.id, "problem_name": name,
+        "strategy": child.strategy, "target": track.target,
+        "before": _parent_code(session, child.parent_id), "after": child.editable,
+        "speedup": speedup, "label": measurement.label,
+        "description": f"{name}: {child.strategy} on {track.target}, {speedup:.2f}x "
+                       f"faster than its parent ({measurement.label})",
+        "created_at": utcnow()})
+    return True
 
 
 def skill_example(session: Session, job: Job, parent_code: str,

@@ -21,7 +21,7 @@ from sqlalchemy.orm import Session
 from kernelband.db.models import Attempt
 from kernelband.loop.dedupe import prefetch_same_source
 from kernelband.loop.skills import prefetch_for_skills
-from kernelband.scheduling.attempts import ACTIVE_ATTEMPT_STATES
+from kernelband.scheduling.attempts import ACTIVE_ATTEMPT_STATES, note_claimable
 from kernelband.scheduling.children import Wanted, insert_children
 from kernelband.scheduling.dispatch import TaskResult
 from kernelband.scheduling.events import prime_event_counters
@@ -91,6 +91,7 @@ def apply_locked(session: Session, attempt: Attempt, result: TaskResultValue,
         return False  # already applied, or closed by cancellation / expiry
     if result.reason.startswith("task_error") and attempt.tries < max_tries:
         attempt.state = "expired"
+        note_claimable()  # sent again by the next claim
         attempt.reason = f"{result.reason} on try {attempt.tries}; retrying"
         return True
     apply_result(session, attempt, result, locked)

@@ -18,6 +18,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from kernelband.db.models import Attempt
+from kernelband.scheduling.attempts import note_claimable
 from kernelband.scheduling.budgets import as_utc
 from kernelband.scheduling.events import append_event
 from kernelband.scheduling.ingest import fail_lost_attempt
@@ -116,6 +117,7 @@ def retry_or_fail(session: Session, attempt: Attempt, max_tries: int, why: str) 
     """A lost attempt is sent again while tries remain, else it fails with its reason."""
     if attempt.tries < max_tries:
         attempt.state = "expired"  # dispatch_pending sends it again
+        note_claimable()
         attempt.reason = f"{why} on try {attempt.tries}; re-dispatching"
         append_event(session, attempt.job_id, "attempt_retry",
                      {"attempt": attempt.id, "kind": attempt.kind, "tries": attempt.tries})

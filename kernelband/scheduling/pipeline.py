@@ -26,7 +26,14 @@ from sqlalchemy.orm import Session, sessionmaker
 from kernelband.config import Settings
 from kernelband.db.models import Track, utcnow
 from kernelband.db.session import DatabaseError, session_scope
-from kernelband.scheduling.attempts import ACTIVE_ATTEMPT_STATES, ClaimedAttempt, claim_pending
+from kernelband.scheduling.attempts import (
+    ACTIVE_ATTEMPT_STATES,
+    ClaimedAttempt,
+    claim_pending,
+    claimable_noted,
+    insert_claimed,
+    send_on_commit,
+)
 from kernelband.scheduling.dispatch import Dispatcher, TaskMessage, TaskResult
 from kernelband.scheduling.fencing import FencingError, verify_epoch
 from kernelband.scheduling.ingest import fail_lost_attempt, lock_attempt
@@ -91,6 +98,17 @@ class EngineContext:
     # `claimed_upto - CLAIM_WINDOW` only. Back to 0 whenever tries expire (an expired try
     # is claimed again, whatever its id). In memory; a new scheduler starts from 0.
     claimed_upto: int = 0
+    # The highest id of an attempt this scheduler inserted already claimed (`send_on_commit`)
+    # in a committed transaction: a claim that leaves nothing pending may move `claimed_upto`
+    # up to it, so the next search does not walk those ids again.
+    created_upto: int = 0
+    # `attempts.claimable_noted` when a claim last left nothing to claim (-1: claim next pass).
+    # Until it moves, housekeeping runs (which may add some, as may other processes) or
+    # `claimed_upto` is reset, a pass skips its claim: with new attempts inserted claimed it
+    # would find none.
+    pending_seen: int = -1
+    # (`claimed_upto`, `created_upto`, `pending_seen`) once the last claim's transaction commits
+    after_commit: tuple[int, int, int] | None = None
     # Teams whose jobs get no new pulls (a daily quota used up), refreshed with housekeeping.
     over_quota: frozenset[int] = frozenset()
     # The jobs', problems' and tracks' columns a task payload carries that never change once
@@ -107,6 +125,7 @@ class EngineContext:
         if self.housekeeping_at is not None and now - self.housekeeping_at < interval:
             return False
         self.housekeeping_at = now
+        self.pending_seen = -1  # what housekeeping (or another process) added is claimed
         return True
 
     def stopped_at_bound(self, selected: int, dispatched: int) -> bool:
@@ -209,8 +228,13 @@ def ingest_batch(ctx: EngineContext, items: Sequence[TaskResult]) -> tuple[int, 
         chunk = items[start:start + BATCH_SIZE]
         try:
             with fenced(ctx) as session:
-                outcomes += apply_batch(session, chunk, ctx.clock(), ctx.settings.lease_s,
+                send_on_commit(session)  # the attempts results lead to go out with the commit
+                now = ctx.clock()
+                outcomes += apply_batch(session, chunk, now, ctx.settings.lease_s,
                                         ctx.settings.max_tries)
+                created = insert_claimed(session, now, lease_deadline(now, ctx.settings.lease_s))
+                payloads = task_payloads(session, created, ctx.payload_facts)
+            send_claimed(ctx, created, payloads, created=True)
         except (FencingError, DatabaseError):
             raise
         except Exception:
@@ -254,6 +278,7 @@ def select_and_dispatch(ctx: EngineContext) -> tuple[int, int]:
     budget = ctx.selection_budget()
     now = ctx.clock()
     with fenced(ctx) as session:
+        send_on_commit(session)  # each pull's generate attempt goes out with the commit
         selected = select_pulls(session, now, ctx.settings.max_in_flight_per_team,
                                 ctx.settings.max_pulls_per_pass, budget, ctx.over_quota)
         claimed, payloads = claim_with_payloads(ctx, session, now,
@@ -266,22 +291,44 @@ def dispatch_pending(ctx: EngineContext, limit: int = 256) -> int:
     """Claim pending attempts in one committed transaction, then hand them to the dispatcher."""
     now = ctx.clock()
     with fenced(ctx) as session:
-        claimed, payloads = claim_with_payloads(ctx, session, now, limit)
+        claimed, payloads = claim_with_payloads(ctx, session, now, limit, always=True)
     return send_claimed(ctx, claimed, payloads)
 
 
-def claim_with_payloads(ctx: EngineContext, session: Session, now: datetime,
-                        limit: int) -> tuple[list[ClaimedAttempt], list[dict[str, Any]]]:
-    """Up to `limit` pending attempts claimed in this transaction, with their task payloads."""
-    claimed = claim_pending(session, now, lease_deadline(now, ctx.settings.lease_s), limit,
-                            max(ctx.claimed_upto - CLAIM_WINDOW, 0))
+def claim_with_payloads(ctx: EngineContext, session: Session, now: datetime, limit: int,
+                        always: bool = False) -> tuple[list[ClaimedAttempt], list[dict[str, Any]]]:
+    """The attempts this transaction created, inserted claimed (`send_on_commit`), and
+    pending ones claimed, oldest first, up to `limit` in all, with their task payloads.
+    The claim is skipped while nothing can be pending (`EngineContext.pending_seen`) unless
+    `always`."""
+    lease = lease_deadline(now, ctx.settings.lease_s)
+    created = insert_claimed(session, now, lease)
+    room, seen = limit - len(created), claimable_noted()
+    run = room > 0 and (always or ctx.pending_seen != seen or ctx.claimed_upto == 0)
+    claimed = claim_pending(session, now, lease, room, max(ctx.claimed_upto - CLAIM_WINDOW, 0)
+                            ) if run else []
+    created_upto = max([ctx.created_upto, *(attempt.id for attempt in created)])
+    upto = max([ctx.claimed_upto, *(attempt.id for attempt in claimed)])
+    if run and len(claimed) < room:  # nothing left pending above where the search began
+        upto = max(upto, created_upto)
+    elif run:  # it filled its room: more may be pending
+        seen = -1
+    else:
+        seen = ctx.pending_seen
+    ctx.after_commit = (upto, created_upto, seen)
+    claimed += created
     return claimed, task_payloads(session, claimed, ctx.payload_facts)
 
 
 def send_claimed(ctx: EngineContext, claimed: list[ClaimedAttempt],
-                 payloads: list[dict[str, Any]]) -> int:
-    """Hand attempts whose claim has committed to the dispatcher; returns how many."""
-    ctx.claimed_upto = max([ctx.claimed_upto, *(attempt.id for attempt in claimed)])
+                 payloads: list[dict[str, Any]], created: bool = False) -> int:
+    """Hand attempts whose claim has committed to the dispatcher; returns how many.
+    `created`: all of them were inserted claimed by `insert_claimed`, none by a claim."""
+    if created:
+        ctx.created_upto = max([ctx.created_upto, *(attempt.id for attempt in claimed)])
+    elif ctx.after_commit is not None:
+        ctx.claimed_upto, ctx.created_upto, ctx.pending_seen = ctx.after_commit
+    ctx.after_commit = None
     messages = [TaskMessage(attempt.id, attempt.kind, attempt.queue, payload, attempt.task_id)
                 for attempt, payload in zip(claimed, payloads, strict=True)]
     # After commit: a crash here, or a broker that is down, is recovered by lease expiry.
