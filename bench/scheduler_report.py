@@ -77,8 +77,8 @@ def section(data: dict[str, Any]) -> str:
                  "every attempt with its rows, the children inserted in one statement, and "
                  "frontier rows, arm/cluster views and job versions written once per "
                  "transaction, so a batch costs the same statements whatever its size. A pass "
-                 "reads 3 times to select; it claims attempts with one UPDATE and reads their "
-                 "candidates and measurements for the payloads (the columns of jobs, problems "
+                 "reads 3 times to select; new attempts go in claimed (one INSERT), read their "
+                 "candidates and measurements for payloads (the columns of jobs, problems "
                  "and tracks that never change once set are read once per job), whatever the "
                  "number of pulls; the changed tracks, attempts and "
                  "candidates of a flush go out one UPDATE per table and column set, and new "
@@ -107,14 +107,14 @@ def section(data: dict[str, Any]) -> str:
             "all jobs belong to one team whose fair-share cap is lifted (the default 32 "
             "attempts in flight per team would be the limit, not the scheduler). A pull takes "
             "three results (generate, compile, profile). A select+dispatch cycle is one "
-            "`select_and_dispatch` call (one fenced transaction that records new pulls and claims "
-            "pending attempts, sent once it commits; a bounded pass over the jobs with free "
-            "capacity: at "
-            f"most {Settings().max_pulls_per_pass} new pulls, choosing pulls for at most "
+            "`select_and_dispatch` call (one fenced transaction that records new pulls, their "
+            "attempts inserted claimed, sent once it commits; a bounded pass over the jobs with free "
+            f"capacity: at most {Settings().max_pulls_per_pass} new pulls, choosing pulls for at most "
             f"{Settings().select_budget_ms:g} ms of the scheduler's CPU time as the leader does, "
             "and "
             f"{Settings().max_dispatch_per_pass} sends, the defaults); an ingest "
-            "cycle is one `ingest_batch` call (every result that arrived since the last pass). "
+            "cycle is one `ingest_batch` call (every result since the last pass; the attempts "
+            "they lead to go out once it commits). "
             f"{WARMUP_STEPS} untimed passes, then {data['seconds_per_config']:g} s of scheduler "
             f"passes per configuration ({data.get('sustained_s') or data['seconds_per_config']:g} s "
             f"at the largest, the sustained rate).{machine}\n\n{table}\n\n" + "\n".join(lines)
@@ -130,15 +130,15 @@ def comparison(data: dict[str, Any]) -> str:
     rows = []
     for run in compared["runs"]:
         flat = run.get("flat_window_pulls_per_s") or []
-        cpu = run.get("cpu_ms_per_pull_windows") or []
+        cpu, code = run.get("cpu_ms_per_pull_windows") or [], run.get("cpu_per_pull_in_references")
         rows.append((run["round"], f"{run['tree']} ({compared['against']})"
                      if run["tree"] == "before" else "after (this commit)",
                      fmt(run["pulls_per_s"]), fmt(run["select_p99_ms"]),
                      f"{100 * flat[-1] / flat[0]:.1f}%" if len(flat) >= 2 and flat[0] else "-",
-                     f"{sum(cpu) / len(cpu):.2f}" if cpu else "-",
+                     f"{sum(cpu) / len(cpu):.2f} ({sum(code) / len(code):.3f})" if cpu and code else "-",
                      f"{run.get('load_before', '-')} -> {run.get('load_after', '-')}"))
     table = markdown_table(("round", "code", "pulls/s", "select+dispatch p99 ms",
-                            "last / first 10 s", "scheduler CPU ms per pull",
+                            "last / first 10 s", "scheduler CPU ms per pull (in reference loops)",
                             "load average (1/5/15 min)"), rows)
     return ("\n\nBefore and after, taken in turn on this machine (the 100 x 1,000 "
             f"configuration for {fmt(data.get('sustained_s') or 0)} s each; `--against "
