@@ -111,8 +111,7 @@ def section(data: dict[str, Any]) -> str:
             "attempts inserted claimed, sent once it commits; a bounded pass over the jobs with free "
             f"capacity: at most {Settings().max_pulls_per_pass} new pulls, choosing pulls for at most "
             f"{Settings().select_budget_ms:g} ms of the scheduler's CPU time as the leader does, "
-            "and "
-            f"{Settings().max_dispatch_per_pass} sends, the defaults); an ingest "
+            f"and {Settings().max_dispatch_per_pass} sends, the defaults); an ingest "
             "cycle is one `ingest_batch` call (every result since the last pass; the attempts "
             "they lead to go out once it commits). "
             f"{WARMUP_STEPS} untimed passes, then {data['seconds_per_config']:g} s of scheduler "
@@ -130,12 +129,13 @@ def comparison(data: dict[str, Any]) -> str:
     rows = []
     for run in compared["runs"]:
         flat = run.get("flat_window_pulls_per_s") or []
-        cpu, code = run.get("cpu_ms_per_pull_windows") or [], run.get("cpu_per_pull_in_references")
+        cpu, code = run.get("cpu_ms_per_pull_windows"), run.get("cpu_per_pull_in_references")
+        in_refs = f" ({sum(code) / len(code):.3f})" if code else ""
         rows.append((run["round"], f"{run['tree']} ({compared['against']})"
                      if run["tree"] == "before" else "after (this commit)",
                      fmt(run["pulls_per_s"]), fmt(run["select_p99_ms"]),
                      f"{100 * flat[-1] / flat[0]:.1f}%" if len(flat) >= 2 and flat[0] else "-",
-                     f"{sum(cpu) / len(cpu):.2f} ({sum(code) / len(code):.3f})" if cpu and code else "-",
+                     f"{sum(cpu) / len(cpu):.2f}{in_refs}" if cpu else "-",
                      f"{run.get('load_before', '-')} -> {run.get('load_after', '-')}"))
     table = markdown_table(("round", "code", "pulls/s", "select+dispatch p99 ms",
                             "last / first 10 s", "scheduler CPU ms per pull (in reference loops)",
