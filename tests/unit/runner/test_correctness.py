@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import contextlib
 import os
+import weakref
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +14,7 @@ import pytest
 from kernelband.evaluate import evaluate_candidate, judge
 from kernelband.problem import KernelProblem, load_problem
 from kernelband.problem import runtime as runtime_module
+from kernelband.runner import correctness
 from kernelband.runner.correctness import run_correctness
 from kernelband.sandbox import SandboxLimits
 
@@ -72,3 +75,26 @@ def test_nondeterministic_candidate_is_still_refused(tmp_path: Path) -> None:
     verdict = evaluate_candidate(_relu(tmp_path), flaky.rstrip() + "\n", held_out=True, seeds=1,
                                  limits=LIMITS, device="cpu")
     assert verdict.reason == "nondeterministic", verdict.message
+
+
+def test_no_call_starts_while_an_earlier_calls_launches_are_alive(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A kernel reading memory it never wrote (past a stride-0 gradient, say) reads whatever the
+    # allocator placed there; the reference, the candidate and its re-run agree only if no call
+    # runs beside tensors an earlier call's launch records still hold.
+    records: list[weakref.ref[Any]] = []
+    alive_at_start: list[int] = []
+    real = correctness.capture_launches
+
+    @contextlib.contextmanager
+    def watched(*args: Any, **kwargs: Any) -> Iterator[list[Any]]:
+        alive_at_start.append(sum(1 for r in records if r() is not None))
+        with real(*args, **kwargs) as captured:
+            yield captured
+        records.extend(weakref.ref(record) for record in captured)
+
+    monkeypatch.setattr(correctness, "capture_launches", watched)
+    report = _run_original(tmp_path, seeds=2)
+    assert report["status"] == "ok", report
+    assert len(alive_at_start) >= 5 and records  # reference, candidate and re-run, two seeds
+    assert alive_at_start == [0] * len(alive_at_start)
