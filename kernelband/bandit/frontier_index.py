@@ -142,11 +142,54 @@ def cluster_index(state: PolicyState, k: int) -> ClusterIndex:
             return cached
     else:
         arrays = frontier_arrays(state.frontier, None if cached is None else cached.frontier)
+        extended = _extended(cached, arrays, state.labels, k) if cached is not None else None
+        if extended is not None:
+            state.derived = extended
+            return extended
     labels = label_array(state.labels)
     members = [np.flatnonzero(labels == cluster) for cluster in range(k)]
     index = ClusterIndex(arrays, list(state.labels), members,
                          [_representative(arrays, m) for m in members])
     state.derived = index
+    return index
+
+
+def _extended(cached: ClusterIndex, arrays: FrontierArrays, labels: list[int],
+              k: int) -> ClusterIndex | None:
+    """`cached` extended by the entries appended to its frontier, each placed in its cluster
+    with the labels of the earlier ones unchanged (a child joined: the pull after an update);
+    None when that is not the case. A scheduler selects right after an update nearly every
+    time, and rebuilding every cluster's members, representative and weights read the whole
+    frontier again. The same members, representatives and (for the clusters left unchanged)
+    kept weights as a rebuild: members stay ascending, and a new entry becomes representative
+    only when strictly faster (the first on ties), as `_representative`'s argmin does."""
+    done = len(cached.labels)
+    if (len(cached.members) != k or len(cached.frontier.entries) != done
+            or len(arrays.entries) != len(labels) or len(labels) <= done
+            or labels[:done] != cached.labels or arrays.entries[:done] != cached.frontier.entries
+            or np.isnan(arrays.time_ms[done:]).any() or np.isnan(arrays.time_ms[:done]).any()):
+        return None
+    added: dict[int, list[int]] = {}
+    for position in range(done, len(labels)):
+        added.setdefault(labels[position], []).append(position)
+    members, reps = list(cached.members), list(cached.reps)
+    for cluster, positions in added.items():
+        if not 0 <= cluster < k:
+            continue  # as a rebuild: a label outside 0..k-1 is in no cluster
+        members[cluster] = np.concatenate([members[cluster],
+                                           np.array(positions, dtype=members[cluster].dtype)])
+        rep = reps[cluster]
+        for position in positions:
+            if arrays.has_h[position] and (rep is None
+                                           or arrays.time_ms[position] < arrays.time_ms[rep]):
+                rep = position
+        reps[cluster] = rep
+    changed = {cluster for cluster in added if 0 <= cluster < k}
+    index = ClusterIndex(arrays, list(labels), members, reps)
+    index.softmax.update((key, value) for key, value in cached.softmax.items()
+                         if key[0] not in changed)
+    if reps == cached.reps and all(len(cached.members[c]) for c in changed):
+        index.masks.update(cached.masks)  # a mask reads only each cluster's representative
     return index
 
 

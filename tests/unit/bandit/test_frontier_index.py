@@ -129,3 +129,44 @@ def test_a_draw_against_kept_weights_is_numpys_choice(size: int) -> None:
     assert [draw(cdf, ours) for _ in range(3000)] == [
         int(numpys.choice(size, p=p)) for _ in range(3000)]
     assert ours.bit_generator.state == numpys.bit_generator.state
+
+
+def _rebuilt(state: PolicyState) -> PolicyState:
+    """The same frontier and labels with no index: `cluster_index` builds it from scratch."""
+    return PolicyState(**{**state.__dict__, "derived": None})
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_entries_appended_with_their_labels_extend_the_index_as_a_rebuild_would(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    state = clustered_state(60, seed)
+    kept = cluster_index(state, 3)
+    for cluster in range(3):  # weights kept for every cluster before the extension
+        sample_parent_indexed(kept, cluster, 0, 70.0, 0.5, np.random.default_rng(0))
+    for round_ in range(12):
+        for i in range(int(rng.integers(1, 3))):  # a child or two joined, each placed
+            h = None if rng.random() < 0.3 else tuple(float(v) for v in rng.integers(0, 100, 3))
+            state.frontier = [*state.frontier, entry(f"n{round_}-{i}", float(rng.integers(1, 6)),
+                                                       h=h)]  # type: ignore[arg-type]
+            state.labels = [*state.labels, int(rng.integers(0, 3))]
+        index, fresh = cluster_index(state, 3), cluster_index(_rebuilt(state), 3)
+        assert [m.tolist() for m in index.members] == [m.tolist() for m in fresh.members]
+        assert index.reps == fresh.reps
+        assert (open_mask(index, THETA) == open_mask(fresh, THETA)).all()
+        for cluster in range(3):
+            for dim in range(3):
+                a, b = np.random.default_rng(round_), np.random.default_rng(round_)
+                assert ([sample_parent_indexed(index, cluster, dim, 70.0, 0.5, a) for _ in range(4)]
+                        == [sample_parent_indexed(fresh, cluster, dim, 70.0, 0.5, b)
+                            for _ in range(4)])
+    assert len(kept.members[0]) + len(kept.members[1]) + len(kept.members[2]) == 60, \
+        "an index in use by another copy is not changed"
+
+
+def test_a_changed_earlier_label_rebuilds_rather_than_extends() -> None:
+    state = clustered_state(40, 8)
+    cluster_index(state, 3)
+    state.frontier = [*state.frontier, entry("new", 1.0)]
+    state.labels = [(state.labels[0] + 1) % 3, *state.labels[1:], 2]
+    index = cluster_index(state, 3)
+    assert [m.tolist() for m in index.members] == cluster_members(state, 3)
