@@ -12,7 +12,6 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from kernelband.evaluate import judge
-from kernelband.evaluate.compare import bitwise_equal
 from kernelband.evaluate.judge import Entry, Material, RunnerReport
 from kernelband.evaluate.raw_outputs import Unreadable, collector
 from kernelband.evaluate.references import STORE, problem_key
@@ -98,18 +97,25 @@ def _keep_references(check: _Check, collected: dict[str, Any], entries: list[Ent
     return fresh
 
 
-def _keep_still_spreads(check: _Check, collected: dict[str, Any], reference: dict[int, Any]) -> None:
-    """A case whose reference and two runs of the original as candidate agree bit for bit has
-    no spread (three runs of the original's code): kept, so a candidate's check need not
-    start a runner of the original just to measure it."""
+def _original_spreads(check: _Check, collected: dict[str, Any], reference: dict[int, Any]) -> dict[str, float]:
+    """Per case, the largest difference between any run of this check and the reference: the
+    original checked against itself is the original's code on every side, so its re-run, the
+    candidate's run and the candidate's determinism re-run each measure its own nondeterminism
+    (a race or a read of memory it never wrote can move in any one of them). Kept for later
+    candidates of the problem, so a case whose runs all agreed bit for bit needs no runner of
+    the original just to measure it."""
+    spreads: dict[str, float] = {}
     for e in check.entries:
-        again = collected.get(e.file("reference_again"), Unreadable("missing", "not run"))
-        if e.k != 0 or not isinstance(again, Unreadable):
-            continue  # a later seed, or measured by the reference's re-run
-        runs = [reference[e.index], collected.get(e.file("candidate")), collected.get(e.file("candidate_again"))]
-        if all(r is not None and not isinstance(r, Unreadable) for r in runs) \
-                and bitwise_equal(runs[0], runs[1]) and bitwise_equal(runs[1], runs[2]):
-            STORE.keep_spread(check.key, e.case.name, 0.0)
+        runs = [reference.get(e.index), *(collected.get(e.file(role)) for role in
+                                          ("candidate", "candidate_again", "reference_again"))]
+        readable = [r for r in runs if r is not None and not isinstance(r, Unreadable)]
+        if len(readable) < 2:
+            continue
+        moved = max(selfcheck.spread(readable[0], other) for other in readable[1:])
+        spreads[e.case.name] = max(spreads.get(e.case.name, 0.0), moved)
+    for case, value in spreads.items():
+        STORE.keep_spread(check.key, case, value)
+    return spreads
 
 
 def _check_original(check: _Check, count_launches: bool) -> Verdict:
@@ -121,17 +127,18 @@ def _check_original(check: _Check, count_launches: bool) -> Verdict:
     if not result.ok:
         return _sandbox_failure(check, result)
     collected = result.collected or {}
+    spreads: dict[str, float] = {}
     if not report.rejected:
         reference = _keep_references(check, collected, check.entries)
-        _keep_still_spreads(check, collected, reference)
+        spreads = _original_spreads(check, collected, reference)
     else:
         reference = {e.index: collected.get(e.file("reference"), Unreadable("missing", "not written"))
                      for e in check.entries}
     again = {e.case.name: collected[e.file("reference_again")] for e in check.entries
              if e.k == 0 and e.file("reference_again") in collected
              and not isinstance(collected[e.file("reference_again")], Unreadable)}
-    verdict = judge.Judge(check.problem, check.entries, Material(reference, again, collected)).decide(
-        report, check.seeds)
+    verdict = judge.Judge(check.problem, check.entries, Material(reference, again, collected),
+                          known_spreads=spreads).decide(report, check.seeds)
     if check.limits.interpret and not verdict.correct:
         moved = interpreter_irreproducible(verdict.reason, verdict.message)
         verdict = replace(verdict, reason=moved[0], message=moved[1]) if moved else verdict
