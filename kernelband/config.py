@@ -108,14 +108,17 @@ class Settings(BaseSettings):
     # spent `select_budget_ms` on it (checked after each track; the reads before, which grow
     # with the database, are not counted): a count alone fits one machine's speed, a time
     # budget every machine's. Embedded mode has no time bound, so a seeded run selects the
-    # same pulls on any machine. At 100 jobs x 1,000 candidates on a 2-core machine
-    # (bench/RESULTS.md): without a time bound 440-490 pulls/s at a select+dispatch p99 of
-    # 89-104 ms; with 6 ms, 350-420 pulls/s at 38-42 ms (8 ms: 420-480 at 42-50; 10 ms:
-    # 480-495 at 46). Fewer sends per pass (128) kept fewer of 1,000 simulated GPUs busy
-    # (90-95% against 98-99.5%).
+    # same pulls on any machine. A pass also pays a fixed cost (its reads, row writes and
+    # commits: about 12 ms of CPU at 100 jobs x 1,000 candidates on a 2-core machine), which
+    # a longer selection spreads over more pulls. There (bench/RESULTS.md, 30 s runs at load
+    # 2.5-3.5): 6 ms chose 18-20 pulls a pass at 1.80-2.12 ms of scheduler CPU per pull and
+    # 0.86-1.00 ms of Postgres CPU, select+dispatch p99 34-56 ms; 8 ms, 26-29 pulls at
+    # 1.63-1.89 and 0.75-0.85, p99 40-53; 10 ms, 36-39 pulls at 1.54-1.73 and 0.68-0.75, p99
+    # 44-53. Fewer sends per pass (128) kept fewer of 1,000 simulated GPUs busy (90-95%
+    # against 98-99.5%).
     max_pulls_per_pass: int = 256
     max_dispatch_per_pass: int = 256
-    select_budget_ms: float = 6.0
+    select_budget_ms: float = 10.0
     # the leader keeps its tracks' policy states in memory and writes one back at most this
     # often (and when the track stops or the leader hands over); a new leader rebuilds the
     # rest from the event log (kernelband/scheduling/replay.py). 0: with every change
