@@ -14,6 +14,7 @@ from collections.abc import Iterator
 import pytest
 
 from kernelband.evaluate import evaluate_candidate
+from kernelband.evaluate.references import STORE, problem_key
 from kernelband.problem import KernelProblem
 from kernelband.sandbox import SandboxLimits, load_problem_sandboxed, shutdown_pool
 
@@ -78,4 +79,46 @@ def test_a_candidate_off_by_far_more_than_the_originals_drift_is_still_wrong(
                                       "tl.load(y + offs, mask=m) + 0.5, mask=m)")
     assert region != problem.editable
     verdict = evaluate_candidate(problem, region, seeds=1, limits=LIMITS, device="cpu")
+    assert not verdict.correct and verdict.reason == "wrong_result", verdict.message
+
+
+# The same kernel moving only in the candidate's determinism re-run (the third run of the
+# original's check): a race or a read of memory it never wrote can move in any run. Checking the
+# original against itself, every run is the original's code, so that move is its own spread; taken
+# from the reference's re-run alone (which did not move) it was refused against itself.
+THIRD_RUN_HARNESS = '''
+########################################
+import sys
+
+
+def drift(out):
+    if torch.initial_seed() != 0 and sys.kb_runs == 3:  # not at load (seed 0)
+        out[0] += 1e-3
+    return out
+
+def test_add():
+    # one count for every import of this file in the process (reference and candidate)
+    sys.kb_runs = getattr(sys, "kb_runs", 0) + 1
+    x = torch.randn(1024, device="cuda")
+    return {"a": add(x, x), "b": add(x, x * 2)}
+'''
+
+
+@pytest.fixture(scope="module")
+def third_run() -> Iterator[KernelProblem]:
+    yield load_problem_sandboxed(REGION + THIRD_RUN_HARNESS, "tritonbench", "third_run", LIMITS)
+    shutdown_pool()
+
+
+def test_an_original_moving_only_in_its_candidates_rerun_is_accepted_as_nondeterministic(
+        third_run: KernelProblem) -> None:
+    assert third_run.self_spread == {}  # the load saw three identical runs
+    verdict = evaluate_candidate(third_run, None, seeds=1, limits=LIMITS, device="cpu")
+    assert verdict.correct, verdict.message
+    assert "nondeterminism_allowed" in verdict.flags and "disagreed with itself" in verdict.message
+    # the spread kept for the problem's later candidates is the move this check saw
+    assert STORE.spread(problem_key(third_run, "cpu"), "a") == pytest.approx(1e-3, rel=1e-3)
+    far = third_run.editable.replace("tl.load(y + offs, mask=m), mask=m)",
+                                     "tl.load(y + offs, mask=m) + 1.0, mask=m)")
+    verdict = evaluate_candidate(third_run, far, seeds=1, limits=LIMITS, device="cpu")
     assert not verdict.correct and verdict.reason == "wrong_result", verdict.message
