@@ -168,13 +168,18 @@ def _align(
 
 
 def assign(state: PolicyState, entry: FrontierEntry) -> int:
-    """Cluster of a new frontier entry: the nearest centroid in the stored z-space."""
+    """Cluster of a new frontier entry: the nearest centroid in the stored z-space.
+
+    Every child that joins is placed here: the entry's own features (`feature_matrix` of one
+    entry) and one subtraction for every live centroid, each distance the square root of a
+    row's dot product with itself, as `np.linalg.norm` computes it, so the same cluster wins."""
     if state.n_clusters <= 1 or not state.centroids:
         return 0
-    x = feature_matrix([entry])[0]
+    x = np.array(entry.phi if entry.phi else (math.log1p(entry.time_ms),), dtype=float)
     if len(x) != len(state.z_mean):
         return 0  # feature layout changed; the next re-clustering places it properly
     z = (x - np.array(state.z_mean)) / np.array(state.z_std)
-    live = [(i, c) for i, c in enumerate(state.centroids) if c]
-    distances = [float(np.linalg.norm(np.array(c) - z)) for _, c in live]
-    return live[int(np.argmin(distances))][0]
+    live = [i for i, c in enumerate(state.centroids) if c]
+    gaps = np.array([state.centroids[i] for i in live], dtype=float) - z
+    distances = [math.sqrt(gap.dot(gap)) for gap in gaps]
+    return live[int(np.argmin(distances))]

@@ -8,7 +8,7 @@ import pytest
 from bandit_builders import entry
 
 import kernelband.bandit.clustering as clustering
-from kernelband.bandit import PolicyState, make_policy
+from kernelband.bandit import FrontierEntry, PolicyState, make_policy
 from kernelband.bandit.clustering import WARM_FROM, lloyd, recluster
 
 
@@ -97,3 +97,25 @@ def test_lloyd_stops_at_a_fixed_point_and_gives_up_on_an_empty_cluster() -> None
     assert labels is not None and labels.tolist() == [0, 0, 1, 1]
     assert centroids is not None and np.allclose(centroids, [[0.05, 0.0], [5.05, 5.0]])
     assert lloyd(z, np.array([[0.0, 0.0], [100.0, 100.0], [5.0, 5.0]])) is None
+
+
+def _assign_by_norms(state: PolicyState, child: FrontierEntry) -> int:
+    """The nearest centroid as `np.linalg.norm` ranks them, one centroid at a time."""
+    x = clustering.feature_matrix([child])[0]
+    z = (x - np.array(state.z_mean)) / np.array(state.z_std)
+    live = [(i, c) for i, c in enumerate(state.centroids) if c]
+    return live[int(np.argmin([float(np.linalg.norm(np.array(c) - z)) for _, c in live]))][0]
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_a_new_entry_goes_to_the_centroid_the_norms_rank_nearest(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    state = grouped_state(300, seed)
+    recluster(state, 3, 3, rng)
+    state.centroids.insert(1, [])  # an emptied index is skipped, the others keep theirs
+    for i in range(500):
+        near = [state.frontier[int(rng.integers(len(state.frontier)))].phi, ()][i % 7 == 0]
+        phi = tuple(float(v) for v in np.add(near or (0.0, 0.0, 0.0), rng.normal(size=3)))
+        child = entry(f"c{i}", float(rng.uniform(0.5, 9.0)), phi=phi if near else ())
+        expected = _assign_by_norms(state, child) if near else 0
+        assert clustering.assign(state, child) == expected
