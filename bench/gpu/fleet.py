@@ -178,11 +178,10 @@ class Fleet:
     def _stages(self) -> None:
         with httpx.Client(base_url=self.fleet.api_url, timeout=30, headers={
                 "Authorization": f"Bearer {self.fleet.token}"}) as client:
-            per_job = {str(j): client.get(f"/v1/jobs/{j}/stages").json() for j in self.job_ids}
             suite = client.get(f"/v1/suites/{self.suite_id}").json()
+            per_job = {str(j): client.get(f"/v1/jobs/{j}/stages").json() for j in suite.get("job_ids") or []}
         self.results["stages_per_job"] = per_job
-        self.results["stages"] = db.aggregate_stages(
-            [v for v in per_job.values() if isinstance(v, list)])
+        self.results["stages"] = db.aggregate_stages([v for v in per_job.values() if isinstance(v, list)])
         self.results["suite"] = suite  # GET /v1/suites/{id}, as the API answered
 
     def finish(self) -> None:

@@ -164,17 +164,17 @@ def workers(engine: Engine) -> list[dict[str, Any]]:
                 for w in session.scalars(select(Worker).order_by(Worker.name))]
 
 
-def _repeated(keys: Iterable[Any]) -> dict[str, int]:
-    return {str(k): n for k, n in Counter(keys).items() if n > 1}
+def _repeated(keys: Iterable[Any], more: Counter[Any] | None = None) -> dict[str, int]:
+    return {str(k): n for k, n in Counter(keys).items() if n > 1 + (more or Counter())[k]}
 
 
 def integrity(records: Records) -> dict[str, Any]:
     """What was lost or doubled; `ok` is True when every list is empty.
 
-    Doubled: a candidate with two measurements on one target, a decision with two children or
-    two finished pulls. Lost: an attempt still open, a job not finished, a closed attempt without
-    a result, a failed one without a reason, a decision of a finished track without a finished
-    pull, a track whose iteration count disagrees with its finished pulls.
+    Doubled: a candidate measured twice on one target (each finished verify, the final re-measure,
+    allows one more), a decision with two children or two finished pulls. Lost: an attempt still
+    open, a job not finished, a closed attempt without a result, a failed one without a reason, a
+    decision of a finished track without a finished pull, a track whose iterations disagree.
     """
     tracks = {t.id: t for t in records.tracks}
     track_key = {(t.job_id, t.target): t for t in records.tracks}
@@ -183,8 +183,11 @@ def integrity(records: Records) -> dict[str, Any]:
     decisions = {(a.job_id, tracks[a.track_id].target, a.decision_id) for a in records.attempts
                  if a.kind == "generate" and a.decision_id and a.track_id in tracks
                  and tracks[a.track_id].status in FINISHED_TRACK_STATES}
+    verified = Counter((a.candidate_id, tracks[a.track_id].target) for a in records.attempts
+                       if a.kind == "verify" and a.state == "done" and a.track_id in tracks)
     found = {
-        "doubled_measurements": _repeated((m.candidate_id, m.target) for m in records.measurements),
+        "doubled_measurements": _repeated(((m.candidate_id, m.target) for m in records.measurements),
+                                          verified),
         "doubled_children": _repeated((c.track_id, c.decision_id) for c in records.candidates
                                       if c.lineage_depth > 0 and c.decision_id),
         "doubled_pulls": _repeated((p.job_id, p.target, p.decision) for p in records.pulls

@@ -59,10 +59,18 @@ def test_a_clean_run_has_nothing_lost_or_doubled() -> None:
 
 def test_a_second_measurement_of_one_candidate_is_doubled() -> None:
     records = clean_records()
-    doubled = replace(records, measurements=[*records.measurements, MeasurementRow(101, "h100")])
+    doubled = replace(records, measurements=[*records.measurements, MeasurementRow(100, "h100")])
     found = integrity(doubled)
     assert found["ok"] is False
-    assert found["doubled_measurements"] == {"(101, 'h100')": 2}
+    assert found["doubled_measurements"] == {"(100, 'h100')": 2}
+
+
+def test_the_final_re_measure_of_the_best_is_not_doubled_but_a_third_measurement_is() -> None:
+    records = clean_records()  # candidate 101 went through a finished verify attempt
+    remeasured = replace(records, measurements=[*records.measurements, MeasurementRow(101, "h100")])
+    assert integrity(remeasured)["ok"] is True
+    third = replace(remeasured, measurements=[*remeasured.measurements, MeasurementRow(101, "h100")])
+    assert integrity(third)["doubled_measurements"] == {"(101, 'h100')": 3}
 
 
 def test_a_pull_finished_twice_is_doubled_and_breaks_the_iteration_count() -> None:
