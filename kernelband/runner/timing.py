@@ -70,7 +70,8 @@ class TimingServer:
         self.cases: dict[str, _Case] = {}
         self.harness: dict[str, Callable[[], Callable[[], Any]]] = {}
         self.batches = 0
-        self.pinning: dict[str, Any] = {}  # the cores this runner runs on (told with `load`)
+        self.pinning: dict[str, Any] = {}  # the cores this runner's batches run on (told with `load`)
+        self.pin_before_batch: list[int] | None = None  # taken at the first batch
         self.pads: dict[str, Any] = {}  # per case, device memory held so its inputs move
 
     def handle(self, msg: dict[str, Any]) -> dict[str, Any]:
@@ -133,6 +134,9 @@ class TimingServer:
         return {}
 
     def cmd_run_batch(self, msg: dict[str, Any]) -> dict[str, Any]:
+        if self.pin_before_batch:
+            pin_cores(self.pin_before_batch)
+            self.pin_before_batch = None
         prepared = self.cases[str(msg["case"])]
         k = max(1, min(int(msg["k"]), MAX_BATCH))
         self._synchronize()
@@ -276,9 +280,15 @@ def pin_cores(cores: list[int] | None) -> tuple[list[int], str]:
 
 def serve_task(payload: dict[str, Any]) -> dict[str, Any]:
     """Sandbox target: serve commands until `close`; returns how many batches ran."""
-    cores, unpinned = pin_cores(payload.get("cores"))
+    started_on = sorted(os.sched_getaffinity(0))
+    cores, unpinned = pin_cores(payload.get("cores"))  # whether this process may run there at all
     server = TimingServer()
     server.pinning = {"cores": cores, "unpinned": unpinned}
+    if payload.get("cores") and not unpinned:
+        # loading, compiling and preparing run on the node's other cores, beside other tasks'
+        # work; only batches need the measuring cores, which every runner of the node shares
+        pin_cores(started_on)
+        server.pin_before_batch = list(payload["cores"])
     with open(payload["commands"], "rb") as commands, open(payload["replies"], "wb", buffering=0) as replies:
         for line in commands:
             msg = json.loads(line)

@@ -101,7 +101,7 @@ class SandboxLimits:
             "warm": s.sandbox_warm_pool,
             "user": s.sandbox_user,
             "isolation": s.sandbox_isolation,
-            "cores": other_cores(measuring_cores(s.measure_cores, detect_device())),
+            "cores": other_cores(measuring_cores(s.measure_cores, detect_device()), s.measure_cores),
         }
         values.update(_JOB_LIMITS.get() or {})
         values.update(overrides)

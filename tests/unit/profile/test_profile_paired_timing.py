@@ -203,7 +203,7 @@ def test_the_originals_runner_stays_warm_between_candidates(problem: KernelProbl
     assert isinstance(runner_error("candidate", "runner_exited", "x"), TimingRejected)
 
 
-def test_a_measuring_runner_is_pinned_to_the_measuring_cores(problem: KernelProblem) -> None:
+def test_a_measuring_runner_batches_on_the_measuring_cores_and_loads_elsewhere(problem: KernelProblem) -> None:
     from kernelband.profile.paired_runners import start_runner
     from kernelband.sandbox.watch import session_members
 
@@ -211,9 +211,17 @@ def test_a_measuring_runner_is_pinned_to_the_measuring_cores(problem: KernelProb
     try:
         # the runner: the process serving the FIFOs (a jail may keep idle parents above it)
         runner = [pid for pid, _ in session_members(pinned.session.pid) if _serves_fifos(pid)]
-        threads = [int(tid) for pid in runner for tid in os.listdir(f"/proc/{pid}/task")]
-        assert threads and all(os.sched_getaffinity(tid) == {0} for tid in threads)
+
+        def affinities() -> list[set[int]]:
+            return [os.sched_getaffinity(int(tid)) for pid in runner for tid in os.listdir(f"/proc/{pid}/task")]
+
         assert pinned.unpinned == ""
+        if len(os.sched_getaffinity(0)) > 1:  # loading and compiling stay off the measuring core
+            assert affinities() and all(cores != {0} for cores in affinities())
+        case = pinned.cases[0]
+        pinned.session.request({"cmd": "prepare", "case": case, "seed": 1}, 60.0)
+        pinned.session.request({"cmd": "run_batch", "case": case, "k": 1}, 60.0)
+        assert affinities() and all(cores == {0} for cores in affinities())
     finally:
         pinned.close()
     missing = start_runner(problem, None, "cpu", replace(CONFIG, cores=(4095,)), None)
