@@ -31,6 +31,7 @@ from kernelband.scheduling.dispatch import Dispatcher, TaskMessage, TaskResult
 from kernelband.scheduling.results import LeaseBeat
 from services.scheduler.liveness import Liveness, WorkerSeen
 from services.scheduler.results_queue import ResultsQueueReader
+from services.scheduler.task_entries import KWARGS_REPR, TaskEntries
 from services.scheduler.workers import note_current
 from services.worker.app import make_app
 from services.worker.messages import RESULTS, Heartbeat, MessageFormatError, parse_message
@@ -98,6 +99,7 @@ class CeleryDispatcher(Dispatcher):
         self.backlogged = False  # the last drain stopped at its limit: beats may be queued
         self.submitted: dict[str, int] = {}  # attempts per kind, for reports
         self._declared: set[str] = set()  # queues declared through this dispatcher
+        self._entries = TaskEntries(self._app)
 
     def submit(self, task: TaskMessage) -> str:
         """Send one attempt to its queue; an unknown queue raises (no queue is ever created)."""
@@ -105,24 +107,47 @@ class CeleryDispatcher(Dispatcher):
             return self._send(task, producer)
 
     def submit_many(self, tasks: Sequence[TaskMessage]) -> int:
-        """Send tasks through one producer, their Redis writes pipelined (kombu's publish
-        batch), so a pass's attempts cost one round trip, not one each. When the batch fails
-        its delivery is uncertain: every attempt of it is left to its lease (a duplicate
-        delivery is absorbed by the at-most-once rule)."""
+        """Send tasks with their Redis writes in one pipeline (`task_entries`), so a pass's
+        attempts cost one round trip, not one each; a queue's first task goes through
+        `send_task`, which declares the queue. Returns how many may not have been sent: when
+        the pipeline fails, delivery is uncertain and every attempt of it is left to its lease
+        (a duplicate delivery is absorbed by the at-most-once rule)."""
         if not tasks:
             return 0
         try:
-            with self._app.producer_or_acquire() as producer, producer.batch():
+            with self._app.producer_or_acquire() as producer:
+                entries: list[tuple[str, str]] = []
                 for task in tasks:
-                    self._send(task, producer)
+                    if task.queue in self._declared:
+                        entries.append((task.queue, self._entry(task)))
+                    else:
+                        self._send(task, producer)
+                if entries:
+                    with producer.channel.client.pipeline(transaction=False) as pipe:
+                        for queue, entry in entries:
+                            pipe.lpush(queue, entry)
+                        pipe.execute()
         except Exception:
             log.exception("could not submit %s attempts; they will be retried after their "
                           "leases", len(tasks))
             return len(tasks)
         return 0
 
+    def _entry(self, task: TaskMessage) -> str:
+        self.submitted[task.kind] = self.submitted.get(task.kind, 0) + 1
+        return self._entries.entry(TASK_NAMES[task.kind], self._task_id(task), [task.to_dict()],
+                                   task.queue, self._argsrepr(task))
+
+    @staticmethod
+    def _task_id(task: TaskMessage) -> str:
+        return task.task_id or f"attempt-{task.attempt_id}-{uuid.uuid4().hex[:8]}"
+
+    @staticmethod
+    def _argsrepr(task: TaskMessage) -> str:
+        return f"[attempt {task.attempt_id} {task.kind}]"
+
     def _send(self, task: TaskMessage, producer: Any) -> str:
-        task_id = task.task_id or f"attempt-{task.attempt_id}-{uuid.uuid4().hex[:8]}"
+        task_id = self._task_id(task)
         # Results come back on the results queue, never through Celery's result backend, so
         # no per-task subscription to it (ignore_result); argsrepr: a short label instead of
         # Celery's repr of the whole payload (candidate source code).
@@ -132,7 +157,7 @@ class CeleryDispatcher(Dispatcher):
         declare: list[Any] | None = [] if task.queue in self._declared else None
         self._app.send_task(TASK_NAMES[task.kind], args=[task.to_dict()], queue=task.queue,
                             task_id=task_id, producer=producer, ignore_result=True,
-                            argsrepr=f"[attempt {task.attempt_id} {task.kind}]", kwargsrepr="{}",
+                            argsrepr=self._argsrepr(task), kwargsrepr=KWARGS_REPR,
                             declare=declare)
         self._declared.add(task.queue)
         self.submitted[task.kind] = self.submitted.get(task.kind, 0) + 1

@@ -69,6 +69,12 @@ def test_many_tasks_all_come_back(dispatcher: Dispatcher) -> None:
     assert sorted(r.attempt_id for r in results) == list(range(200, 206))
 
 
+def test_many_tasks_sent_together_all_come_back(dispatcher: Dispatcher) -> None:
+    assert dispatcher.submit_many([broken(attempt_id) for attempt_id in range(300, 306)]) == 0
+    results = collect(dispatcher, 6)
+    assert sorted(r.attempt_id for r in results) == list(range(300, 306))
+
+
 def test_an_unknown_queue_is_refused(dispatcher_settings: Settings) -> None:
     dispatcher = CeleryDispatcher(dispatcher_settings)
     try:

@@ -1,0 +1,57 @@
+"""A task written as a Redis entry directly is the message `send_task` writes for it."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+
+import pytest
+import redis
+
+from kernelband.config import Settings
+from kernelband.scheduling.dispatch import TaskMessage
+from services.scheduler.dispatcher import CeleryDispatcher
+from services.worker.queues import TASK_QUEUES
+from services.worker.tasks import TASK_NAMES
+from tests.utils.processes import claim_redis_db, redis_base_url, release_redis_db
+
+
+@pytest.fixture
+def broker() -> Iterator[str]:
+    db = claim_redis_db()
+    try:
+        yield f"{redis_base_url()}/{db}"
+    finally:
+        release_redis_db(db)
+
+
+def _without_tag(raw: bytes | str) -> dict:
+    entry = json.loads(raw)
+    assert entry["properties"].pop("delivery_tag")
+    return dict(entry)
+
+
+@pytest.mark.parametrize("kind", sorted(TASK_NAMES))
+def test_the_direct_entry_equals_what_send_task_writes(broker: str, kind: str) -> None:
+    dispatcher = CeleryDispatcher(Settings(broker_url=broker, result_backend_url=broker))
+    queue = "gpu.h100" if kind in ("profile", "verify") else TASK_QUEUES[0]
+    task = TaskMessage(41, kind, queue, {"editable": "x = 1\n", "turn": 2}, f"kb-41-{kind}")
+    try:
+        assert dispatcher.submit_many([task, task]) == 0  # the first by send_task, the second direct
+        client = redis.Redis.from_url(broker)
+        by_send_task, direct = client.lrange(queue, 0, -1)[::-1]
+        assert _without_tag(direct) == _without_tag(by_send_task)
+        assert dispatcher.submitted == {kind: 2}
+        client.close()
+    finally:
+        dispatcher.close()
+
+
+def test_a_queue_the_app_does_not_know_is_refused_not_created(broker: str) -> None:
+    dispatcher = CeleryDispatcher(Settings(broker_url=broker, result_backend_url=broker))
+    task = TaskMessage(1, "compile", "no-such-queue", {}, "kb-1-1")
+    try:
+        assert dispatcher.submit_many([task, task]) == 2  # left to their leases
+        assert not redis.Redis.from_url(broker).exists("no-such-queue")
+    finally:
+        dispatcher.close()
