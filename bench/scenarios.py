@@ -77,6 +77,8 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
     _py("paired-aa", "gpu", "bench.gpu.paired_aa", "A/A: corpus originals measured against "
         "themselves through the paired measurement", TIMING,
         fixed=("--out", "{out}"), defaults=("--graphs",)),
+    _py("runner-anatomy", "gpu", "bench.gpu.runner_anatomy", "where a timing runner's start and a "
+        "round's fresh inputs spend their time", TIMING, fixed=("--out", "{out}")),
     _py("suite-twice", "gpu", "bench.gpu.suite_twice", "one suite run twice: do speedups repeat "
         "(ARGS='--run B' for the second, '--compare' for the table)", TIMING,
         fixed=("--target", "{target}", "--out", "{out}"), defaults=("--run", "A")),

@@ -18,6 +18,11 @@ JSON lines on one FIFO, replies leave on another (see that module):
 - `features {target, slowest, time_ms}` (GPU): phi, the Nsight Compute case, the Triton share.
 - `autotune_picks {}` / `pin_autotune {pins}`: the configs this runner's autotuned kernels
   picked; another runner's picks taken for unchanged kernels (kernelband/runner/autotune.py).
+- `ping {}`: an empty answer (the runner is up); `init_device {device}`: the device's context
+  made before any code is loaded, so a runner started ahead of its candidate has paid for it.
+
+A `prepare` reply carries `spent_ms` (releasing memory, new inputs, the untimed call): this
+process's own account, for finding where a step's time goes; the judge never stores it as a time.
 
 Everything here runs in the same process as untrusted code, so nothing it reports is trusted.
 """
@@ -105,7 +110,25 @@ class TimingServer:
             return harness_prepares(harness, self.device)
         return [("region_calls", region_prepare(self.problem, self.runtime, "candidate", self.device))]
 
+    def cmd_ping(self, msg: dict[str, Any]) -> dict[str, Any]:
+        return {}
+
+    def cmd_init_device(self, msg: dict[str, Any]) -> dict[str, Any]:
+        device = str(msg.get("device") or "cpu")
+        if device.startswith("cuda"):
+            torch.zeros(1, device=device)  # the context and the caching allocator's first segment
+            torch.cuda.synchronize()
+        return {}
+
     def cmd_prepare(self, msg: dict[str, Any]) -> dict[str, Any]:
+        marks = [time.perf_counter()]
+        reply = self._prepare(msg, marks)
+        marks += [time.perf_counter()] * (4 - len(marks))
+        spent = {part: round((b - a) * 1e3, 3) for part, a, b in zip(("release", "inputs", "call"), marks, marks[1:],
+                                                                      strict=False)}
+        return {**reply, "spent_ms": spent}
+
+    def _prepare(self, msg: dict[str, Any], marks: list[float]) -> dict[str, Any]:
         name = str(msg["case"])
         pad = int(msg.get("pad") or 0)
         if pad and not self.graphs and self.device.startswith("cuda"):
@@ -116,6 +139,7 @@ class TimingServer:
             self.pads.pop(name, None)
             torch.cuda.empty_cache()
             self.pads[name] = _device_bytes(pad, self.device)
+        marks.append(time.perf_counter())
         if self.harness:
             prepared = _Case(self.harness[name]())
         else:
@@ -126,6 +150,7 @@ class TimingServer:
                 return {"refilled": True}  # compiled already; a captured graph stays valid
             call = getattr(self.runtime, self.call)
             prepared = _Case(lambda: call(args), args)
+        marks.append(time.perf_counter())
         prepared.last = prepared.run()  # compiles and autotunes, outside any timed batch
         self._synchronize()
         if self.graphs:
