@@ -145,7 +145,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"no corpus at {args.corpus}: pass --corpus ../shared/corpus/tritonbench-g", file=sys.stderr)
         return 2
     target = "cpu" if args.cpu else _target()
-    rows = []
+    rows: list[dict[str, Any]] = []
     for name in _problems(args.corpus, args.problems, [n for n in args.only.split(",") if n]):
         rows.append(measure(name, args.corpus, "cpu" if args.cpu else "cuda"))
         print(json.dumps(rows[-1], default=str), flush=True)
