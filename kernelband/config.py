@@ -76,6 +76,9 @@ class Settings(BaseSettings):
     # originals' runners a GPU worker keeps warm (one per problem), and so the jobs an embedded
     # GPU suite runs at once: each problem's original then stays warm between its candidates
     warm_originals: int = 8
+    # candidate runners a GPU worker starts ahead, one per problem it measured last, with the
+    # device context made and the problem's original and harness inputs loaded (0: none)
+    spare_runners: int = 8
 
     # scheduler
     lease_s: float = 300.0

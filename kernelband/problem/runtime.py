@@ -277,11 +277,14 @@ def load_runtime(
     device: str,
     *,
     workdir: str | Path | None = None,
+    original: ModuleType | None = None,
 ) -> ProblemRuntime:
-    """Import the original and the candidate (`editable=None`: the original kernel)."""
+    """Import the original and the candidate (`editable=None`: the original kernel);
+    `original`: the original's module, imported by an earlier `load_runtime` of this process."""
     use_interpreter_for(device)
     folder = Path(workdir or Path.cwd())
-    original = import_module_file(_runnable(problem, problem.source), "original", folder, device)
+    if original is None:
+        original = import_module_file(_runnable(problem, problem.source), "original", folder, device)
     spliced = problem.source if editable is None else problem.splice(editable)
     try:
         candidate = import_module_file(_runnable(problem, spliced), "candidate", folder, device)

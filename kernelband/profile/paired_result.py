@@ -52,7 +52,7 @@ def paired_measurement(problem: KernelProblem, run: PairedRun, *, device_name: s
                 "batch": dict(run.batch), "parts_s": {k: round(v, 4) for k, v in run.parts_s.items()},
                 "runner_claims": {role: round(run.claimed_ms[role] / run.judged_ms[role], 4)
                                   for role in run.judged_ms if run.judged_ms[role] > 0},
-                "notes": run.notes,
+                "notes": run.notes, "spare_runner": run.spare_runner,
                 "round_ms": {"original": _rounded(run.original_ms), "candidate": _rounded(run.candidate_ms)},
                 "runner_gpu_round_ms": {role: _rounded(v) for role, v in run.claimed_gpu_ms.items() if v},
                 **({"timed_cases": list(run.cases), "cases_total": total} if subset else {})},

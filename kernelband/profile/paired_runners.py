@@ -11,6 +11,7 @@ import atexit
 import hashlib
 import json
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -21,6 +22,7 @@ from kernelband.evaluate.verified_timing import TimingRejected
 from kernelband.problem.model import KernelProblem
 from kernelband.profile.measurement import MeasureError
 from kernelband.profile.paired import RUNNER_SD, RUNNER_SD_SHARE
+from kernelband.sandbox.gpu_lock import gpu_turn
 from kernelband.sandbox.limits import SandboxLimits, SandboxResult
 from kernelband.sandbox.session import RunnerSession, SessionError
 
@@ -28,6 +30,7 @@ RUNNER_TARGET = "kernelband.runner.timing:serve_task"
 # a TritonBench-G harness draws its inputs when it loads: every runner draws them from this seed
 HARNESS_SEED = 0
 RECYCLE_CPU_SHARE = 0.5  # a warm original is replaced once it used this share of its CPU limit
+SPARE_MAX_AGE_SHARE = 0.25  # a spare older than this share of its wall limit is not taken
 
 
 @dataclass(frozen=True)
@@ -113,6 +116,7 @@ class Runner:
     cases: list[str]
     verifiable: bool
     unpinned: str = ""  # why it is not on the measuring cores it was asked to use ("" when it is)
+    spare: bool = False  # started ahead of its candidate (SpareRunners)
 
     @property
     def closed(self) -> bool:
@@ -160,11 +164,18 @@ def timed_call(problem: KernelProblem, editable: str | None) -> str:
 def start_runner(problem: KernelProblem, editable: str | None, device: str, config: PairedConfig,
                  limits: SandboxLimits | None, role: str = "candidate") -> Runner:
     """A runner session with `editable` loaded. A candidate that cannot load is rejected
-    (TimingRejected); an original that cannot is not the candidate's fault (OriginalRunnerError)."""
+    (TimingRejected); an original that cannot is not the candidate's fault (OriginalRunnerError).
+    A candidate takes the problem's spare runner when one is ready, and a new spare is started
+    for the problem's next candidate."""
     limits = limits or SandboxLimits.from_settings()
     limits = replace(limits, interpret=not device.startswith("cuda"), compile_s=0.0,
                      wall_s=max(limits.wall_s, config.load_timeout_s))
-    session = RunnerSession(RUNNER_TARGET, {"cores": list(config.cores) or None}, limits)
+    session = SPARES.take(problem, device, config, limits) if role == "candidate" else None
+    spare = session is not None
+    if session is None:
+        session = RunnerSession(RUNNER_TARGET, {"cores": list(config.cores) or None}, limits)
+    if role == "candidate":
+        SPARES.start_soon(problem, device, config, limits)
     try:
         reply = session.request({"cmd": "load", "problem": problem.to_dict(), "editable": editable,
                                  "device": device, "graphs": config.graphs, "seed": HARNESS_SEED,
@@ -178,7 +189,7 @@ def start_runner(problem: KernelProblem, editable: str | None, device: str, conf
         raise runner_error(role, "runner_load_failed", f"the {role}'s runner could not load the kernel: "
                            f"{reply.get('error')}")
     return Runner(session, [str(c) for c in reply["cases"]], bool(reply.get("verifiable")),
-                  str(reply.get("unpinned") or ""))
+                  str(reply.get("unpinned") or ""), spare)
 
 
 class OriginalRunners:
@@ -233,6 +244,103 @@ class OriginalRunners:
             runner.close()
 
 
+class SpareRunners:
+    """Candidate runners started ahead (`Settings.spare_runners`, one per problem, the least
+    recently started go first).
+
+    A spare is a fresh sandboxed runner: it makes the device context, imports the problem's
+    original and draws its harness inputs (`preload`), then waits, stopped. The next candidate of
+    that problem loads into it and skips those steps, which on an H200 were most of a candidate
+    runner's start (a harness's inputs drawn on the host: up to 7.7 s). A spare runs nothing but
+    the problem's own module before its candidate, is taken once, and is keyed by everything its
+    start depended on (problem, device, timing mode, measuring cores, limits)."""
+
+    def __init__(self, size: int | None = None, gpu_only: bool = True) -> None:
+        self._size = size  # None: Settings.spare_runners
+        # on the interpreter a spare would only take the host's cores from the run it waits for
+        self.gpu_only = gpu_only
+        self.ready: OrderedDict[str, tuple[RunnerSession, float]] = OrderedDict()
+        self.starting: set[str] = set()
+        self.lock = threading.Lock()
+
+    @property
+    def size(self) -> int:
+        return self._size if self._size is not None else get_settings().spare_runners
+
+    @staticmethod
+    def key(problem: KernelProblem, device: str, config: PairedConfig, limits: SandboxLimits) -> str:
+        text = json.dumps([OriginalRunners.key(problem, device, config), limits.to_dict()], sort_keys=True,
+                          default=str)
+        return hashlib.sha256(text.encode()).hexdigest()
+
+    def take(self, problem: KernelProblem, device: str, config: PairedConfig,
+             limits: SandboxLimits) -> RunnerSession | None:
+        """The problem's spare, if one is ready and young enough to serve a whole measurement."""
+        with self.lock:
+            spare = self.ready.pop(self.key(problem, device, config, limits), None)
+        if spare is None:
+            return None
+        session, started = spare
+        if session.closed is None and time.monotonic() - started < SPARE_MAX_AGE_SHARE * limits.wall_s:
+            return session
+        _close_session_soon(session)
+        return None
+
+    def start_soon(self, problem: KernelProblem, device: str, config: PairedConfig, limits: SandboxLimits) -> None:
+        """Start a spare for `problem` on a thread of its own, unless one is ready or starting."""
+        key = self.key(problem, device, config, limits)
+        now = time.monotonic()
+        with self.lock:  # spares no candidate came for in time go (their memory with them)
+            stale = [k for k, (_, started) in self.ready.items() if now - started >= SPARE_MAX_AGE_SHARE * limits.wall_s]
+            expired = [self.ready.pop(k)[0] for k in stale]
+        for session in expired:
+            _close_session_soon(session)
+        with self.lock:
+            if (self.size <= 0 or key in self.ready or key in self.starting
+                    or (self.gpu_only and not device.startswith("cuda"))):
+                return
+            self.starting.add(key)
+        threading.Thread(target=self._start, args=(key, problem, device, config, limits), name="spare-runner",
+                         daemon=True).start()
+
+    def _start(self, key: str, problem: KernelProblem, device: str, config: PairedConfig,
+               limits: SandboxLimits) -> None:
+        session: RunnerSession | None = None
+        try:
+            started = time.monotonic()
+            session = RunnerSession(RUNNER_TARGET, {"cores": list(config.cores) or None}, limits)
+            with gpu_turn(device, exclusive=False):  # a context made while another is timed would disturb it
+                for command in ({"cmd": "init_device", "device": device},
+                                {"cmd": "preload", "problem": problem.to_dict(), "device": device,
+                                 "seed": HARNESS_SEED}):
+                    if not session.request(command, config.load_timeout_s).value.get("ok"):
+                        raise SessionError("preload_failed", f"a spare runner refused {command['cmd']}")
+            session.pause()  # idle until its candidate comes: it takes no core meanwhile
+        except (SessionError, OSError):
+            # no spare: the next candidate starts its runner itself, as without spares
+            if session is not None:
+                _close_session_soon(session)
+            with self.lock:
+                self.starting.discard(key)
+            return
+        with self.lock:
+            self.starting.discard(key)
+            self.ready[key] = (session, started)
+            evicted = [self.ready.pop(next(iter(self.ready)))[0] for _ in range(len(self.ready) - self.size)]
+        for old in evicted:
+            _close_session_soon(old)
+
+    def close_all(self) -> None:
+        with self.lock:
+            spares, self.ready = [s for s, _ in self.ready.values()], OrderedDict()
+        for session in spares:
+            session.close()
+
+
+def _close_session_soon(session: RunnerSession) -> None:
+    close_soon(Runner(session, [], False))
+
+
 def _worn(runner: Runner) -> bool:
     return runner.session.cpu_seconds() > RECYCLE_CPU_SHARE * runner.session.limits.cpu_s
 
@@ -262,6 +370,8 @@ class PerProblem:
 
 
 ORIGINALS = OriginalRunners()
+SPARES = SpareRunners()
+atexit.register(SPARES.close_all)
 atexit.register(ORIGINALS.close_all)
 atexit.register(wait_for_closes)  # atexit runs last-registered first: closes end before originals go
 

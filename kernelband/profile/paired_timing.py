@@ -75,6 +75,7 @@ class PairedRun:
     claimed_ms: dict[str, float] = field(default_factory=lambda: {"original": 0.0, "candidate": 0.0})
     judged_ms: dict[str, float] = field(default_factory=lambda: {"original": 0.0, "candidate": 0.0})
     parts_s: dict[str, float] = field(default_factory=dict)
+    spare_runner: bool = False  # the candidate's runner was started ahead (paired_runners.SpareRunners)
     # per round, the runners' own CUDA-event figures summed over cases (diagnostics, untrusted)
     claimed_gpu_ms: dict[str, list[float]] = field(default_factory=lambda: {"original": [], "candidate": []})
 
@@ -355,7 +356,7 @@ def _measure_once(problem: KernelProblem, editable: str | None, device: str, con
         try:
             with gpu_turn(device, exclusive=True) as turn:  # the timed rounds have the GPU alone
                 run = time_pair(problem, pair, config, rng, ORIGINALS.key(problem, device, config), first)
-            run.notes = tuning + run.notes
+            run.notes, run.spare_runner = tuning + run.notes, candidate.spare
             parts["wait_gpu"] = turn["waited_s"]
             if after is not None:
                 start = time.perf_counter()
