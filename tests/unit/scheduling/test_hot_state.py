@@ -4,6 +4,7 @@ stored state plus the event log by a new leader, with every reward applied exact
 from __future__ import annotations
 
 from scheduling_fakes import FAKE_TASKS, make_job
+from sqlalchemy import event as sa_event
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -134,3 +135,32 @@ def test_a_leader_killed_between_a_batch_and_its_write_back_loses_and_doubles_no
     ledger = reward_ledger(db_factory, job_id)
     assert_consistent(ledger)
     assert ledger.finished_pulls == 18 and ledger.duplicate_decisions == 0
+
+
+def test_writing_back_many_states_reads_no_job_one_by_one(
+        db_factory: sessionmaker[Session]) -> None:
+    """The jobs' last event numbers come with the tracks: the reads of a write-back do not
+    grow with the number of tracks written, and each stored number is the job's last."""
+    def statements_of_write_back(jobs: int) -> tuple[int, int]:
+        clear_cache()
+        ctx = hot_context(db_factory)
+        ids = [make_job(db_factory, budget_iterations=20, parallelism=2, seed=i)
+               for i in range(jobs)]
+        for job_id in ids:
+            run_until(ctx, job_id, 2)
+        seen: list[str] = []
+        engine = db_factory.kw["bind"]
+        record = lambda *args: seen.append(str(args[2]).split(None, 1)[0].upper())  # noqa: E731
+        sa_event.listen(engine, "before_cursor_execute", record)
+        try:
+            written = write_back_states(ctx)
+        finally:
+            sa_event.remove(engine, "before_cursor_execute", record)
+        for job_id in ids:
+            _, stored, last = hot_and_stored(db_factory, job_id)
+            assert stored[EVENT_SEQ] == last
+        return written, seen.count("SELECT")
+
+    few, many = statements_of_write_back(2), statements_of_write_back(6)
+    assert (few[0], many[0]) == (2, 6)
+    assert many[1] == few[1] == 1
