@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, cast
 
 import numpy as np
+import orjson
 import redis
 
 from bench.sim_tasks import SIM_TASKS
@@ -33,28 +34,28 @@ INSTANT_QUEUES = ("llm", "cpu")
 def task_of(raw: bytes) -> dict[str, Any]:
     """The TaskMessage dict inside a Celery (protocol 2) message as kombu's Redis transport
     stores it: a JSON envelope whose body is base64 JSON `[args, kwargs, embed]`."""
-    envelope = json.loads(raw)
+    envelope = orjson.loads(raw)
     body = envelope["body"]
     if envelope.get("properties", {}).get("body_encoding") == "base64":
         body = base64.b64decode(body)
-    args = json.loads(body)[0]
+    args = orjson.loads(body)[0]
     return dict(args[0])
 
 
-def result_entry(message: ResultMessage) -> str:
+def result_entry(message: ResultMessage) -> bytes:
     """The Redis list entry kombu's producer writes when a worker publishes `message`
     (services.worker.messages.publish: JSON body, base64 in a JSON envelope routed by the
     `results` exchange), built here directly: kombu routes each publish to the results exchange
     with a Redis round trip of its own (a new client and SMEMBERS of the exchange's bindings)
     and copies the message with `asdict`, which cost this one process about half a millisecond
     per message: a thousand workers' share of the machine, not one worker's."""
-    body = base64.b64encode(json.dumps(dict(message.__dict__)).encode()).decode()
-    return json.dumps({
+    body = base64.b64encode(orjson.dumps(dict(message.__dict__))).decode()
+    return orjson.dumps({
         "body": body, "content-encoding": "utf-8", "content-type": "application/json",
         "headers": {}, "properties": {
             "delivery_mode": 2, "priority": 0, "body_encoding": "base64",
             "delivery_info": {"exchange": RESULTS_EXCHANGE.name, "routing_key": RESULTS_QUEUE},
-            "delivery_tag": str(uuid.uuid4())}})
+            "delivery_tag": str(uuid.uuid4())}})  # bytes: what redis-py sends as is
 
 
 def answer_all(client: redis.Redis, answered: list[tuple[dict[str, Any], float]]) -> None:
