@@ -30,7 +30,7 @@ from typing import Any
 from bench.scenarios import ROOT, RUNS, run_folder
 
 WITHIN = 0.03
-PARTS = ("load", "correctness", "load_original", "load_candidate", "calibrate", "prepare", "timed_rounds", "verify",
+PARTS = ("load", "correctness", "spare_start", "load_original", "load_candidate", "calibrate", "prepare", "timed_rounds", "verify",
          "after", "measure")
 
 
@@ -55,9 +55,10 @@ def _target() -> str:
     return next((t for t in ("h200", "h100", "a100", "rtx4090") if t.upper().replace("RTX", "") in name), "h200")
 
 
-def measure_one(name: str, corpus: Path, target: str, graphs: bool, cpu: bool) -> dict[str, Any]:
+def measure_one(name: str, corpus: Path, target: str, graphs: bool, cpu: bool, spare: bool = False) -> dict[str, Any]:
     from kernelband.evaluate import evaluate_candidate
     from kernelband.profile.paired_gpu import config_from_settings
+    from kernelband.profile.paired_runners import SPARES, runner_limits
     from kernelband.profile.perf_harness import with_perf_harness
     from kernelband.sandbox import load_problem_sandboxed
 
@@ -71,9 +72,16 @@ def measure_one(name: str, corpus: Path, target: str, graphs: bool, cpu: bool) -
     verdict = evaluate_candidate(problem, problem.editable, device="cpu" if cpu else None)
     parts["correctness"] = time.perf_counter() - start
     row: dict[str, Any] = {"problem": name, "graphs": graphs, "correct": verdict.correct}
+    config = replace(config_from_settings(), graphs=graphs)
+    if spare and not cpu:  # the candidate's runner started ahead, as a problem's later candidates get it
+        start = time.perf_counter()
+        SPARES.start_soon(problem, "cuda", config, runner_limits(None, "cuda", config))
+        while SPARES.starting and time.perf_counter() - start < 600:
+            time.sleep(0.05)
+        parts["spare_start"] = time.perf_counter() - start
     start = time.perf_counter()
     try:
-        measurement = _measure(problem, target, replace(config_from_settings(), graphs=graphs), cpu)
+        measurement = _measure(problem, target, config, cpu)
     except Exception as exc:  # a row says why; the table goes on
         return row | {"error": f"{type(exc).__name__}: {str(exc)[:300]}", "parts_s": parts}
     parts["measure"] = time.perf_counter() - start
@@ -86,7 +94,7 @@ def measure_one(name: str, corpus: Path, target: str, graphs: bool, cpu: bool) -
                   "device": measurement.device, "method": measurement.method, "parts_s": parts,
                   "round_ms": measurement.checks.get("round_ms"),
                   "runner_gpu_round_ms": measurement.checks.get("runner_gpu_round_ms"),
-                  "notes": measurement.checks.get("notes"),
+                  "notes": measurement.checks.get("notes"), "spare_runner": measurement.checks.get("spare_runner"),
                   "runner_gpu_ratio": _claimed_ratio(measurement.checks.get("runner_gpu_round_ms") or {})}
 
 
@@ -146,7 +154,8 @@ def summary(rows: list[dict[str, Any]]) -> str:
         width = [r["high"] / r["low"] for r in ok]
         out.append(f"{mode}: {sum(r['contains_one'] for r in ok)}/{len(ok)} intervals contain 1.00, "
                    f"{sum(r['within_3pct'] for r in ok)}/{len(ok)} points within 3%"
-                   + (f", median interval width (high/low) {statistics.median(width):.3f}" if width else ""))
+                   + (f", median interval width (high/low) {statistics.median(width):.3f}" if width else "")
+                   + f"; {sum(bool(r.get('spare_runner')) for r in ok)}/{len(ok)} in a spare runner")
     return "\n".join(out)
 
 
@@ -157,6 +166,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", default="", help="comma-separated problem names")
     parser.add_argument("--graphs", action="store_true", help="also measure with CUDA-graph replays")
     parser.add_argument("--cpu", action="store_true", help="rehearse on the CPU interpreter")
+    parser.add_argument("--spares", action="store_true",
+                        help="measure each original in a runner started ahead (a spare), as later candidates are")
     parser.add_argument("--tag", default="", help="a suffix for the output files (one per configuration)")
     parser.add_argument("--out", type=Path, default=os.environ.get("OUT"), help="run folder")
     args = parser.parse_args(argv)
@@ -168,7 +179,7 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     for name in names:
         for graphs in ((False, True) if args.graphs else (False,)):
-            rows.append(measure_one(name, args.corpus, target, graphs, args.cpu))
+            rows.append(measure_one(name, args.corpus, target, graphs, args.cpu, args.spares))
             print(table(rows[-1:]).splitlines()[-1], flush=True)
     text = (f"# A/A paired timing on {target} ({rows[0].get('device', '?') if rows else '?'})\n\n"
             f"{table(rows)}\n\n{summary(rows)}\n\n## Profile step parts (seconds)\n\n{parts_table(rows)}\n")

@@ -161,15 +161,21 @@ def timed_call(problem: KernelProblem, editable: str | None) -> str:
     return "reference" if problem.needs_translation and editable is None else "candidate"
 
 
+def runner_limits(limits: SandboxLimits | None, device: str, config: PairedConfig) -> SandboxLimits:
+    """A timing runner's limits: the node's (or the job's), with the device's interpreter
+    setting, no compile limit of its own and at least the load timeout as its wall limit."""
+    limits = limits or SandboxLimits.from_settings()
+    return replace(limits, interpret=not device.startswith("cuda"), compile_s=0.0,
+                   wall_s=max(limits.wall_s, config.load_timeout_s))
+
+
 def start_runner(problem: KernelProblem, editable: str | None, device: str, config: PairedConfig,
                  limits: SandboxLimits | None, role: str = "candidate") -> Runner:
     """A runner session with `editable` loaded. A candidate that cannot load is rejected
     (TimingRejected); an original that cannot is not the candidate's fault (OriginalRunnerError).
     A candidate takes the problem's spare runner when one is ready, and a new spare is started
     for the problem's next candidate."""
-    limits = limits or SandboxLimits.from_settings()
-    limits = replace(limits, interpret=not device.startswith("cuda"), compile_s=0.0,
-                     wall_s=max(limits.wall_s, config.load_timeout_s))
+    limits = runner_limits(limits, device, config)
     session = SPARES.take(problem, device, config, limits) if role == "candidate" else None
     spare = session is not None
     if session is None:
