@@ -98,6 +98,8 @@ def run_row(results: dict[str, Any], source: str) -> dict[str, Any]:
         "busy_overall_active": active_busy.get("overall"),
         "busy_per_worker": {short_worker(n): v for n, v in
                             (suite_busy.get("per_worker") or {}).items()},
+        # candidates judged: profile attempts a measuring worker finished, accepted or refused
+        "judged": int(profile.get("finished") or 0) + int(profile.get("failed") or 0) if profile else None,
         "profile_mean_s": profile.get("work_mean_s"),
         "profile_parts_s": profile.get("parts_median_s"),
         "integrity_ok": integrity.get("ok"), "complete": complete,
@@ -158,6 +160,13 @@ def scaling_table(rows: Iterable[dict[str, Any]]) -> tuple[list[dict[str, Any]],
     return table, notes
 
 
+def per_gpu_hour(row: dict[str, Any]) -> float | None:
+    """Candidates judged per GPU-hour of the active window (the suite's own figure, over N GPUs)."""
+    window = row.get("active_s") or row.get("wall_s")
+    judged = row.get("judged")
+    return judged * 3600.0 / (row["gpus"] * window) if judged is not None and window else None
+
+
 def _state(row: dict[str, Any]) -> str:
     if "skipped" in row:
         return f"skipped: {row['skipped']}"
@@ -178,14 +187,14 @@ def _workers(row: dict[str, Any]) -> str:
                                                            .items())) or "-"
 
 
-COLUMNS = ("N", "wall s", "pulls", "pulls/s", "speedup T1/TN", "efficiency T1/(N x TN)",
+COLUMNS = ("N", "candidates per GPU-hour", "wall s", "pulls", "pulls/s", "speedup T1/TN", "efficiency T1/(N x TN)",
            "efficiency, active window", "busy overall", "busy per worker", "integrity",
            "state")
 
 
 def table_cells(row: dict[str, Any]) -> tuple[Any, ...]:
     """One markdown/plain row in COLUMNS order."""
-    return (row["gpus"], fmt(row.get("wall_s"), 1), row.get("pulls", "-") or "-",
+    return (row["gpus"], fmt(per_gpu_hour(row), 1), fmt(row.get("wall_s"), 1), row.get("pulls", "-") or "-",
             fmt(row.get("pulls_per_s"), 3), fmt(row.get("speedup"), 2),
             _pct(row.get("efficiency")), _pct(row.get("efficiency_active")),
             _pct(row.get("busy_overall")), _workers(row), _integrity(row), _state(row))
@@ -213,7 +222,8 @@ def scaling_markdown(table: Sequence[dict[str, Any]], notes: Sequence[str],
                   f"{first.get('parallel')} pulls in flight per track, rules generator; one "
                   "measuring worker per GPU (its `-c`: the run's timeline).", ""]
     lines += [markdown_table(COLUMNS, [table_cells(r) for r in table]), "",
-              "wall = suite submission to the last result; efficiency = T1 / (N x TN) against "
+              "candidates per GPU-hour = profile attempts finished (accepted or refused) x "
+              "3600 / (N x active window); wall = suite submission to the last result; efficiency = T1 / (N x TN) against "
               "the N=1 run of the same suite (finished runs only); active window = first "
               "dispatch to last result on the measuring queue; busy = union of each measuring "
               "worker's held attempts (started -> finished) over the suite wall, overall = "

@@ -15,6 +15,7 @@ from bench.gpu.fleet_scaling import gpu_counts, load_rows, pack, parse_args, swe
 from bench.gpu.fleet_tables import (
     device_line,
     merge_runs,
+    per_gpu_hour,
     run_row,
     scaling_markdown,
     scaling_table,
@@ -95,7 +96,7 @@ def results(gpus: int, wall: float, *, finished_at: float = 0.0, problems: tuple
             "metrics": {"wall_s": wall, "pulls": 32, "pulls_per_s": 32 / wall,
                         "busy_by_worker_suite": busy,
                         "busy_by_worker_active": {**busy, "window_s": wall - 20}},
-            "stages": [{"kind": "profile", "work_mean_s": 8.7,
+            "stages": [{"kind": "profile", "work_mean_s": 8.7, "finished": 30, "failed": 6,
                         "parts_median_s": {"signature": 4.2}}], **extra}
 
 
@@ -109,6 +110,9 @@ def test_efficiency_is_t1_over_n_times_tn_against_the_finished_one_gpu_run() -> 
     assert table[2]["efficiency_active"] == pytest.approx(180 / (4 * 60))
     assert table[2]["busy_per_worker"] == {f"gpu{i}": 0.9 for i in range(4)}
     assert notes == []
+    # the headline: 36 judged (accepted or refused) over 4 GPUs x the 60 s active window
+    assert per_gpu_hour(table[2]) == pytest.approx(36 * 3600 / (4 * 60))
+    assert "| 4 | 540.0 | 80.0 |" in scaling_markdown(table, [])
 
 
 def test_no_efficiency_without_a_comparable_finished_one_gpu_run() -> None:
