@@ -62,7 +62,8 @@ def _tune(runner: Runner, device: str, config: PairedConfig) -> dict[str, Any]:
 def tuned_original(problem: KernelProblem, device: str, config: PairedConfig, limits: SandboxLimits | None,
                    keep: bool) -> tuple[Runner, dict[str, Any]]:
     """The original's runner, with its autotuned kernels on the problem's picks; the picks."""
-    key = ORIGINALS.key(problem, device, config)
+    # picks a job's tuning runner read from its own Triton cache serve that job only
+    key = ORIGINALS.key(problem, device, config, (limits or SandboxLimits.from_settings()).cache_scope)
     with gpu_turn(device, exclusive=False):
         runner = ORIGINALS.take(problem, device, config, limits) if keep else \
             start_runner(problem, None, device, config, limits, role="original")

@@ -122,6 +122,11 @@ class Runner:
     def closed(self) -> bool:
         return self.session.closed is not None
 
+    @property
+    def scope(self) -> str:
+        """The job whose Triton cache this runner compiles in (SandboxLimits.cache_scope)."""
+        return self.session.limits.cache_scope
+
     def close(self) -> SandboxResult:
         return self.session.close()
 
@@ -218,14 +223,18 @@ class OriginalRunners:
         return self._size if self._size is not None else get_settings().warm_originals
 
     @staticmethod
-    def key(problem: KernelProblem, device: str, config: PairedConfig) -> str:
-        text = json.dumps([problem.to_dict(), device, config.graphs, list(config.cores)], sort_keys=True, default=str)
+    def key(problem: KernelProblem, device: str, config: PairedConfig, scope: str = "") -> str:
+        """A problem's original in one timing mode, for one job (`scope`, its Triton cache): a
+        runner that compiled in one job's cache never serves another job."""
+        text = json.dumps([problem.to_dict(), device, config.graphs, list(config.cores), scope], sort_keys=True,
+                          default=str)
         return hashlib.sha256(text.encode()).hexdigest()
 
     def take(self, problem: KernelProblem, device: str, config: PairedConfig,
              limits: SandboxLimits | None) -> Runner:
+        scope = (limits or SandboxLimits.from_settings()).cache_scope
         with self.lock:
-            runner = self.idle.pop(self.key(problem, device, config), None)
+            runner = self.idle.pop(self.key(problem, device, config, scope), None)
         if runner is not None and not runner.closed and not _worn(runner):
             return runner
         if runner is not None:
@@ -236,9 +245,10 @@ class OriginalRunners:
         if runner.closed:
             return
         runner.session.pause()  # idle until the next candidate: it takes no core meanwhile
+        slot = self.key(problem, device, config, runner.scope)
         with self.lock:
-            old = self.idle.pop(self.key(problem, device, config), None)
-            self.idle[self.key(problem, device, config)] = runner
+            old = self.idle.pop(slot, None)
+            self.idle[slot] = runner
             evicted = [self.idle.pop(next(iter(self.idle))) for _ in range(len(self.idle) - self.size)]
         for other in ([old] if old is not None else []) + evicted:
             other.close()
@@ -275,7 +285,8 @@ class SpareRunners:
 
     @staticmethod
     def key(problem: KernelProblem, device: str, config: PairedConfig, limits: SandboxLimits) -> str:
-        text = json.dumps([OriginalRunners.key(problem, device, config), limits.to_dict()], sort_keys=True,
+        text = json.dumps([OriginalRunners.key(problem, device, config, limits.cache_scope), limits.to_dict()],
+                          sort_keys=True,
                           default=str)
         return hashlib.sha256(text.encode()).hexdigest()
 

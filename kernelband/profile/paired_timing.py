@@ -355,7 +355,7 @@ def _measure_once(problem: KernelProblem, editable: str | None, device: str, con
         candidate = pair.runners["candidate"]
         try:
             with gpu_turn(device, exclusive=True) as turn:  # the timed rounds have the GPU alone
-                run = time_pair(problem, pair, config, rng, ORIGINALS.key(problem, device, config), first)
+                run = time_pair(problem, pair, config, rng, ORIGINALS.key(problem, device, config, original.scope), first)
             run.notes, run.spare_runner = tuning + run.notes, candidate.spare
             parts["wait_gpu"] = turn["waited_s"]
             if after is not None:

@@ -67,6 +67,8 @@ def confine(request: dict[str, Any]) -> bool:
     if limits.get("cores"):  # off the node's measuring cores; a timing runner re-pins itself
         with contextlib.suppress(OSError):
             os.sched_setaffinity(0, limits["cores"])
+    if request.get("triton_cache"):  # its job's own (a warm child inherits the zygote's)
+        os.environ["TRITON_CACHE_DIR"] = str(request["triton_cache"])
     if request.get("jailed"):
         isolated = True  # the jail's own network namespace (only its loopback) and its own uid
     else:

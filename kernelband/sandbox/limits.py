@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import tempfile
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -25,15 +26,36 @@ KEPT_NAMES = ("PATH", "PYTHONPATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TERM", 
               "NVSHMEM_DISABLE_NVLS")
 
 
+def triton_caches_root() -> str:
+    """The folder of the node's Triton caches: one per job (`SandboxLimits.cache_scope`), and a
+    shared one for runs outside any job. A jailed run sees only its own."""
+    return os.path.join(tempfile.gettempdir(), "kernelband-triton-caches")
+
+
 def default_triton_cache_dir() -> str:
-    """A cache shared by sandbox children so a GPU node does not rebuild Triton's launcher."""
-    return os.path.join(tempfile.gettempdir(), "kernelband-triton-cache")
+    """The cache of runs outside any job (a problem's load, a CLI check): its kernels are
+    compiled once per node rather than once per run."""
+    return os.path.join(triton_caches_root(), "shared")
+
+
+def triton_cache_dir(limits: SandboxLimits) -> str:
+    """The run's Triton cache: its job's own, so that no run reads or plants what another job's
+    runs compiled (a compiled launcher is native code the next run would load)."""
+    if not limits.cache_scope:
+        return default_triton_cache_dir()
+    if not _SCOPE.fullmatch(limits.cache_scope):
+        raise ValueError(f"cache_scope {limits.cache_scope!r}: letters, digits, '-' and '_' only")
+    return os.path.join(triton_caches_root(), f"job-{limits.cache_scope}")
+
+
+_SCOPE = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
 
 # The limits a job may set for its own sandbox runs (POST /v1/jobs `limits`, the CLI's
 # --run-limit / --compile-limit / --config-compile-limit): the job's name -> SandboxLimits field.
 JOB_LIMITS = {"run_s": "wall_s", "compile_s": "compile_s", "config_compile_s": "config_compile_s"}
 _JOB_LIMITS: ContextVar[dict[str, float] | None] = ContextVar("kernelband_job_limits", default=None)
+_JOB_SCOPE: ContextVar[str] = ContextVar("kernelband_job_cache_scope", default="")
 
 
 def job_limit_fields(limits: Mapping[str, Any] | None) -> dict[str, float]:
@@ -45,13 +67,16 @@ def job_limit_fields(limits: Mapping[str, Any] | None) -> dict[str, float]:
 
 
 @contextmanager
-def job_limits(limits: Mapping[str, Any] | None) -> Iterator[None]:
-    """Within, `SandboxLimits.from_settings` applies the job's limits over the settings: a
-    worker wraps each task of a job in it, the API and CLI the loading of its problem."""
+def job_limits(limits: Mapping[str, Any] | None, job: int | str | None = None) -> Iterator[None]:
+    """Within, `SandboxLimits.from_settings` applies the job's limits over the settings and
+    gives every run the job's own Triton cache (`job`, its id): a worker wraps each task of a
+    job in it, the API and CLI the loading of its problem (no job yet: the shared cache)."""
     token = _JOB_LIMITS.set(job_limit_fields(limits))
+    scope = _JOB_SCOPE.set("" if job is None else str(job))
     try:
         yield
     finally:
+        _JOB_SCOPE.reset(scope)
         _JOB_LIMITS.reset(token)
 
 
@@ -83,6 +108,8 @@ class SandboxLimits:
     # the cores the child runs on (empty: this process's); a GPU node keeps its measuring
     # cores for the timing runners (kernelband/sandbox/cores.py)
     cores: tuple[int, ...] = ()
+    # whose Triton cache the run uses (a job id; "": the shared one of runs outside any job)
+    cache_scope: str = ""
 
     @classmethod
     def from_settings(cls, **overrides: Any) -> SandboxLimits:
@@ -103,6 +130,7 @@ class SandboxLimits:
             "isolation": s.sandbox_isolation,
             "cores": other_cores(measuring_cores(s.measure_cores, detect_device()), s.measure_cores),
         }
+        values["cache_scope"] = _JOB_SCOPE.get()
         values.update(_JOB_LIMITS.get() or {})
         values.update(overrides)
         # CPU seconds follow the wall budgets (torch may keep two cores busy)
@@ -154,7 +182,7 @@ def scrubbed_env(limits: SandboxLimits, workdir: str) -> dict[str, str]:
     env["TMPDIR"] = workdir
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     env["PYTHONHASHSEED"] = "0"
-    env["TRITON_CACHE_DIR"] = default_triton_cache_dir()
+    env["TRITON_CACHE_DIR"] = triton_cache_dir(limits)
     # Autotune choices are kept in that cache, keyed by the kernel's source, the configs and the
     # arguments' tuning key: two imports of the same kernel (the original as reference and as
     # candidate) run the same config, and a problem's later children skip re-benchmarking.

@@ -18,7 +18,12 @@ import time
 from dataclasses import dataclass
 
 from kernelband.sandbox import jail
-from kernelband.sandbox.limits import SandboxLimits, default_triton_cache_dir, scrubbed_env
+from kernelband.sandbox.limits import (
+    SandboxLimits,
+    scrubbed_env,
+    triton_cache_dir,
+    triton_caches_root,
+)
 
 log = logging.getLogger(__name__)
 # modules every evaluation needs; importing them once in the zygote is what makes it warm
@@ -55,7 +60,7 @@ def spawn_cold(request_path: str, limits: SandboxLimits, workdir: str,
     command = [sys.executable, "-m", "kernelband.sandbox.child", request_path, str(result_w)]
     env = scrubbed_env(limits, workdir)
     if jailed:
-        command = jail.jail_argv(command, workdir, env, writable=(default_triton_cache_dir(),),
+        command = jail.jail_argv(command, workdir, env, writable=(triton_cache_dir(limits),),
                                  user=limits.user)
         env = {}
     try:
@@ -117,10 +122,11 @@ class Zygote:
         parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         parent.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)
         uid, gid = jail.jail_ids(self.user)
+        os.makedirs(triton_caches_root(), exist_ok=True)  # bound into the jail: it must exist
         env = {**env, "HOME": "/tmp", "TMPDIR": "/tmp", JAILED_ENV: f"{uid}:{gid}"}
         # uid 0 of its own user namespace (host root is not mapped into the runs' namespaces)
         argv = jail.jail_argv([*command, str(child.fileno()), *WARM_MODULES], jail.runs_parent(),
-                              env, writable=(default_triton_cache_dir(),), caps=("CAP_SYS_ADMIN",),
+                              env, writable=(triton_caches_root(),), caps=("CAP_SYS_ADMIN",),
                               die_with_parent=False, ids=(0, 0))
         self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                      pass_fds=(child.fileno(),), env={}, start_new_session=True)

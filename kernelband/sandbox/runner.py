@@ -18,7 +18,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from kernelband.sandbox import jail, pool, privileges
-from kernelband.sandbox.limits import SandboxLimits, SandboxResult, default_triton_cache_dir
+from kernelband.sandbox.limits import SandboxLimits, SandboxResult, triton_cache_dir
 from kernelband.sandbox.watch import kill_session, session_usage, signal_reason
 
 log = logging.getLogger(__name__)
@@ -215,7 +215,7 @@ def prepare_run(limits: SandboxLimits, prefix: str = "kb-sandbox-") -> tuple[boo
         privileges.known_user(limits.user)  # the jail binds the runtime: any user can run it
     elif not jailed:
         require_usable_user(limits)
-    os.makedirs(default_triton_cache_dir(), exist_ok=True)
+    os.makedirs(triton_cache_dir(limits), mode=0o700, exist_ok=True)
     return jailed, tempfile.mkdtemp(prefix=prefix, dir=jail.runs_parent() if jailed else None)
 
 
@@ -234,7 +234,7 @@ def run_sandboxed(
     request_path = os.path.join(workdir, ".request.json")
     with open(request_path, "w", encoding="utf-8") as f:
         json.dump({"target": target, "payload": payload, "limits": limits.to_dict(),
-                   "workdir": workdir, "jailed": jailed}, f)
+                   "workdir": workdir, "jailed": jailed, "triton_cache": triton_cache_dir(limits)}, f)
     start = time.monotonic()
     handle = pool.spawn(request_path, limits, workdir, jailed)
     collected: Any = None

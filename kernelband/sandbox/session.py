@@ -24,7 +24,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from kernelband.sandbox import pool
-from kernelband.sandbox.limits import SandboxLimits, SandboxResult
+from kernelband.sandbox.limits import SandboxLimits, SandboxResult, triton_cache_dir
 from kernelband.sandbox.runner import prepare_run
 from kernelband.sandbox.watch import kill_session, session_members, session_usage
 
@@ -67,7 +67,8 @@ class RunnerSession:
         body = {**payload, "commands": COMMANDS_FIFO, "replies": REPLIES_FIFO}
         with open(request_path, "w", encoding="utf-8") as f:
             json.dump({"target": target, "payload": body, "limits": self.limits.to_dict(),
-                       "workdir": self.workdir, "jailed": jailed}, f)
+                       "workdir": self.workdir, "jailed": jailed,
+                       "triton_cache": triton_cache_dir(self.limits)}, f)
         # read-write on our side: opening never blocks, and a reader never sees end-of-file
         # before the child has opened its end
         self._commands = os.open(os.path.join(self.workdir, COMMANDS_FIFO), os.O_RDWR)

@@ -57,11 +57,24 @@ def _child(sock: socket.socket, wake: tuple[int, int], path: str, fds: list[int]
             os.closerange(low + 1, high)
     RESULT_FD = result_fd
     if os.environ.get(JAILED_ENV):
+        _use_run_cache(path)
         _enter_run_jail(path, os.environ[JAILED_ENV])
     run_request(read_request(path), result_fd)
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(0)
+
+
+def _use_run_cache(request_path: str) -> None:
+    """The run's own Triton cache (its job's), named by its request: the one cache folder its
+    jail binds back (the zygote's own is the shared one)."""
+    try:
+        with open(request_path, encoding="utf-8") as f:
+            cache = json.load(f).get("triton_cache")
+    except (OSError, ValueError):
+        return  # the request is read again by the run, which reports what is wrong with it
+    if isinstance(cache, str) and cache:
+        os.environ["TRITON_CACHE_DIR"] = cache
 
 
 def _enter_run_jail(request_path: str, ids: str) -> None:

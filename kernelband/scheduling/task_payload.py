@@ -18,10 +18,11 @@ R = TypeVar("R")
 
 def under_job_limits(body: Callable[[dict[str, Any]], R]) -> Callable[[dict[str, Any]], R]:
     """Run `body` with the payload's job limits (`limits`: run_s, compile_s, config_compile_s)
-    applied to every sandbox run it starts; the node's settings otherwise."""
+    applied to every sandbox run it starts (the node's settings otherwise), and the job's own
+    Triton cache."""
     @functools.wraps(body)
     def run(payload: dict[str, Any]) -> R:
-        with job_limits(payload.get("limits")):
+        with job_limits(payload.get("limits"), payload.get("job_id")):
             return body(payload)
 
     return run

@@ -1,4 +1,5 @@
-"""Spare candidate runners: started ahead with the problem loaded, taken once, by their problem only.
+"""Runners started ahead (spares) or kept warm (originals): a spare is taken once, by its own
+problem only; neither serves another job than the one whose Triton cache it compiled in.
 
 Runs on the Triton interpreter (real sandboxed runners, the judge's commands); a spare's inputs
 must be the ones a runner started for the candidate would have drawn.
@@ -17,7 +18,7 @@ from kernelband.problem import load_problem
 from kernelband.profile import paired_runners
 from kernelband.profile.paired_result import measure_speedup
 from kernelband.profile.paired_runners import PairedConfig, SpareRunners, start_runner
-from kernelband.sandbox.limits import SandboxLimits
+from kernelband.sandbox.limits import SandboxLimits, job_limits
 
 COPY_TRITONBENCH = (Path(__file__).parent / "fixtures" / "copy_tritonbench.py").read_text()
 
@@ -137,3 +138,27 @@ def test_spares_are_started_only_for_a_gpu_by_default(problem) -> None:
     pool = SpareRunners(size=2)
     pool.start_soon(problem, "cpu", QUICK, _limits())
     assert not pool.starting and not pool.ready
+
+
+def test_a_warm_original_and_a_spare_serve_only_their_own_job(problem, spares) -> None:
+    pool = paired_runners.OriginalRunners(size=2)
+    try:
+        with job_limits(None, "jobA"):
+            ours = pool.take(problem, "cpu", QUICK, None)
+            assert ours.scope == "jobA"
+            pool.give_back(problem, "cpu", QUICK, ours)
+            spares.start_soon(problem, "cpu", QUICK, paired_runners.runner_limits(None, "cpu", QUICK))
+        _wait_ready(spares)
+        with job_limits(None, "jobB"):
+            theirs = pool.take(problem, "cpu", QUICK, None)
+            assert theirs.session.pid != ours.session.pid and theirs.scope == "jobB"
+            assert spares.take(problem, "cpu", QUICK, paired_runners.runner_limits(None, "cpu", QUICK)) is None
+            theirs.close()
+        with job_limits(None, "jobA"):
+            assert pool.take(problem, "cpu", QUICK, None).session.pid == ours.session.pid
+            spare = spares.take(problem, "cpu", QUICK, paired_runners.runner_limits(None, "cpu", QUICK))
+            assert spare is not None
+            spare.close()
+    finally:
+        ours.close()
+        pool.close_all()
