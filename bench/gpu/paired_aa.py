@@ -159,20 +159,33 @@ def summary(rows: list[dict[str, Any]]) -> str:
     return "\n".join(out)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def corpus_parser(description: str) -> argparse.ArgumentParser:
+    """The options of a benchmark over corpus problems: which, where, CPU rehearsal, run folder."""
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--corpus", type=Path, default=ROOT.parent / "shared" / "corpus" / "tritonbench-g")
     parser.add_argument("--problems", type=int, default=8)
     parser.add_argument("--only", default="", help="comma-separated problem names")
-    parser.add_argument("--graphs", action="store_true", help="also measure with CUDA-graph replays")
     parser.add_argument("--cpu", action="store_true", help="rehearse on the CPU interpreter")
+    parser.add_argument("--out", type=Path, default=os.environ.get("OUT"), help="run folder")
+    return parser
+
+
+def corpus_missing(corpus: Path) -> bool:
+    """True (and says so) when there is no corpus to read: the benchmark cannot run."""
+    if (corpus / "kernels").is_dir():
+        return False
+    print(f"no corpus at {corpus}: pass --corpus ../shared/corpus/tritonbench-g", file=sys.stderr)
+    return True
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = corpus_parser(__doc__.splitlines()[0])
+    parser.add_argument("--graphs", action="store_true", help="also measure with CUDA-graph replays")
     parser.add_argument("--spares", action="store_true",
                         help="measure each original in a runner started ahead (a spare), as later candidates are")
     parser.add_argument("--tag", default="", help="a suffix for the output files (one per configuration)")
-    parser.add_argument("--out", type=Path, default=os.environ.get("OUT"), help="run folder")
     args = parser.parse_args(argv)
-    if not (args.corpus / "kernels").is_dir():
-        print(f"no corpus at {args.corpus}: pass --corpus ../shared/corpus/tritonbench-g", file=sys.stderr)
+    if corpus_missing(args.corpus):
         return 2
     target = "cpu" if args.cpu else _target()
     names = _problems(args.corpus, args.problems, [n for n in args.only.split(",") if n])

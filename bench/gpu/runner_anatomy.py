@@ -17,18 +17,15 @@ Writes runner-anatomy-<target>.json and .md to --out.
 
 from __future__ import annotations
 
-import argparse
 import json
-import os
 import statistics
-import sys
 import time
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from bench.gpu.paired_aa import _problems, _target
-from bench.scenarios import ROOT, run_folder
+from bench.gpu.paired_aa import _problems, _target, corpus_missing, corpus_parser
+from bench.scenarios import run_folder
 
 PAD_BYTES = 3 * 1024 * 1024
 FRESH_ROUNDS = 3
@@ -125,24 +122,17 @@ def table(rows: list[dict[str, Any]]) -> str:
             lines.append(f"| {r['problem']} | {which} | {run.get('cases', '-')} | {cells} | {said} |")
     ok = [r for r in rows if "error" not in r]
     for which in ("first", "second"):
-        cells = []
+        medians = []
         for key, _ in COLUMNS:
             values = [r[which][key] for r in ok if key in r[which]]
-            cells.append(f"{statistics.median(values):.1f}" if values else "-")
-        lines.append(f"| median | {which} | | " + " | ".join(cells) + " | |")
+            medians.append(f"{statistics.median(values):.1f}" if values else "-")
+        lines.append(f"| median | {which} | | " + " | ".join(medians) + " | |")
     return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--corpus", type=Path, default=ROOT.parent / "shared" / "corpus" / "tritonbench-g")
-    parser.add_argument("--problems", type=int, default=8)
-    parser.add_argument("--only", default="", help="comma-separated problem names")
-    parser.add_argument("--cpu", action="store_true", help="rehearse on the CPU interpreter")
-    parser.add_argument("--out", type=Path, default=os.environ.get("OUT"), help="run folder")
-    args = parser.parse_args(argv)
-    if not (args.corpus / "kernels").is_dir():
-        print(f"no corpus at {args.corpus}: pass --corpus ../shared/corpus/tritonbench-g", file=sys.stderr)
+    args = corpus_parser(__doc__.splitlines()[0]).parse_args(argv)
+    if corpus_missing(args.corpus):
         return 2
     target = "cpu" if args.cpu else _target()
     rows: list[dict[str, Any]] = []
