@@ -36,14 +36,18 @@ def verify_epoch(session: Session, leader_epoch: int | None) -> None:
     session.info[EPOCH] = leader_epoch  # what caches of this leader's writes belong to
     if leader_epoch is None:
         return
-    # FOR SHARE holds the row until commit, so a new leader's bump waits for this transaction.
-    query = select(LeaderEpoch.epoch).where(LeaderEpoch.id == 1).with_for_update(read=True)
-    current = session.execute(query).scalar_one_or_none()
+    current = session.execute(_CURRENT_EPOCH).scalar_one_or_none()
     if current != leader_epoch:
         raise FencingError(
             f"leader epoch is {current}, this scheduler holds {leader_epoch}: another scheduler "
             "took over; stop writing and wait for the lock again"
         )
+
+
+# FOR SHARE holds the row until commit, so a new leader's bump waits for this transaction.
+# Built once: every transaction of the leader runs it, and building and keying it for the
+# statement cache cost more than the database took to answer it.
+_CURRENT_EPOCH = select(LeaderEpoch.epoch).where(LeaderEpoch.id == 1).with_for_update(read=True)
 
 
 __all__ = ["FencingError", "claim_leadership", "verify_epoch"]
