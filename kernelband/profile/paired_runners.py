@@ -10,6 +10,7 @@ from __future__ import annotations
 import atexit
 import hashlib
 import json
+import logging
 import threading
 import time
 from collections import OrderedDict
@@ -25,6 +26,8 @@ from kernelband.profile.paired import RUNNER_SD, RUNNER_SD_SHARE
 from kernelband.sandbox.gpu_lock import gpu_turn
 from kernelband.sandbox.limits import SandboxLimits, SandboxResult
 from kernelband.sandbox.session import RunnerSession, SessionError
+
+log = logging.getLogger(__name__)
 
 RUNNER_TARGET = "kernelband.runner.timing:serve_task"
 # a TritonBench-G harness draws its inputs when it loads: every runner draws them from this seed
@@ -181,20 +184,30 @@ def start_runner(problem: KernelProblem, editable: str | None, device: str, conf
     A candidate takes the problem's spare runner when one is ready, and a new spare is started
     for the problem's next candidate."""
     limits = runner_limits(limits, device, config)
-    session = SPARES.take(problem, device, config, limits) if role == "candidate" else None
-    spare = session is not None
-    if session is None:
-        session = RunnerSession(RUNNER_TARGET, {"cores": list(config.cores) or None}, limits)
+    load = {"cmd": "load", "problem": problem.to_dict(), "editable": editable, "device": device,
+            "graphs": config.graphs, "seed": HARNESS_SEED, "call": timed_call(problem, editable)}
+    spare = SPARES.take(problem, device, config, limits) if role == "candidate" else None
     if role == "candidate":
         SPARES.start_soon(problem, device, config, limits)
+    if spare is not None:
+        try:
+            reply = spare.request(load, config.load_timeout_s).value
+        except SessionError:
+            # a spare that died while it waited is no verdict on the candidate: a fresh runner
+            # loads it again, and a candidate that kills its runner fails there too
+            spare.close()
+        else:
+            return _loaded(spare, reply, role, True)
+    session = RunnerSession(RUNNER_TARGET, {"cores": list(config.cores) or None}, limits)
     try:
-        reply = session.request({"cmd": "load", "problem": problem.to_dict(), "editable": editable,
-                                 "device": device, "graphs": config.graphs, "seed": HARNESS_SEED,
-                                 "call": timed_call(problem, editable)},
-                                config.load_timeout_s).value
+        reply = session.request(load, config.load_timeout_s).value
     except SessionError as exc:
         session.close()
         raise runner_error(role, f"runner_{exc.reason}", f"the {role}'s runner failed to load: {exc}") from exc
+    return _loaded(session, reply, role, False)
+
+
+def _loaded(session: RunnerSession, reply: dict[str, Any], role: str, spare: bool) -> Runner:
     if not reply.get("ok"):
         session.close()
         raise runner_error(role, "runner_load_failed", f"the {role}'s runner could not load the kernel: "
@@ -204,9 +217,8 @@ def start_runner(problem: KernelProblem, editable: str | None, device: str, conf
 
 
 class OriginalRunners:
-    """Warm runners of originals, one per (problem, device, timing mode), reused by candidates
-    (`Settings.warm_originals`, eight by default: a suite interleaves its jobs, and each keeps
-    one CUDA context).
+    """Warm runners of originals, one per (problem, device, timing mode, job), reused by candidates
+    (`Settings.warm_originals`, 8: a suite interleaves its jobs; each keeps one CUDA context).
 
     Each keeps the original's compiled module loaded; its inputs are rebuilt per round (fresh
     seeds), and its baseline is re-timed beside every candidate, since a speedup is paired. A
@@ -261,15 +273,11 @@ class OriginalRunners:
 
 
 class SpareRunners:
-    """Candidate runners started ahead (`Settings.spare_runners`, one per problem, the least
-    recently started go first).
-
-    A spare is a fresh sandboxed runner: it makes the device context, imports the problem's
-    original and draws its harness inputs (`preload`), then waits, stopped. The next candidate of
-    that problem loads into it and skips those steps, which on an H200 were most of a candidate
-    runner's start (a harness's inputs drawn on the host: up to 7.7 s). A spare runs nothing but
-    the problem's own module before its candidate, is taken once, and is keyed by everything its
-    start depended on (problem, device, timing mode, measuring cores, limits)."""
+    """Candidate runners started ahead (`Settings.spare_runners`, one per problem and job): a
+    fresh sandboxed runner makes its device context, imports the original and draws the harness's
+    inputs (`preload`: on an H200 most of a runner's start, up to 7.7 s), then waits, stopped, for
+    the problem's next candidate. It runs nothing but the problem's own module before it, is taken
+    once, and is keyed by everything its start depended on (problem, device, mode, cores, limits)."""
 
     def __init__(self, size: int | None = None, gpu_only: bool = True) -> None:
         self._size = size  # None: Settings.spare_runners
@@ -300,7 +308,7 @@ class SpareRunners:
         session, started = spare
         if session.closed is None and time.monotonic() - started < SPARE_MAX_AGE_SHARE * limits.wall_s:
             return session
-        _close_session_soon(session)
+        close_soon(Runner(session, [], False))
         return None
 
     def start_soon(self, problem: KernelProblem, device: str, config: PairedConfig, limits: SandboxLimits) -> None:
@@ -311,7 +319,7 @@ class SpareRunners:
             stale = [k for k, (_, started) in self.ready.items() if now - started >= SPARE_MAX_AGE_SHARE * limits.wall_s]
             expired = [self.ready.pop(k)[0] for k in stale]
         for session in expired:
-            _close_session_soon(session)
+            close_soon(Runner(session, [], False))
         with self.lock:
             if (self.size <= 0 or key in self.ready or key in self.starting
                     or (self.gpu_only and not device.startswith("cuda"))):
@@ -333,10 +341,10 @@ class SpareRunners:
                     if not session.request(command, config.load_timeout_s).value.get("ok"):
                         raise SessionError("preload_failed", f"a spare runner refused {command['cmd']}")
             session.pause()  # idle until its candidate comes: it takes no core meanwhile
-        except (SessionError, OSError):
-            # no spare: the next candidate starts its runner itself, as without spares
+        except Exception:  # noqa: BLE001 - a spare is an optimisation: whatever failed, there is none
+            log.info("no spare runner for %s: it failed to start", problem.name, exc_info=True)
             if session is not None:
-                _close_session_soon(session)
+                close_soon(Runner(session, [], False))
             with self.lock:
                 self.starting.discard(key)
             return
@@ -345,17 +353,13 @@ class SpareRunners:
             self.ready[key] = (session, started)
             evicted = [self.ready.pop(next(iter(self.ready)))[0] for _ in range(len(self.ready) - self.size)]
         for old in evicted:
-            _close_session_soon(old)
+            close_soon(Runner(old, [], False))
 
     def close_all(self) -> None:
         with self.lock:
             spares, self.ready = [s for s, _ in self.ready.values()], OrderedDict()
         for session in spares:
             session.close()
-
-
-def _close_session_soon(session: RunnerSession) -> None:
-    close_soon(Runner(session, [], False))
 
 
 def _worn(runner: Runner) -> bool:

@@ -7,6 +7,8 @@ must be the ones a runner started for the candidate would have drawn.
 
 from __future__ import annotations
 
+import os
+import signal
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -162,3 +164,16 @@ def test_a_warm_original_and_a_spare_serve_only_their_own_job(problem, spares) -
     finally:
         ours.close()
         pool.close_all()
+
+
+def test_a_spare_that_died_while_it_waited_costs_its_candidate_nothing(problem, spares) -> None:
+    limits = _limits()
+    spares.start_soon(problem, "cpu", QUICK, limits)
+    _wait_ready(spares)
+    session, _ = next(iter(spares.ready.values()))
+    os.killpg(session.pid, signal.SIGKILL)  # as an out-of-memory kill would
+    runner = start_runner(problem, None, "cpu", QUICK, limits)  # takes the dead spare first
+    try:
+        assert not runner.spare and runner.cases and session.closed is not None
+    finally:
+        runner.close()
