@@ -11,8 +11,8 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
-from contextlib import suppress
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -63,6 +63,16 @@ def release_redis_db(db: int, base_url: str | None = None) -> None:
         client.flushdb()
     finally:
         client.close()
+
+
+@contextmanager
+def redis_db_url() -> Iterator[str]:
+    """A Redis database of its own for the block (a URL), released after it."""
+    db = claim_redis_db()
+    try:
+        yield f"{redis_base_url()}/{db}"
+    finally:
+        release_redis_db(db)
 
 
 @dataclass

@@ -15,16 +15,13 @@ from bench.sim_tasks import sim_compile
 from services.scheduler.dispatcher import results_connection
 from services.worker.messages import RESULTS, ResultMessage, parse_message, publish
 from services.worker.queues import RESULTS_QUEUE
-from tests.utils.processes import claim_redis_db, redis_base_url, release_redis_db
+from tests.utils.processes import redis_db_url
 
 
 @pytest.fixture
 def broker() -> Iterator[str]:
-    db = claim_redis_db()
-    try:
-        yield f"{redis_base_url()}/{db}"
-    finally:
-        release_redis_db(db)
+    with redis_db_url() as url:
+        yield url
 
 
 def _entries(client: redis.Redis) -> list[dict]:

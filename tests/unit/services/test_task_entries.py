@@ -13,16 +13,13 @@ from kernelband.scheduling.dispatch import TaskMessage
 from services.scheduler.dispatcher import CeleryDispatcher
 from services.worker.queues import TASK_QUEUES
 from services.worker.tasks import TASK_NAMES
-from tests.utils.processes import claim_redis_db, redis_base_url, release_redis_db
+from tests.utils.processes import redis_db_url
 
 
 @pytest.fixture
 def broker() -> Iterator[str]:
-    db = claim_redis_db()
-    try:
-        yield f"{redis_base_url()}/{db}"
-    finally:
-        release_redis_db(db)
+    with redis_db_url() as url:
+        yield url
 
 
 def _without_tag(raw: bytes | str) -> dict:
