@@ -8,7 +8,7 @@ from typing import Any
 from kernelband.profile.archs import GPUS, TARGETS, UnknownTargetError, resolve_target
 from kernelband.profile.features import Features
 from kernelband.profile.launches import LaunchRecord, capture_launches
-from kernelband.profile.measurement import MeasureError, Measurement
+from kernelband.profile.measurement import CandidateRefused, MeasureError, Measurement
 from kernelband.profile.occupancy import Occupancy, theoretical_occupancy
 from kernelband.profile.paired import PairedSpeedup
 from kernelband.profile.sandboxed import measure_candidate, static_profile_candidate
@@ -28,6 +28,7 @@ def __getattr__(name: str) -> Any:
 __all__ = [
     "GPUS",
     "TARGETS",
+    "CandidateRefused",
     "Features",
     "LaunchRecord",
     "MeasureError",

@@ -6,6 +6,7 @@ it and the judge that pairs two runners all build or read these without loading 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -22,6 +23,16 @@ class TimingCheckError(MeasureError):
     def __init__(self, reason: str, message: str) -> None:
         super().__init__(message)
         self.reason = reason
+
+
+class CandidateRefused(MeasureError):
+    """The candidate's correctness check, run beside its runner's start, refused it before its
+    timed rounds: nothing was timed, and the check's verdict is the answer."""
+
+
+# Called by a measurement once its runners are ready, before its timed rounds: it returns when
+# the candidate may be timed and raises CandidateRefused when it may not.
+UntilChecked = Callable[[], None]
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ from kernelband.evaluate.plausibility import floor_ms
 from kernelband.problem.model import KernelProblem
 from kernelband.profile.archs import resolve_target
 from kernelband.profile.features import Features, reference_features, with_time
-from kernelband.profile.measurement import MeasureError, Measurement
+from kernelband.profile.measurement import MeasureError, Measurement, UntilChecked
 from kernelband.profile.paired_result import measurement_of
 from kernelband.profile.paired_runners import PairedConfig, Runner, timed_call
 from kernelband.profile.paired_timing import PairedRun, measure_paired_runners
@@ -100,7 +100,7 @@ def _features_after(target: str, placeholder: bool) -> Any:
 def measure_paired_on_gpu(
     problem: KernelProblem, editable: str | None, target: str, *, config: PairedConfig | None = None,
     strict: bool = False, limits: Any = None, baseline_ms: float | None = None, features: bool = True,
-    static: Features | None = None,
+    static: Features | None = None, until_checked: UntilChecked | None = None,
 ) -> tuple[Measurement, Features, dict[str, Any] | None]:
     """(Measurement with its paired speedup, Features, the Nsight Compute case) for `editable`.
 
@@ -108,7 +108,7 @@ def measure_paired_on_gpu(
     back. `strict` (the implausibility gate's re-measure): fresh runners, every round checked.
     `features=False` (a re-measure, an A/A run): no features pass, the time alone. `static`: the
     compile step's static features for this target, taken with the measured time instead of a
-    features pass (no Nsight Compute case then)."""
+    features pass (no Nsight Compute case then). `until_checked`: see `measure_paired_runners`."""
     config = config or config_from_settings(strict)
     limits = limits or SandboxLimits.from_settings()
     if strict:
@@ -116,7 +116,7 @@ def measure_paired_on_gpu(
     features_pass = features and static is None
     run = measure_paired_runners(problem, editable, "cuda", config, limits=limits, keep_original=not strict,
                                  after=_features_after(target, timed_call(problem, editable) == "reference")
-                                 if features_pass else None)
+                                 if features_pass else None, until_checked=until_checked)
     if not features_pass:
         run.extras = _features_of_run(run, static if features else None)
     measurement = measurement_of(problem, run, device_name=gpu_name(target), target=target, config=config,

@@ -29,6 +29,7 @@ from kernelband.evaluate.compare import compare_results, tensors
 from kernelband.evaluate.raw_outputs import Unreadable, load_output
 from kernelband.evaluate.verified_timing import TimingRejected, output_fingerprint, same_fingerprint
 from kernelband.problem.model import KernelProblem
+from kernelband.profile.measurement import CandidateRefused, UntilChecked
 from kernelband.profile.paired import paired_speedup
 from kernelband.profile.paired_autotune import differing_picks, pin_candidate, tuned_original
 from kernelband.profile.paired_runners import (
@@ -165,9 +166,8 @@ def _batch_size(config: PairedConfig, per_call_ms: float) -> int:
 
 
 def _warm_up(pair: _Pair, cases: Sequence[str], batch: dict[str, int]) -> None:
-    """One untimed batch per case in each runner. Calibration runs only the original, so the
-    candidate's first calls (module load on the device, allocator growth) would otherwise land
-    in its first timed round and bias an A/A run below 1.0."""
+    """One untimed batch per case in each runner. Calibration runs only the original, so the candidate's
+    first calls (module load, allocator growth) would otherwise land in its first timed round: A/A below 1.0."""
     for case in cases:
         for role in ("candidate", "original"):
             pair.batch(role, case, batch[case])
@@ -195,12 +195,6 @@ def _verify(pair: _Pair, problem: KernelProblem, case: str, round_no: int) -> in
                              f"a timed call of {case} (round {round_no}) returned a wrong result "
                              f"({found.reason} at {found.where}: {found.detail}); every timed call must be right")
     return sum(int(t.numel()) * t.element_size() for t in tensors(loaded["candidate"]))
-
-
-def _rerun_for_check(pair: _Pair, case: str, k: int, salt: int) -> None:
-    """One more (untimed) batch of `case` in both runners, so its output can be checked."""
-    for role in pair.runners:
-        pair.batch(role, case, k, salt)
 
 
 def prepare_first(pair: _Pair, config: PairedConfig, rng: random.Random) -> tuple[list[str], float]:
@@ -246,8 +240,10 @@ def time_pair(problem: KernelProblem, pair: _Pair, config: PairedConfig, rng: ra
     if run.verifiable:  # every case's last batch is checked (and gives its output's size)
         started = time.perf_counter()
         for case in cases:
-            if case not in run.output_bytes:
-                _rerun_for_check(pair, case, run.batch[case], rng.randrange(1 << 30))
+            if case not in run.output_bytes:  # one more untimed batch in both, to check its output
+                salt = rng.randrange(1 << 30)
+                for role in pair.runners:
+                    pair.batch(role, case, run.batch[case], salt)
                 run.output_bytes[case] = _verify(pair, problem, case, config.rounds)
         run.parts_s["verify"] += time.perf_counter() - started
     run.notes += differing_picks(pair.ask)
@@ -303,18 +299,19 @@ def _one_round(problem: KernelProblem, pair: _Pair, run: PairedRun, config: Pair
 def measure_paired_runners(
     problem: KernelProblem, editable: str | None, device: str, config: PairedConfig | None = None, *,
     limits: SandboxLimits | None = None, keep_original: bool = True,
-    after: Callable[[Runner, PairedRun], dict[str, Any]] | None = None,
+    after: Callable[[Runner, PairedRun], dict[str, Any]] | None = None, until_checked: UntilChecked | None = None,
 ) -> PairedRun:
     """Time `editable` against the problem's original in two runners (see the module doc).
 
     `after(candidate, run)` runs before the candidate's runner closes (e.g. its features);
-    what it returns is `run.extras`. A failing original's runner is never held against the
-    candidate: the measurement is taken again in fresh runners, first with the inputs at fixed
-    addresses, then (a TritonBench-G problem with a performance harness) with the test's calls
-    into the region, and each fallback is named in `run.notes`."""
+    what it returns is `run.extras`. `until_checked()` runs once both runners are ready, before
+    the exclusive turn: a candidate it refuses (CandidateRefused) is never timed. A failing
+    original's runner is never held against the candidate: the measurement is taken again in
+    fresh runners, first with the inputs at fixed addresses, then (a TritonBench-G problem with a
+    performance harness) with the test's calls into the region, each fallback named in `run.notes`."""
     config = config or PairedConfig()
     try:
-        return _measure_once(problem, editable, device, config, limits, keep_original, after)
+        return _measure_once(problem, editable, device, config, limits, keep_original, after, until_checked)
     except OriginalRunnerError as exc:
         failure = exc
     shuffled = config.shuffle_layout and config.clock == "wall" and device.startswith("cuda")
@@ -323,7 +320,7 @@ def measure_paired_runners(
         # a fresh original, its inputs where they first land: an original that reads a little
         # past its buffers can fault once a shifted input ends at the edge of its allocation
         try:
-            run = _measure_once(problem, editable, device, fixed, limits, False, after)
+            run = _measure_once(problem, editable, device, fixed, limits, False, after, until_checked)
         except OriginalRunnerError as exc:
             failure = exc
         else:
@@ -335,7 +332,7 @@ def measure_paired_runners(
         raise failure
     # the harness's own inputs can be what the original cannot take (its largest sizes, say);
     # the test's calls are the inputs the original was checked on
-    run = _measure_once(replace(problem, perf_source=""), editable, device, fixed, limits, False, after)
+    run = _measure_once(replace(problem, perf_source=""), editable, device, fixed, limits, False, after, until_checked)
     run.notes.append(f"timed with the test's calls into the region: the performance harness failed in the "
                      f"original's runner ({failure.reason}: {str(failure)[:200]})")
     return run
@@ -343,7 +340,8 @@ def measure_paired_runners(
 
 def _measure_once(problem: KernelProblem, editable: str | None, device: str, config: PairedConfig,
                   limits: SandboxLimits | None, keep_original: bool,
-                  after: Callable[[Runner, PairedRun], dict[str, Any]] | None) -> PairedRun:
+                  after: Callable[[Runner, PairedRun], dict[str, Any]] | None,
+                  until_checked: UntilChecked | None = None) -> PairedRun:
     rng = random.Random(config.seed if config.seed is not None else random.SystemRandom().randrange(1 << 30))
     parts: dict[str, float] = {}
     start = time.perf_counter()
@@ -354,6 +352,8 @@ def _measure_once(problem: KernelProblem, editable: str | None, device: str, con
                                                rng, parts)
         candidate = pair.runners["candidate"]
         try:
+            if until_checked is not None:
+                until_checked()
             with gpu_turn(device, exclusive=True) as turn:  # the timed rounds have the GPU alone
                 run = time_pair(problem, pair, config, rng, ORIGINALS.key(problem, device, config, original.scope), first)
             run.notes, run.spare_runner = tuning + run.notes, candidate.spare
@@ -365,7 +365,7 @@ def _measure_once(problem: KernelProblem, editable: str | None, device: str, con
                 parts["after"] = time.perf_counter() - start
         finally:
             close_soon(candidate)
-    except TimingRejected:
+    except (TimingRejected, CandidateRefused):
         _release(original, problem, device, config, keep_original)  # the candidate's fault
         raise
     except BaseException:

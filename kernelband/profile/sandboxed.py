@@ -12,7 +12,7 @@ from kernelband.problem.model import KernelProblem
 from kernelband.profile import ncu
 from kernelband.profile.archs import DEFAULT_REFERENCE_GPU, resolve_target
 from kernelband.profile.features import Features
-from kernelband.profile.measurement import MeasureError, Measurement, TimingCheckError
+from kernelband.profile.measurement import MeasureError, Measurement, TimingCheckError, UntilChecked
 from kernelband.profile.ncu_pass import NCU_TIMEOUT_S
 from kernelband.profile.specialize import StaticProfileError
 from kernelband.sandbox import SandboxLimits, run_sandboxed
@@ -49,6 +49,7 @@ def measure_candidate(
     timings: dict[str, float] | None = None, strict: bool = False,
     paired: bool = True, baseline_ms: float | None = None, paired_config: Any = None,
     features: bool = True, static_features: dict[str, Any] | None = None,
+    until_checked: UntilChecked | None = None,
 ) -> tuple[Measurement, Features]:
     """Measured on this node's GPU, else the labelled estimate; candidate code runs sandboxed.
 
@@ -67,7 +68,9 @@ def measure_candidate(
     run, phi and the estimated h come from them with the measured time, and the candidate's
     runner makes no features pass; without them (an original has no compile step) a static
     profile report is made here first, in a sandbox on the CPU (`timings["measure_static"]`).
-    A timed call that breaks a rule raises `TimingCheckError` with its reason.
+    A timed call that breaks a rule raises `TimingCheckError` with its reason. `until_checked`
+    (the candidate's correctness check, running beside this measurement): called before anything
+    is timed; it raises CandidateRefused for a candidate that must not be.
     """
     resolve_target(target)  # fail fast, in this process, on an unknown target
     on_gpu = _on_gpu(target)
@@ -79,9 +82,11 @@ def measure_candidate(
             static_features = _static_features(problem, editable, target, limits, timings)
         static = Features.from_dict(static_features) if static_features else None
     if on_gpu and paired:
-        measurement, found, case = _measure_paired(problem, editable, target, strict, limits,
-                                                   baseline_ms, paired_config, timings, features, static)
+        measurement, found, case = _measure_paired(problem, editable, target, strict, limits, baseline_ms,
+                                                   paired_config, timings, features, static, until_checked)
     else:
+        if until_checked is not None:
+            until_checked()
         measurement, found, case = _measure_in_child(problem, editable, target, parent_editable,
                                                      strict, limits, on_gpu)
     if static is not None:
@@ -136,7 +141,8 @@ def _measure_in_child(problem: KernelProblem, editable: str | None, target: str,
 
 def _measure_paired(problem: KernelProblem, editable: str | None, target: str, strict: bool, limits: Any,
                     baseline_ms: float | None, config: Any, timings: dict[str, float] | None,
-                    features: bool = True, static: Features | None = None) -> tuple[Measurement, Features, Any]:
+                    features: bool = True, static: Features | None = None,
+                    until_checked: UntilChecked | None = None) -> tuple[Measurement, Features, Any]:
     """Two live runners, judge-timed (kernelband/profile/paired_gpu.py); parts into `timings`."""
     # both load torch, which importing this package must not: only the GPU path needs them
     from kernelband.evaluate.verified_timing import TimingRejected
@@ -145,7 +151,7 @@ def _measure_paired(problem: KernelProblem, editable: str | None, target: str, s
     try:
         measurement, found, case = measure_paired_on_gpu(
             problem, editable, target, config=config, strict=strict, limits=limits, baseline_ms=baseline_ms,
-            features=features, static=static)
+            features=features, static=static, until_checked=until_checked)
     except TimingRejected as rej:
         raise TimingCheckError(rej.reason, f"{rej.reason}: {rej.message}") from rej
     if timings is not None:

@@ -4,28 +4,34 @@ verify (held-out acceptance). Candidate code only ever runs inside the sandbox
 
 Each returns `to_dict()` of its result value (`kernelband.scheduling.results`), with `timings`:
 wall seconds per part of the task (`check`: the sandboxed correctness run, `static`: the static
-profile, `measure`: timing and features, `signature`: on a GPU, the Nsight Compute pass for h),
-which `kernelband.scheduling.stages` summarises per job.
+profile, `measure`: timing and features, `signature`: on a GPU, the Nsight Compute pass for h,
+`check_wait`: on a GPU, where the check runs beside the measurement's start, the part of
+`measure` that waited for its verdict), which `kernelband.scheduling.stages` summarises per job.
 """
 
 from __future__ import annotations
 
+import contextvars
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
 from kernelband.evaluate import check_source, evaluate_candidate
 from kernelband.evaluate.plausibility import gate
+from kernelband.evaluate.verdict import Verdict
 from kernelband.evaluate.verified_timing import TimingRejected
 from kernelband.problem.model import KernelProblem
 from kernelband.profile import (
+    CandidateRefused,
     MeasureError,
     Measurement,
     StaticProfileError,
     measure_candidate,
     static_profile_candidate,
 )
+from kernelband.profile.measurement import UntilChecked
 from kernelband.sandbox.device import detect_device
 from kernelband.scheduling.results import CompileResult, ProfileResult, VerifyResult
 from kernelband.scheduling.task_payload import editable_of, problem_of, under_job_limits
@@ -88,12 +94,13 @@ def profile(payload: dict[str, Any]) -> dict[str, Any]:
     problem, editable = problem_of(payload), editable_of(payload)
     device = "cpu" if payload["target"] == "cpu" else None  # None: the node's GPU
     timings: dict[str, float] = {}
-    verdict = _timed(timings, "check", lambda: evaluate_candidate(
-        problem, editable, held_out=False, seeds=CHECK_SEEDS, device=device))
-    if not verdict.correct:
+    verdict, measured = _check_and_measure(
+        timings, lambda: evaluate_candidate(problem, editable, held_out=False, seeds=CHECK_SEEDS, device=device),
+        lambda until_checked: _measure(problem, editable, payload, timings, until_checked),
+        beside=_measures_on_gpu(payload["target"]))
+    if not verdict.correct or measured is None:
         return ProfileResult(ok=False, reason=verdict.reason, message=verdict.message,
                              verdict=verdict.to_dict(), timings=timings).to_dict()
-    measured = _timed(timings, "measure", lambda: _measure(problem, editable, payload, timings))
     timings["measure"] -= timings.get("signature", 0.0)  # parts do not overlap
     if isinstance(measured, Unmeasured):
         return ProfileResult(ok=False, reason=measured.reason, message=measured.message,
@@ -110,10 +117,16 @@ def verify(payload: dict[str, Any]) -> dict[str, Any]:
     device = "cpu" if payload["target"] == "cpu" else None
     timings: dict[str, float] = {}
     problem = problem_of(payload)
-    verdict = _timed(timings, "check", lambda: evaluate_candidate(
-        problem, payload["editable"], held_out=True, seeds=CHECK_SEEDS, device=device))
-    final = (_final_measurement(problem, payload, timings)
-             if verdict.correct and _measures_on_gpu(payload["target"]) else None)
+
+    def check() -> Verdict:
+        return evaluate_candidate(problem, payload["editable"], held_out=True, seeds=CHECK_SEEDS, device=device)
+
+    if _measures_on_gpu(payload["target"]):
+        verdict, final = _check_and_measure(
+            timings, check, lambda until_checked: _final_measurement(problem, payload, timings, until_checked),
+            beside=True)
+    else:
+        verdict, final = _timed(timings, "check", check), None
     result = VerifyResult(ok=verdict.correct, reason="" if verdict.correct else verdict.reason,
                           message=verdict.message, verdict=verdict.to_dict(), timings=timings)
     if isinstance(final, Unmeasured):  # a best that cannot be measured again is not accepted
@@ -124,18 +137,47 @@ def verify(payload: dict[str, Any]) -> dict[str, Any]:
     return result.to_dict()
 
 
+def _check_and_measure(timings: dict[str, float], check: Callable[[], Verdict],
+                       measure: Callable[[UntilChecked | None], Measured | Unmeasured], *,
+                       beside: bool) -> tuple[Verdict, Measured | Unmeasured | None]:
+    """The check's verdict, and the measurement when the check passed (None when it did not).
+
+    `beside` (a GPU node): the check runs in a thread of its own while the measurement starts
+    the candidate's runner and compiles in it, both sandboxed, in shared GPU turns; the
+    measurement waits for the verdict only before its exclusive turn, so a refused candidate is
+    never timed, and a step no longer pays for its check and its runner's start one after the
+    other. `timings["check"]` then overlaps `timings["measure"]`, and `check_wait` is the part
+    of `measure` spent waiting for the verdict."""
+    if not beside:
+        verdict = _timed(timings, "check", check)
+        return verdict, _timed(timings, "measure", lambda: measure(None)) if verdict.correct else None
+    context = contextvars.copy_context()  # the job's limits and Triton cache hold in the thread too
+    with ThreadPoolExecutor(1, thread_name_prefix="check") as pool:
+        checking = pool.submit(context.run, _timed, timings, "check", check)
+
+        def until_checked() -> None:
+            started = time.perf_counter()
+            verdict = checking.result()
+            timings["check_wait"] = timings.get("check_wait", 0.0) + time.perf_counter() - started
+            if not verdict.correct:
+                raise CandidateRefused(f"its correctness check refused it ({verdict.reason})")
+
+        measured = _timed(timings, "measure", lambda: measure(until_checked))
+        verdict = checking.result()
+    return verdict, measured if verdict.correct else None
+
+
 def _measures_on_gpu(target: str) -> bool:
     """A cost-model estimate is deterministic: only a GPU measurement is worth taking again."""
     return target != "cpu" and detect_device().startswith("cuda")
 
 
-def _final_measurement(problem: KernelProblem, payload: dict[str, Any],
-                       timings: dict[str, float]) -> Measured | Unmeasured:
+def _final_measurement(problem: KernelProblem, payload: dict[str, Any], timings: dict[str, float],
+                       until_checked: UntilChecked | None = None) -> Measured | Unmeasured:
     """The best timed again in interleaved rounds against the original (its paired speedup)."""
     against_original = {**payload, "parent_editable": problem.editable,
                         "hardware_signature": False, "features": False}
-    return _timed(timings, "measure", lambda: _measure(
-        problem, payload["editable"], against_original, timings))
+    return _measure(problem, payload["editable"], against_original, timings, until_checked)
 
 
 def _timed(timings: dict[str, float], part: str, work: Callable[[], T]) -> T:
@@ -148,14 +190,14 @@ def _timed(timings: dict[str, float], part: str, work: Callable[[], T]) -> T:
 
 
 def _measure(problem: KernelProblem, editable: str | None, payload: dict[str, Any],
-             timings: dict[str, float]) -> Measured | Unmeasured:
+             timings: dict[str, float], until_checked: UntilChecked | None = None) -> Measured | Unmeasured:
     """Measurement and features (the profile package runs the candidate sandboxed)."""
     def run(strict: bool) -> tuple[Any, Any]:
         return measure_candidate(
             problem, editable, payload["target"], parent_editable=payload.get("parent_editable"),
             hardware_signature=bool(payload.get("hardware_signature", True)), timings=timings,
             strict=strict, baseline_ms=payload.get("baseline_ms"), features=bool(payload.get("features", True)),
-            static_features=payload.get("static_features"))
+            static_features=payload.get("static_features"), until_checked=until_checked)
 
     try:
         # a time too good to be true may be a cheat: measured again, strictly, before any reward

@@ -1,0 +1,95 @@
+"""On a GPU node a candidate's check runs beside its measurement's start: the two overlap, the
+timed rounds wait for the verdict, a refused candidate is never measured, and the check runs
+under its job's limits and Triton cache like every other sandbox run of the task."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from kernelband.evaluate.verdict import Verdict
+from kernelband.profile.measurement import CandidateRefused, UntilChecked
+from kernelband.sandbox import SandboxLimits, job_limits
+from kernelband.scheduling import candidate_tasks
+from kernelband.scheduling.candidate_tasks import Unmeasured, _check_and_measure
+
+OK = Verdict(correct=True, reason="ok")
+WRONG = Verdict.reject("wrong_result", "case 0 differs")
+
+
+def test_the_check_and_the_runners_start_overlap_and_timing_waits_for_the_verdict() -> None:
+    started = threading.Event()  # the measurement began its runners
+    order: list[str] = []
+
+    def check() -> Verdict:
+        assert started.wait(5), "the check ran alone: the measurement did not start beside it"
+        time.sleep(0.1)
+        order.append("verdict")
+        return OK
+
+    def measure(until_checked: UntilChecked | None) -> Unmeasured:
+        started.set()
+        assert until_checked is not None
+        until_checked()
+        order.append("timed")
+        return Unmeasured("", "timed")
+
+    timings: dict[str, float] = {}
+    verdict, measured = _check_and_measure(timings, check, measure, beside=True)
+    assert verdict.correct and isinstance(measured, Unmeasured)
+    assert order == ["verdict", "timed"]
+    assert timings["check"] >= 0.1 and 0.05 <= timings["check_wait"] <= timings["measure"]
+
+
+def test_a_refused_candidate_is_never_timed_and_the_verdict_is_the_answer() -> None:
+    timed: list[bool] = []
+
+    def measure(until_checked: UntilChecked | None) -> Unmeasured:
+        assert until_checked is not None
+        try:
+            until_checked()
+        except CandidateRefused as exc:
+            assert "wrong_result" in str(exc)
+            return Unmeasured("measure_failed:CandidateRefused", str(exc))
+        timed.append(True)
+        return Unmeasured("", "timed")
+
+    verdict, measured = _check_and_measure({}, lambda: WRONG, measure, beside=True)
+    assert verdict == WRONG and measured is None and not timed
+
+
+def test_off_a_gpu_the_check_runs_first_and_a_refusal_skips_the_measurement() -> None:
+    calls: list[str] = []
+
+    def measure(until_checked: UntilChecked | None) -> Unmeasured:
+        calls.append("measure")
+        assert until_checked is None
+        return Unmeasured("", "")
+
+    assert _check_and_measure({}, lambda: WRONG, measure, beside=False) == (WRONG, None)
+    assert calls == []
+    timings: dict[str, float] = {}
+    verdict, _ = _check_and_measure(timings, lambda: OK, measure, beside=False)
+    assert verdict.correct and calls == ["measure"] and "check_wait" not in timings
+
+
+def test_the_check_thread_runs_under_the_jobs_limits_and_cache(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: dict[str, object] = {}
+
+    def evaluate(*args: object, **kwargs: object) -> Verdict:
+        limits = SandboxLimits.from_settings()
+        seen.update(thread=threading.current_thread().name, scope=limits.cache_scope, wall_s=limits.wall_s)
+        return WRONG
+
+    monkeypatch.setattr(candidate_tasks, "evaluate_candidate", evaluate)
+    monkeypatch.setattr(candidate_tasks, "_measures_on_gpu", lambda target: True)
+    monkeypatch.setattr(candidate_tasks, "_measure", lambda *a, **k: Unmeasured("never", "never"))
+    payload = {"problem": {}, "editable": "x", "target": "h100", "job_id": 41, "limits": {"run_s": 7.0}}
+    monkeypatch.setattr(candidate_tasks, "problem_of", lambda payload: None)
+    with job_limits(None):  # the task's own wrapper sets the job's; nothing leaks from outside
+        result = candidate_tasks.profile(payload)
+    assert seen["thread"] != threading.current_thread().name
+    assert seen["scope"] == "41" and seen["wall_s"] == 7.0
+    assert result["ok"] is False and result["reason"] == "wrong_result"
