@@ -1,8 +1,8 @@
 """Cluster the frontier by k-means on z-scored phi, keeping cluster indices stable.
 
-A fresh k-means++ fit (scikit-learn, `kmeans_n_init` restarts) costs milliseconds whatever the
-input size, and a scheduler re-clusters each of its tracks every tau additions. So a fresh fit
-runs while the frontier is small (under WARM_FROM), when clusters first form, whenever the
+A fresh k-means++ fit (`kmeans_n_init` restarts; scikit-learn's algorithm, computed in numpy by
+`kmeans`) costs about a millisecond on a small frontier and more on a large one, and a
+scheduler re-clusters each of its tracks every tau additions. So a fresh fit runs while the frontier is small (under WARM_FROM), when clusters first form, whenever the
 frontier's size reaches the next power of two, and when the last clustering cannot seed the
 next (a cluster count or feature layout that changed); in between, Lloyd's iterations
 continue from the last centroids (mapped into the new z-space) to convergence: the same
@@ -19,6 +19,7 @@ from scipy.optimize import linear_sum_assignment
 from sklearn.cluster import KMeans
 
 from kernelband.bandit.frontier_index import frontier_arrays_of
+from kernelband.bandit.kmeans import kmeans_plusplus_fit
 from kernelband.bandit.state import PolicyState
 from kernelband.bandit.threads import one_thread
 from kernelband.bandit.types import FrontierEntry
@@ -53,6 +54,9 @@ def distinct_rows(x: np.ndarray, at_most: int) -> int:
     return min(len(seen), at_most)
 
 
+# A fresh fit: scikit-learn's k-means++ fit, computed in numpy (`kmeans`); tests count fresh
+# fits through this name.
+fresh_fit = kmeans_plusplus_fit
 MAX_LLOYD_ITERATIONS, LLOYD_TOL = 300, 1e-4  # scikit-learn's defaults (max_iter, tol)
 # Below this frontier size every re-clustering is a fresh fit, as the paper's: a run of 100
 # pulls decides exactly as before, and the fits a long campaign repeats are the large ones.
@@ -79,18 +83,22 @@ def recluster(state: PolicyState, k: int, n_init: int, rng: np.random.Generator)
         labels = np.zeros(len(z), dtype=int)
         centroids = z.mean(axis=0, keepdims=True)
     else:
-        model = KMeans(
-            n_clusters=k_eff,
-            init="k-means++",
-            n_init=n_init,
-            random_state=int(rng.integers(2**31 - 1)),
-        )
-        # one thread: tiny inputs, and OpenMP oversubscription on a busy host costs seconds
-        with warnings.catch_warnings(), one_thread():
-            warnings.simplefilter("ignore")  # duplicate points: sklearn warns, result is fine
-            labels = model.fit_predict(z)
-        centroids = model.cluster_centers_
+        labels, centroids = _fresh(z, k_eff, n_init, int(rng.integers(2**31 - 1)))
     _place(state, labels, centroids, _align(state, centroids, mean, std), mean, std)
+
+
+def _fresh(z: np.ndarray, k: int, n_init: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """(labels, centroids) of a fresh k-means++ fit: `fresh_fit`, or scikit-learn's own fit
+    when a restart leaves a cluster empty (it then moves the farthest point into it)."""
+    fitted = fresh_fit(z, k, n_init, seed)
+    if fitted is not None:
+        return fitted
+    model = KMeans(n_clusters=k, init="k-means++", n_init=n_init, random_state=seed)
+    # one thread: tiny inputs, and OpenMP oversubscription on a busy host costs seconds
+    with warnings.catch_warnings(), one_thread():
+        warnings.simplefilter("ignore")  # duplicate points: sklearn warns, result is fine
+        labels = model.fit_predict(z)
+    return labels, model.cluster_centers_
 
 
 def _place(state: PolicyState, labels: np.ndarray, centroids: np.ndarray, order: list[int],

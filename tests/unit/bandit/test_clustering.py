@@ -3,6 +3,8 @@ centroids in between, with the same partition on separable groups and a flat cos
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 from bandit_builders import entry
@@ -29,16 +31,15 @@ def _phi(i: int, rng: np.random.Generator) -> tuple[float, ...]:
 
 
 def _fresh_fits(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """Count the fresh (scikit-learn) fits of every later `recluster`."""
+    """Count the fresh (k-means++) fits of every later `recluster`."""
     fits: list[int] = []
-    original = clustering.KMeans
+    original = clustering.fresh_fit
 
-    class Counting(original):  # type: ignore[misc, valid-type]
-        def fit_predict(self, *args: object, **kwargs: object) -> np.ndarray:
-            fits.append(1)
-            return super().fit_predict(*args, **kwargs)
+    def counting(*args: Any) -> tuple[np.ndarray, np.ndarray] | None:
+        fits.append(1)
+        return original(*args)
 
-    monkeypatch.setattr(clustering, "KMeans", Counting)
+    monkeypatch.setattr(clustering, "fresh_fit", counting)
     return fits
 
 
