@@ -64,9 +64,10 @@ def tuned_original(problem: KernelProblem, device: str, config: PairedConfig, li
     """The original's runner, with its autotuned kernels on the problem's picks; the picks."""
     # picks a job's tuning runner read from its own Triton cache serve that job only
     key = ORIGINALS.key(problem, device, config, (limits or SandboxLimits.from_settings()).cache_scope)
-    with gpu_turn(device, exclusive=False):
-        runner = ORIGINALS.take(problem, device, config, limits) if keep else \
-            start_runner(problem, None, device, config, limits, role="original")
+    runner = ORIGINALS.take_idle(problem, device, config, limits) if keep else None
+    if runner is None:  # only a new runner uses the GPU: a warm one is taken without a turn
+        with gpu_turn(device, exclusive=False):
+            runner = start_runner(problem, None, device, config, limits, role="original")
     picks = PICKS.get(key)
     if picks is None and "autotune" not in problem.source:
         PICKS.keep(key, picks := {})  # read as text only: no autotuner, nothing to tune apart

@@ -1,9 +1,7 @@
 """Live runners of paired timing: how one starts with a problem loaded, and the warm originals.
 
-A GPU worker keeps the original's runner of the last problems it measured (`ORIGINALS`): the
-original's module stays imported and compiled between candidates. Its times are not reused: a
-speedup is paired, so the original is timed again beside every candidate.
-"""
+A GPU worker keeps the original's runner of the last problems it measured (`ORIGINALS`), compiled,
+between candidates. Its times are not reused: a speedup is paired, timed beside every candidate."""
 
 from __future__ import annotations
 
@@ -104,8 +102,7 @@ class OriginalRunnerError(MeasureError):
 
 
 def runner_error(role: str, reason: str, message: str) -> Exception:
-    """A candidate's runner breaking a rule is its rejection; the original's is a failure to
-    measure, retried or reported, never held against the candidate."""
+    """A candidate's runner breaking a rule is its rejection; the original's a failure to measure."""
     if role == "original":
         return OriginalRunnerError(f"original_{reason}", message)
     return TimingRejected(reason, message)
@@ -139,9 +136,8 @@ _CLOSING_LOCK = threading.Lock()
 
 
 def close_soon(runner: Runner) -> None:
-    """Close `runner` on a thread of its own: the runner's exit (its interpreter and CUDA
-    context torn down) takes seconds, and the step that used it has no use for its result.
-    A process that exits waits for these closes first (`wait_for_closes`, at exit)."""
+    """Close `runner` on a thread of its own: its exit (interpreter and CUDA context torn down)
+    takes seconds the step has no use for. An exiting process waits for them (`wait_for_closes`)."""
     def close() -> None:
         try:
             runner.close()
@@ -242,8 +238,13 @@ class OriginalRunners:
                           default=str)
         return hashlib.sha256(text.encode()).hexdigest()
 
-    def take(self, problem: KernelProblem, device: str, config: PairedConfig,
-             limits: SandboxLimits | None) -> Runner:
+    def take(self, problem: KernelProblem, device: str, config: PairedConfig, limits: SandboxLimits | None) -> Runner:
+        return self.take_idle(problem, device, config, limits) or start_runner(
+            problem, None, device, config, limits, role="original")
+
+    def take_idle(self, problem: KernelProblem, device: str, config: PairedConfig,
+                  limits: SandboxLimits | None) -> Runner | None:
+        """The problem's idle runner (a worn or dead one is closed instead), or None."""
         scope = (limits or SandboxLimits.from_settings()).cache_scope
         with self.lock:
             runner = self.idle.pop(self.key(problem, device, config, scope), None)
@@ -251,7 +252,7 @@ class OriginalRunners:
             return runner
         if runner is not None:
             runner.close()
-        return start_runner(problem, None, device, config, limits, role="original")
+        return None
 
     def give_back(self, problem: KernelProblem, device: str, config: PairedConfig, runner: Runner) -> None:
         if runner.closed:

@@ -71,3 +71,27 @@ def test_a_refused_candidate_is_never_timed_and_the_original_stays_warm(
     assert any(c == "candidate:prepare" for c in commands)
     assert not any(c.endswith(":run_batch") for c in commands)
     assert ORIGINALS.idle[key].session.pid == warm
+
+
+def test_a_warm_original_is_taken_without_waiting_for_a_gpu_turn(
+        problem: KernelProblem, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Only a new runner uses the GPU; a shared turn waits behind every queued timed round."""
+    from contextlib import contextmanager
+
+    from kernelband.profile import paired_autotune
+
+    turns: list[bool] = []
+
+    @contextmanager
+    def recording_turn(device: str, *, exclusive: bool) -> Iterator[dict[str, float]]:
+        turns.append(exclusive)
+        yield {"waited_s": 0.0}
+
+    monkeypatch.setattr(paired_autotune, "gpu_turn", recording_turn)
+    ORIGINALS.close_all()
+    first, _ = paired_autotune.tuned_original(problem, "cpu", QUICK, None, keep=True)
+    assert turns == [False]  # a new runner: started in a shared turn
+    ORIGINALS.give_back(problem, "cpu", QUICK, first)
+    again, _ = paired_autotune.tuned_original(problem, "cpu", QUICK, None, keep=True)
+    assert again.session.pid == first.session.pid and turns == [False]
+    ORIGINALS.give_back(problem, "cpu", QUICK, again)
