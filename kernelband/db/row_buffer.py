@@ -8,7 +8,8 @@ keeps the row as a plain dict. The buffer is written, one INSERT per table in th
 first used:
 
 - before the session runs any ORM statement (a query, `session.get` of an unloaded row, an
-  ORM-enabled insert or update), so every query of the transaction sees the rows;
+  ORM-enabled insert or update), so every query of the transaction sees the rows, except a
+  read run with `BUFFER_UNREAD`, which no buffered row can change;
 - before the transaction commits.
 
 A rollback drops the buffer with its transaction. Rows get no primary key back, so a buffered
@@ -91,8 +92,15 @@ def write_rows(session: Session) -> None:
         insert_rows(connection, table, rows)
 
 
+# Execution options of an ORM read that no buffered row can change (it reads other tables, or
+# only what the caller reconciles itself): the buffer stays unwritten until the next statement
+# that needs it, so a transaction that reads in several chunks inserts its rows once.
+BUFFER_UNREAD = {"kb_buffer_unread": True}
+
+
 def _before_orm_statement(state: ORMExecuteState) -> None:
-    write_rows(state.session)
+    if not state.execution_options.get("kb_buffer_unread"):
+        write_rows(state.session)
 
 
 def _listen(session: Session) -> None:
@@ -102,4 +110,4 @@ def _listen(session: Session) -> None:
             orm_events.listen(session, name, hook)
 
 
-__all__ = ["add_row", "buffered_rows", "loaded_row", "row_value", "write_rows"]
+__all__ = ["BUFFER_UNREAD", "add_row", "buffered_rows", "loaded_row", "row_value", "write_rows"]

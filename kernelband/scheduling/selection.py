@@ -17,6 +17,7 @@ from sqlalchemy import bindparam, func, select
 from sqlalchemy.orm import Session
 
 from kernelband.db.models import Attempt, Event, Job, Track
+from kernelband.db.row_buffer import BUFFER_UNREAD
 from kernelband.loop.translate import new_pull
 from kernelband.scheduling.attempts import ACTIVE_ATTEMPT_STATES
 from kernelband.scheduling.budgets import budget_reason
@@ -110,7 +111,10 @@ def load_tracks(session: Session, track_ids: Sequence[int]) -> dict[int, tuple[T
     event numbers for `append_event`, in one query."""
     if not track_ids:
         return {}
-    rows = session.execute(_LOAD_TRACKS, {"track_ids": list(track_ids)}).all()
+    # The rows this transaction buffered (events, attempts) change neither tracks nor jobs, and
+    # a job's last event number read here never lowers the one it counted (`append_event`).
+    rows = session.execute(_LOAD_TRACKS, {"track_ids": list(track_ids)},
+                           execution_options=BUFFER_UNREAD).all()
     prime_event_counters(session, {job.id: int(seq or 0) for _, job, seq in rows})
     return {track.id: (track, job) for track, job, _ in rows}
 

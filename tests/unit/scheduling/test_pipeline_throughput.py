@@ -21,7 +21,7 @@ from kernelband.scheduling.pipeline import (
     select_and_dispatch,
     step,
 )
-from kernelband.scheduling.selection import select_pulls
+from kernelband.scheduling.selection import FIRST_CHUNK, TimeBudget, select_pulls
 
 
 def context(factory: sessionmaker[Session]) -> EngineContext:
@@ -128,6 +128,34 @@ class TableReads(StatementLog):
         words = statement.split()
         if words[0].upper() == "SELECT" and "FROM" in words:
             self.statements.append(words[words.index("FROM") + 1])
+
+
+def test_a_selection_read_in_chunks_writes_its_events_once(
+        postgres_factory: sessionmaker[Session]) -> None:
+    """A time-bounded selection reads its tracks in chunks (`selection._chunks`); the events of
+    the pulls chosen before a later chunk wait for the transaction's next write instead of going
+    out ahead of each chunk's read, and every job's events stay numbered 1, 2, 3, ..."""
+    ctx = context(postgres_factory)
+    jobs = _running_jobs(ctx, count=FIRST_CHUNK + 4, parallelism=1)
+    statements: list[str] = []
+
+    def record(conn: object, cursor: object, statement: str, *rest: object) -> None:
+        statements.append(" ".join(statement.split()[:3]))
+
+    engine = postgres_factory.kw["bind"]
+    event.listen(engine, "before_cursor_execute", record)
+    try:
+        with fenced(ctx) as session:
+            assert select_pulls(session, ctx.clock(), budget=TimeBudget(60.0)) == len(jobs)
+    finally:
+        event.remove(engine, "before_cursor_execute", record)
+    assert statements.count("SELECT tracks.id, tracks.job_id,") == 2  # two chunks read
+    assert statements.count("INSERT INTO events") == 1, statements
+    with session_scope(postgres_factory) as session:
+        for job_id in jobs:
+            seqs = session.scalars(select(Event.seq).where(Event.job_id == job_id)
+                                   .order_by(Event.seq)).all()
+            assert seqs == list(range(1, len(seqs) + 1)) and len(seqs) >= 2
 
 
 def test_a_dispatch_reads_the_columns_that_never_change_once(
