@@ -27,6 +27,7 @@ from typing import Any
 
 import redis
 from sqlalchemy import func, select
+from sqlalchemy.pool import NullPool
 
 from bench.api_load import process_cpu_s
 from bench.common import (
@@ -38,10 +39,12 @@ from bench.common import (
     machine_line,
     markdown_table,
     new_figure,
+    python_reference_ms,
     save_figure,
     verdict,
     write_section,
 )
+from bench.scheduler_throughput_cpu import postgres_cpu_s, used_between
 from kernelband.db import repository
 from kernelband.db.models import Event
 from kernelband.db.session import make_engine, make_session_factory, session_scope
@@ -130,6 +133,8 @@ def run_fleet(gpus: int, warmup_s: float, window_s: float,
     with fresh_postgres("kb_bench_fleet") as url, private_redis() as broker, \
             tempfile.TemporaryDirectory() as tmp:
         in_flight = seed(url, gpus)
+        probe = make_engine(url, poolclass=NullPool)  # reads the backends' CPU (/proc)
+        reference_ms = python_reference_ms()  # the machine's speed just before this size
         env = {**{k: v for k, v in os.environ.items() if not k.startswith("KERNELBAND_")},
                "KERNELBAND_DATABASE_URL": url, "KERNELBAND_BROKER_URL": broker,
                "KERNELBAND_RESULT_BACKEND_URL": broker, "KERNELBAND_POLL_INTERVAL_S": "0.05",
@@ -149,8 +154,10 @@ def run_fleet(gpus: int, warmup_s: float, window_s: float,
                 wait_until_ready(out.with_suffix(".ready"), workers)
                 time.sleep(warmup_s)
                 start, done0, cpu0 = time.monotonic(), pulls_done(url), process_cpu_s(scheduler.pid)
+                fleet0, postgres0 = process_cpu_s(workers.pid), postgres_cpu_s(probe)
                 time.sleep(window_s)
                 end, done1, cpu1 = time.monotonic(), pulls_done(url), process_cpu_s(scheduler.pid)
+                fleet1, postgres1 = process_cpu_s(workers.pid), postgres_cpu_s(probe)
             finally:
                 for proc in (workers, scheduler):
                     proc.terminate()
@@ -169,9 +176,29 @@ def run_fleet(gpus: int, warmup_s: float, window_s: float,
            "busy_fraction": busy / (gpus * (end - start)),
            "pulls_per_s": (done1 - done0) / (end - start),
            "gpu_tasks_finished": sum(1 for s, e in spans["spans"] if start <= e <= end),
-           "scheduler_cpu_share": (cpu1 - cpu0) / (end - start)}
+           "scheduler_cpu_share": (cpu1 - cpu0) / (end - start), "reference_ms": reference_ms,
+           **_cpu_per_pull(done1 - done0, scheduler=cpu1 - cpu0, fleet=fleet1 - fleet0,
+                           postgres=used_between(postgres0, postgres1))}
+    probe.dispose()
     print(json.dumps(row), flush=True)
     return row
+
+
+def _cpu_per_pull(pulls: int, **seconds: float | None) -> dict[str, float | None]:
+    """Milliseconds of CPU per pull finished in the window of each process named."""
+    return {f"{name}_cpu_ms_per_pull": (1000 * cpu / pulls if pulls and cpu is not None else None)
+            for name, cpu in seconds.items()}
+
+
+def _cpu_cell(row: dict[str, Any]) -> str:
+    """'scheduler / Postgres / fleet' ms per pull, and the scheduler's in reference loops."""
+    names = ("scheduler", "postgres", "fleet")
+    cells = [row.get(f"{name}_cpu_ms_per_pull") for name in names]
+    if cells[0] is None:
+        return "-"
+    text = " / ".join("-" if ms is None else f"{ms:.2f}" for ms in cells)
+    reference = row.get("reference_ms")
+    return text + (f" ({cells[0] / reference:.3f})" if reference else "")
 
 
 def run_scaling(fleets: tuple[int, ...], warmup_s: float, window_s: float,
@@ -202,12 +229,14 @@ def section(data: dict[str, Any]) -> str:
     rows = [(r["gpus"], r["pulls_in_flight_allowed"], f"{100 * r['busy_fraction']:.1f}%",
              fmt(r["pulls_per_s"]),
              fmt(r["gpus"] / (r.get("median_s", data["median_s"]) * 1.05), 0),
-             r["gpu_tasks_finished"], f"{100 * r['scheduler_cpu_share']:.0f}%",
+             r["gpu_tasks_finished"], f"{100 * r['scheduler_cpu_share']:.0f}%", _cpu_cell(r),
              f"{r.get('load_before', '-')} to {r.get('load_after', '-')}")
             for r in data["rows"]]
     table = markdown_table(("simulated GPUs", "pulls in flight allowed", "GPU busy",
                             "pulls/s", "pulls/s to keep all busy (estimated)",
                             "GPU tasks finished in window", "scheduler CPU (of one core)",
+                            "CPU ms per pull: scheduler / Postgres / simulated fleet (scheduler "
+                            "in reference loops)",
                             "load average (1/5/15 min) before and after"), rows)
     machine = f"\n\n{data['machine']}" if data.get("machine") else ""
     lines = [f"- {name}: **{'not evaluated' if met is None else verdict(met)}** ({why})"
@@ -224,7 +253,10 @@ def section(data: dict[str, Any]) -> str:
             "time in service / (N x window); pulls/s = pulls finished per second. Keeping N "
             "GPUs busy needs about N / mean service time pulls per second (estimated column). "
             "The scheduler, the simulated fleet, Redis and Postgres share this machine's "
-            f"cores.{machine}\n\n{table}\n\n" + "\n".join(lines)
+            "cores. CPU per pull: each process's CPU time in the window (Postgres: the "
+            "backends of the run's database, from /proc) over the pulls finished in it; in "
+            "reference loops: over the reference loop (1,000,000 integer additions, best of "
+            f"5) timed just before that fleet size.{machine}\n\n{table}\n\n" + "\n".join(lines)
             + "\n\n![fleet scaling](results/fleet_scaling.png)")
 
 

@@ -44,7 +44,7 @@ from bench.common import (
     python_reference_ms,
     write_section,
 )
-from bench.scheduler_report import plot, section, targets
+from bench.scheduler_report import largest_row, plot, section, targets
 from bench.scheduler_stats import (
     FLAT_WINDOW_S,
     REFERENCE_ADDITIONS,
@@ -55,6 +55,7 @@ from bench.scheduler_stats import (
     hotspots,
     window_rates,
 )
+from bench.scheduler_throughput_cpu import cpu_note, postgres_cpu_s, used_between
 from bench.sim_tasks import SIM_TASKS, SIMULATED, sim_profile
 from kernelband.bandit import FrontierEntry, make_policy
 from kernelband.bandit.clustering import recluster
@@ -152,6 +153,7 @@ class Timings:
     cpu_marks: list[tuple[int, float]] = field(default_factory=list)
     # (seconds in, ms of the small reference loop then): the VM's speed moves between windows
     references: list[tuple[float, float]] = field(default_factory=list)
+    postgres_cpu_s: float | None = None  # the run's database backends (None: not readable)
 
 
 def timed_step(ctx: EngineContext, t: Timings) -> None:
@@ -182,6 +184,8 @@ def measure(ctx: EngineContext, seconds: float, min_steps: int = 3) -> Timings:
     for _ in range(WARMUP_STEPS):
         timed_step(ctx, Timings())
     collector.between_passes()
+    engine = ctx.factory.kw["bind"]
+    postgres0 = postgres_cpu_s(engine)
     t, steps, start, cpu0 = Timings(), 0, time.perf_counter(), time.process_time()
     while steps < min_steps or time.perf_counter() - start < seconds:
         timed_step(ctx, t)
@@ -195,6 +199,7 @@ def measure(ctx: EngineContext, seconds: float, min_steps: int = 3) -> Timings:
         t.marks.append((at, t.pulls))
         t.cpu_marks.append((t.pulls, time.process_time() - cpu0))
     t.wall_s = time.perf_counter() - start
+    t.postgres_cpu_s = used_between(postgres0, postgres_cpu_s(engine))
     collector.stop()
     return t
 
@@ -221,6 +226,12 @@ def summarize(jobs: int, frontier: int, t: Timings) -> dict[str, Any]:
         "cpu_ms_per_pull_windows": [ms for _, ms in per_pull],
         "reference_ms_windows": [ref for ref, _ in cpu_in_references(t.references, per_pull)],
         "cpu_per_pull_in_references": [c for _, c in cpu_in_references(t.references, per_pull)],
+        "reference_ms_median": (sorted(ms for _, ms in t.references)[len(t.references) // 2]
+                                if t.references else None),
+        "scheduler_cpu_ms_per_pull": (1000 * t.cpu_marks[-1][1] / t.pulls
+                                      if t.pulls and t.cpu_marks else None),
+        "postgres_cpu_ms_per_pull": (1000 * t.postgres_cpu_s / t.pulls
+                                     if t.pulls and t.postgres_cpu_s is not None else None),
     }
 
 
@@ -347,7 +358,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     (RESULTS_DIR / "scheduler_throughput.json").write_text(json.dumps(data, indent=2))
     if args.write:
         plot(data)
-        write_section("scheduler-throughput", section(data))
+        text = section(data)  # the CPU per pull goes above the plot
+        plot_line = text.rindex("\n\n![")
+        write_section("scheduler-throughput", text[:plot_line] + cpu_note(largest_row(data))
+                      + text[plot_line:])
     return data
 
 
