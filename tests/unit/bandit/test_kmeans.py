@@ -50,6 +50,17 @@ def test_the_fit_is_scikit_learns_bit_for_bit(case: int) -> None:
     assert np.array_equal(fitted[1], centroids)
 
 
+def test_large_frontiers_are_fitted_by_scikit_learn_with_the_same_result(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    z = z_scored(np.random.default_rng(11), rows=clustering.NUMPY_FIT_BELOW, columns=5,
+                 duplicates=False, rounded=False)
+    numpy_fit = kmeans_plusplus_fit(z, 3, 3, 17)
+    assert numpy_fit is not None
+    monkeypatch.setattr(clustering, "kmeans_plusplus_fit", lambda *args: None)
+    labels, centroids = clustering.fresh_fit(z, 3, 3, 17)
+    assert labels.tolist() == numpy_fit[0].tolist() and np.array_equal(centroids, numpy_fit[1])
+
+
 def test_a_restart_that_empties_a_cluster_is_fitted_by_scikit_learn(
         monkeypatch: pytest.MonkeyPatch) -> None:
     rng = np.random.default_rng(3)
@@ -60,6 +71,6 @@ def test_a_restart_that_empties_a_cluster_is_fitted_by_scikit_learn(
         state.labels.append(0)
     expected = state.copy()
     clustering.recluster(expected, 3, 3, np.random.default_rng(9))
-    monkeypatch.setattr(clustering, "fresh_fit", lambda *args: None)
+    monkeypatch.setattr(clustering, "kmeans_plusplus_fit", lambda *args: None)
     clustering.recluster(state, 3, 3, np.random.default_rng(9))
     assert state.labels == expected.labels and state.centroids == expected.centroids
