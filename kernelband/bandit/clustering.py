@@ -15,8 +15,6 @@ import math
 import warnings
 
 import numpy as np
-from scipy.optimize import linear_sum_assignment
-from sklearn.cluster import KMeans
 
 from kernelband.bandit.frontier_index import frontier_arrays_of
 from kernelband.bandit.kmeans import kmeans_plusplus_fit
@@ -95,6 +93,8 @@ def fresh_fit(z: np.ndarray, k: int, n_init: int, seed: int) -> tuple[np.ndarray
     fitted = kmeans_plusplus_fit(z, k, n_init, seed) if len(z) < NUMPY_FIT_BELOW else None
     if fitted is not None:
         return fitted
+    from sklearn.cluster import KMeans  # imported on first use: seconds of a process's start
+
     model = KMeans(n_clusters=k, init="k-means++", n_init=n_init, random_state=seed)
     # one thread: tiny inputs, and OpenMP oversubscription on a busy host costs seconds
     with warnings.catch_warnings(), one_thread():
@@ -168,6 +168,8 @@ def _align(
     old = np.array([state.centroids[i] for i in indices]) * np.array(state.z_std)
     old_z = (old + np.array(state.z_mean) - mean) / std
     cost = np.linalg.norm(centroids[:, None, :] - old_z[None, :, :], axis=2)
+    from scipy.optimize import linear_sum_assignment  # imported on first use, as KMeans
+
     rows, cols = linear_sum_assignment(cost)
     order = [-1] * len(centroids)
     for r, c in zip(rows, cols, strict=True):

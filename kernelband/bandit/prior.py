@@ -7,7 +7,6 @@ from functools import lru_cache
 from typing import ClassVar
 
 import numpy as np
-from sklearn.linear_model import LogisticRegression
 
 from kernelband.bandit.config import PriorConfig
 from kernelband.bandit.frontier_index import entry_of
@@ -48,6 +47,10 @@ def fit_prior(buffer: list[list[float]], warm: tuple[np.ndarray, np.ndarray]) ->
         rows = np.array(buffer)
         x = np.vstack([x, prior_features(rows[:, :3], rows[:, 3].astype(int))])
         y = np.concatenate([y, rows[:, 4].astype(int)])
+    # imported here: scikit-learn (and the scipy modules it loads) took seconds of every
+    # process's start that imports the policies, most of which never fit a prior
+    from sklearn.linear_model import LogisticRegression
+
     model = LogisticRegression(C=1.0, max_iter=300)
     with warnings.catch_warnings(), one_thread():
         warnings.simplefilter("ignore")
