@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 from scheduling_fakes import FAKE_TASKS, decisions, make_job
-from sqlalchemy import select
+from sqlalchemy import inspect, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from kernelband.config import Settings
@@ -76,6 +76,20 @@ def test_cache_holds_only_committed_states(sqlite_factory: sessionmaker[Session]
         raise RuntimeError("roll back")
     with session_scope(sqlite_factory) as session:
         assert load_state(session.get_one(Track, track_id)).to_dict() == committed
+
+
+def test_a_cache_lookup_reads_only_the_state_columns_history(
+        sqlite_factory: sessionmaker[Session]) -> None:
+    """A hit needs no per-column view of the row (`inspect(track).attrs`: an object per column
+    in reference cycles, left to the garbage collector after every pass); a policy state set in
+    this transaction and not flushed is still no hit."""
+    track_id = running_track(sqlite_factory)
+    with session_scope(sqlite_factory) as session:
+        track = session.get_one(Track, track_id)
+        assert cached_state(session, track) is not None
+        assert "attrs" not in vars(inspect(track))  # the memoized per-column view never built
+        track.policy_state = {**(track.policy_state or {}), "next_decision": -1}
+        assert cached_state(session, track) is None  # written here, not flushed: not current
 
 
 def test_cache_keeps_only_each_tracks_newest_committed_version(
