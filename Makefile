@@ -58,8 +58,15 @@ wheelhouse: install
 demo: install
 	$(PY) -m kernelband.demo
 
+# The suite runs in TEST_WORKERS processes (pytest-xdist): one worker's tests wait on child
+# processes (sandboxed runners, Celery workers, servers) while the other's use the cores. More
+# workers than cores starve the CPU-bound service tests (4 on 2 cores: the suite campaign missed
+# its wait). tests/conftest.py gives every test an id of its own, keeps each reliability file
+# on one worker and starts the longest tests first.
+TEST_WORKERS ?= 2
 test: install browser-deps
-	$(PY) -m pytest -q -p no:cacheprovider --durations=15
+	$(PY) -m pytest -q -p no:cacheprovider --durations=15 -n $(TEST_WORKERS) --dist loadgroup \
+		--no-loadscope-reorder
 
 lint: install
 	$(VENV)/bin/ruff check kernelband services tests bench

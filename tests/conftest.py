@@ -6,10 +6,12 @@ from __future__ import annotations
 import os
 import shutil
 import uuid
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import redis
 from sqlalchemy import Engine, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session, sessionmaker
@@ -25,8 +27,62 @@ from kernelband.db.session import (  # noqa: E402
     upgrade_database,
 )
 from kernelband.scheduling import state_cache, view_cache  # noqa: E402
+from tests.utils.processes import (  # noqa: E402
+    RedisUnavailableError,
+    claim_redis_db,
+    redis_base_url,
+    release_redis_db,
+)
 
 DEFAULT_TEST_POSTGRES_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
+
+
+# Under xdist the longest tests start first (the suite campaign alone is a fifth of the serial
+# run), so that the run does not end with one of them started late; the rest keep their order.
+STARTED_FIRST = ("tests/integration/test_suite_campaign.py",
+                 "tests/reliability/test_adversarial_job.py",
+                 "tests/reliability/test_scheduler_crashes.py", "tests/integration/",
+                 "tests/reliability/", "tests/browser/")
+
+# Files whose tests share more than fixtures: the reliability tests add to one per-process tally
+# of injected faults and fuzz requests, which a later test of the same file checks.
+FILE_GROUPED = ("tests/reliability/",)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """In an xdist worker (`make test`: `-n 2 --dist loadgroup --no-loadscope-reorder`): every
+    test gets an id of its own, the tests of a FILE_GROUPED file one group (one worker, in file
+    order), and the longest tests start first."""
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        return
+    counts = Counter(item.nodeid for item in items)
+    for item in items:
+        path = item.nodeid.split("::", 1)[0]
+        nodeid = item.nodeid
+        if counts[nodeid] > 1:  # schemathesis gives each API operation its test's id
+            nodeid = f"{path}::{item.name}"
+        if path.startswith(FILE_GROUPED):
+            nodeid += f"@{path}"  # the group suffix xdist's loadgroup scheduler reads
+        if nodeid != item.nodeid:
+            _set_nodeid(item, nodeid)
+    items.sort(key=_start_rank)
+
+
+def _set_nodeid(item: pytest.Item, nodeid: str) -> None:
+    """xdist hands tests to workers by id, so a shared id would run once; pytest 9 keeps the
+    id as a parsed NodeId (`_id`), earlier releases as a string (`_nodeid`)."""
+    current = getattr(item, "_id", None)
+    if current is not None and not isinstance(current, str):
+        item._id = type(current).parse(nodeid)
+    else:
+        item._nodeid = nodeid
+
+
+def _start_rank(item: pytest.Item) -> int:
+    path = item.nodeid
+    return next((i for i, prefix in enumerate(STARTED_FIRST) if path.startswith(prefix)),
+                len(STARTED_FIRST))
 
 
 @pytest.fixture
@@ -64,7 +120,8 @@ def postgres_url() -> Iterator[str]:
     """A fresh, migrated Postgres database for this test run; FAILS (not skips) when down."""
     admin_url = os.environ.get("KERNELBAND_TEST_POSTGRES_URL", DEFAULT_TEST_POSTGRES_URL)
     admin = make_engine(admin_url, isolation_level="AUTOCOMMIT")
-    name = f"kb_test_{os.getpid()}_{uuid.uuid4().hex[:8]}"
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "main")  # one database per xdist worker
+    name = f"kb_test_{worker}_{os.getpid()}_{uuid.uuid4().hex[:8]}"
     try:
         with admin.connect() as conn:
             conn.execute(text(f'CREATE DATABASE "{name}"'))
@@ -114,3 +171,17 @@ def db_factory(request: pytest.FixtureRequest) -> sessionmaker[Session]:
     """The same test on SQLite and on Postgres (real databases, no mocks)."""
     name = "sqlite_factory" if request.param == "sqlite" else "postgres_factory"
     return request.getfixturevalue(name)  # type: ignore[no-any-return]
+
+
+@pytest.fixture
+def redis_url() -> Iterator[str]:
+    """A Redis database of this test's own (claimed, emptied after): tests running side by side
+    never see each other's queues. Skips only when no Redis server answers at all."""
+    try:
+        db = claim_redis_db()
+    except RedisUnavailableError as exc:
+        if isinstance(exc.__cause__, redis.exceptions.ConnectionError):
+            pytest.skip(str(exc))
+        raise
+    yield f"{redis_base_url()}/{db}"
+    release_redis_db(db)

@@ -22,10 +22,10 @@ from sqlalchemy.orm import Session, sessionmaker
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_TEST_REDIS_URL = "redis://127.0.0.1:6379"
 CLAIM_KEY = "kernelband:test-claim"
-# 0 and 1 are the defaults of a real deployment; 12 and 14 are unit tests' own fixed databases
-# (worker lease heartbeats; the API's queue lengths), so a claimed one never runs a worker on
-# the queues those tests fill and read.
-CLAIM_DBS = tuple(db for db in range(15, 1, -1) if db not in (12, 14))
+# 0 and 1 are the defaults of a real deployment; every test that needs Redis claims one of the
+# others (tests/conftest.py's redis_url, or a run's broker_url), so test processes running side
+# by side never share a queue.
+CLAIM_DBS = tuple(range(15, 1, -1))
 
 
 class RedisUnavailableError(RuntimeError):

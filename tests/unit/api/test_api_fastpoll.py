@@ -29,7 +29,6 @@ from tests.utils.public_ids import row_id
 
 Body = Callable[..., dict[str, Any]]
 Seed = Callable[[int | str], dict[str, Any]]
-REDIS_URL = "redis://127.0.0.1:6379/14"
 
 
 @pytest.fixture(params=["postgres"])
@@ -274,14 +273,10 @@ def test_sqlite_keeps_the_endpoints_304_without_a_fast_path(
 
 
 def test_fleet_polls_with_a_broker_see_every_queue_change(
-    factory: sessionmaker[Session], settings: Settings, token: str,
+    factory: sessionmaker[Session], settings: Settings, token: str, redis_url: str,
 ) -> None:
-    broker = redis.Redis.from_url(REDIS_URL)
-    try:
-        broker.ping()
-    except redis.RedisError as exc:
-        pytest.skip(f"Redis not reachable at {REDIS_URL}: {exc}")
-    app = create_app(settings.model_copy(update={"broker_url": REDIS_URL}),
+    broker = redis.Redis.from_url(redis_url)
+    app = create_app(settings.model_copy(update={"broker_url": redis_url}),
                      session_factory=factory)
     auth = {"Authorization": f"Bearer {token}"}
     marker = uuid.uuid4().hex

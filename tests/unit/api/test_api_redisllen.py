@@ -13,17 +13,12 @@ import redis
 from services.api.fleet import broker_depths
 from services.api.redisllen import QueueLengths, RedisReplyError, command
 
-REDIS_URL = "redis://127.0.0.1:6379/14"
-
 
 @pytest.fixture
-def queues() -> Iterator[tuple[str, str, str]]:
-    """Three fresh keys in Redis db 14: a list of 3, a missing key and a plain string."""
-    client = redis.Redis.from_url(REDIS_URL)
-    try:
-        client.ping()
-    except redis.RedisError as exc:
-        pytest.skip(f"Redis not reachable at {REDIS_URL}: {exc}")
+def queues(redis_url: str) -> Iterator[tuple[str, str, str]]:
+    """Three fresh keys in the test's own Redis database: a list of 3, a missing key and a
+    plain string."""
+    client = redis.Redis.from_url(redis_url)
     names = tuple(f"kb-test-{uuid.uuid4().hex[:8]}-{kind}" for kind in ("list", "none", "str"))
     client.rpush(names[0], "a", "b", "c")
     client.set(names[2], "not a list")
@@ -32,21 +27,22 @@ def queues() -> Iterator[tuple[str, str, str]]:
     client.close()
 
 
-def test_lengths_match_redis_py(queues: tuple[str, str, str]) -> None:
+def test_lengths_match_redis_py(queues: tuple[str, str, str], redis_url: str) -> None:
     listed, missing, _ = queues
-    lengths = QueueLengths(REDIS_URL)
+    lengths = QueueLengths(redis_url)
 
     async def twice() -> list[dict[str, int]]:
         return [await lengths((listed, missing)) for _ in range(2)]  # one connection, reused
 
     first, second = asyncio.run(twice())
     assert first == second == {listed: 3, missing: 0}
-    assert first == broker_depths(REDIS_URL, (listed, missing))
+    assert first == broker_depths(redis_url, (listed, missing))
 
 
-def test_an_error_reply_raises_and_the_next_call_reconnects(queues: tuple[str, str, str]) -> None:
+def test_an_error_reply_raises_and_the_next_call_reconnects(queues: tuple[str, str, str],
+                                                           redis_url: str) -> None:
     listed, _, string = queues
-    lengths = QueueLengths(REDIS_URL)
+    lengths = QueueLengths(redis_url)
 
     async def run() -> dict[str, int]:
         with pytest.raises(RedisReplyError, match="WRONGTYPE"):

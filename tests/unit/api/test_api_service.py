@@ -8,7 +8,6 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-import pytest
 import redis
 from fastapi.testclient import TestClient
 from sqlalchemy.orm import Session, sessionmaker
@@ -21,7 +20,6 @@ from services.api.fleet import queue_depths
 from tests.utils.public_ids import public_id, row_id
 
 Body = Callable[..., dict[str, Any]]
-REDIS_URL = "redis://127.0.0.1:6379/14"
 
 
 def test_health_readiness_and_metrics_need_no_token(
@@ -87,18 +85,14 @@ def test_fleet_lists_workers_and_pending_attempt_depths(
 
 
 def test_queue_depths_come_from_redis_when_a_broker_is_configured(
-    factory: sessionmaker[Session],
+    factory: sessionmaker[Session], redis_url: str,
 ) -> None:
-    client = redis.Redis.from_url(REDIS_URL)
-    try:
-        client.ping()
-    except redis.RedisError as exc:
-        pytest.skip(f"Redis not reachable at {REDIS_URL}: {exc}")
+    client = redis.Redis.from_url(redis_url)
     marker = uuid.uuid4().hex
     client.rpush("gpu.a100", marker, marker)
     try:
         with factory() as session:
-            depths = {q.queue: q for q in queue_depths(session, REDIS_URL)}
+            depths = {q.queue: q for q in queue_depths(session, redis_url)}
         assert depths["gpu.a100"].source == "broker" and depths["gpu.a100"].depth >= 2
     finally:
         client.lrem("gpu.a100", 0, marker)

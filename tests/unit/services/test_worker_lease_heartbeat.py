@@ -8,7 +8,6 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-import redis
 
 from kernelband.config import Settings
 from kernelband.scheduling.dispatch import TaskResult
@@ -16,20 +15,18 @@ from services.scheduler.dispatcher import CeleryDispatcher
 from services.worker import tasks
 from services.worker.app import make_app
 
-BROKER = "redis://127.0.0.1:6379/12"  # a database of its own: other tests use 3 and 14
+
+@pytest.fixture
+def broker(redis_url: str) -> str:
+    """The test's own Redis database (see tests/conftest.py)."""
+    return redis_url
 
 
 @pytest.fixture
-def dispatcher() -> Iterator[CeleryDispatcher]:
-    client = redis.Redis.from_url(BROKER)
-    try:
-        client.flushdb()
-    except redis.exceptions.ConnectionError:
-        pytest.skip("Redis is not running on 127.0.0.1:6379; start it to run this test")
-    scheduler_side = CeleryDispatcher(Settings(broker_url=BROKER))
+def dispatcher(broker: str) -> Iterator[CeleryDispatcher]:
+    scheduler_side = CeleryDispatcher(Settings(broker_url=broker))
     yield scheduler_side
     scheduler_side.close()
-    client.flushdb()
 
 
 def slow_body(payload: dict[str, Any]) -> dict[str, Any]:
@@ -37,12 +34,12 @@ def slow_body(payload: dict[str, Any]) -> dict[str, Any]:
     return {"ok": True, "value": 42}
 
 
-def run_wrapper(monkeypatch: pytest.MonkeyPatch, sleep_s: float) -> None:
+def run_wrapper(monkeypatch: pytest.MonkeyPatch, broker: str, sleep_s: float) -> None:
     """Run `execute` as a worker would, with a slow body and a 0.1 s heartbeat interval."""
     monkeypatch.setattr(tasks, "task_body", lambda kind: slow_body)
     monkeypatch.setattr(tasks, "heartbeat_interval_s", lambda: 0.1)
     worker_task = SimpleNamespace(request=SimpleNamespace(hostname="w1@test"),
-                                  app=make_app(Settings(broker_url=BROKER)))
+                                  app=make_app(Settings(broker_url=broker)))
     message = {"attempt_id": 7, "kind": "profile", "task_id": "kb-7-2",
                "payload": {"sleep_s": sleep_s}}
     tasks.execute(worker_task, "profile", message)  # type: ignore[arg-type]
@@ -54,9 +51,9 @@ def drain_all(dispatcher: CeleryDispatcher) -> list[TaskResult]:
     return results
 
 
-def test_heartbeats_precede_the_one_final_result(dispatcher: CeleryDispatcher,
+def test_heartbeats_precede_the_one_final_result(dispatcher: CeleryDispatcher, broker: str,
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
-    run_wrapper(monkeypatch, sleep_s=0.45)
+    run_wrapper(monkeypatch, broker, sleep_s=0.45)
     results = drain_all(dispatcher)
     assert all(r.attempt_id == 7 for r in results)
     beats = [r.result for r in results if r.result.get("heartbeat")]
@@ -67,9 +64,9 @@ def test_heartbeats_precede_the_one_final_result(dispatcher: CeleryDispatcher,
     assert not results[-1].result.get("heartbeat")  # the thread stops before the result goes
 
 
-def test_a_quick_task_sends_one_start_beat(dispatcher: CeleryDispatcher,
+def test_a_quick_task_sends_one_start_beat(dispatcher: CeleryDispatcher, broker: str,
                                            monkeypatch: pytest.MonkeyPatch) -> None:
-    run_wrapper(monkeypatch, sleep_s=0.0)
+    run_wrapper(monkeypatch, broker, sleep_s=0.0)
     results = drain_all(dispatcher)
     assert [bool(r.result.get("heartbeat")) for r in results] == [True, False]
     time.sleep(0.25)  # no beat may follow once the task has answered
