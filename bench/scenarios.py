@@ -79,6 +79,8 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
         fixed=("--out", "{out}"), defaults=("--graphs",)),
     _py("runner-anatomy", "gpu", "bench.gpu.runner_anatomy", "where a timing runner's start and a "
         "round's fresh inputs spend their time", TIMING, fixed=("--out", "{out}")),
+    _py("settle-replay", "cpu", "bench.gpu.settle_replay", "the paired measurement's stopping rule "
+        "replayed on the recorded A/A rounds under bench/gpu/runs (nothing measured)", TIMING),
     _py("suite-twice", "gpu", "bench.gpu.suite_twice", "one suite run twice: do speedups repeat "
         "(ARGS='--run B' for the second, '--compare' for the table)", TIMING,
         fixed=("--target", "{target}", "--out", "{out}"), defaults=("--run", "A")),
