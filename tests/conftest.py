@@ -45,8 +45,10 @@ STARTED_FIRST = ("tests/integration/test_suite_campaign.py",
                  "tests/reliability/", "tests/browser/")
 
 # Files whose tests share more than fixtures: the reliability tests add to one per-process tally
-# of injected faults and fuzz requests, which a later test of the same file checks.
-FILE_GROUPED = ("tests/reliability/",)
+# of injected faults and fuzz requests, which a later test of the same file checks; the bundled
+# tests build one wheel from the checkout, and two workers building at once collide in its
+# build/ folder.
+FILE_GROUPED = ("tests/reliability/", "tests/unit/test_bundled.py")
 
 
 @pytest.hookimpl(tryfirst=True)
