@@ -63,7 +63,9 @@ demo: install
 # workers than cores starve the CPU-bound service tests (4 on 2 cores: the suite campaign missed
 # its wait). tests/conftest.py gives every test an id of its own, keeps each reliability file
 # on one worker and starts the longest tests first.
-TEST_WORKERS ?= 2
+# 1 by default: under 2 workers the interpreter A/A test (runner CPU time on a shared host) failed
+# once in three whole runs; `make test TEST_WORKERS=2` halves the wall time here.
+TEST_WORKERS ?= 1
 test: install browser-deps
 	$(PY) -m pytest -q -p no:cacheprovider --durations=15 -n $(TEST_WORKERS) --dist loadgroup \
 		--no-loadscope-reorder
