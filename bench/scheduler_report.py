@@ -51,8 +51,10 @@ def targets(data: dict[str, Any]) -> list[tuple[str, bool | None, str]]:
 
 def _cpu_note(row: dict[str, Any]) -> str:
     cpu = row.get("cpu_ms_per_pull_windows") or []
-    return (f"; scheduler CPU per pull per {FLAT_WINDOW_S:g} s window: "
-            + ", ".join(f"{ms:.2f}" for ms in cpu) + " ms") if cpu else ""
+    backends = row.get("postgres_cpu_ms_per_pull_windows") or []
+    return ((f"; scheduler CPU per pull per {FLAT_WINDOW_S:g} s window: "
+             + ", ".join(f"{ms:.2f}" for ms in cpu) + " ms") if cpu else "") + (
+        ("; Postgres: " + ", ".join(f"{ms:.2f}" for ms in backends) + " ms") if backends else "")
 
 
 def largest_row(data: dict[str, Any]) -> dict[str, Any]:

@@ -154,6 +154,9 @@ class Timings:
     # (seconds in, ms of the small reference loop then): the VM's speed moves between windows
     references: list[tuple[float, float]] = field(default_factory=list)
     postgres_cpu_s: float | None = None  # the run's database backends (None: not readable)
+    # (seconds in, pulls so far, the run's Postgres backends' CPU seconds so far), read with
+    # each reference loop: whether a slower window is the scheduler's or Postgres's work
+    postgres_marks: list[tuple[float, int, float]] = field(default_factory=list)
 
 
 def timed_step(ctx: EngineContext, t: Timings) -> None:
@@ -195,6 +198,9 @@ def measure(ctx: EngineContext, seconds: float, min_steps: int = 3) -> Timings:
         if not t.references or at - t.references[-1][0] >= REFERENCE_EVERY_S:
             before = time.process_time()
             t.references.append((at, python_reference_ms(2, REFERENCE_ADDITIONS)))
+            backends = used_between(postgres0, postgres_cpu_s(engine))
+            if backends is not None:
+                t.postgres_marks.append((at, t.pulls, backends))
             cpu0 += time.process_time() - before  # not the scheduler's
         t.marks.append((at, t.pulls))
         t.cpu_marks.append((t.pulls, time.process_time() - cpu0))
@@ -224,6 +230,7 @@ def summarize(jobs: int, frontier: int, t: Timings) -> dict[str, Any]:
         "window_pulls_per_s": window_rates(t.marks),
         "flat_window_pulls_per_s": window_rates(t.marks, FLAT_WINDOW_S),
         "cpu_ms_per_pull_windows": [ms for _, ms in per_pull],
+        "postgres_cpu_ms_per_pull_windows": postgres_per_pull(t.postgres_marks, FLAT_WINDOW_S),
         "reference_ms_windows": [ref for ref, _ in cpu_in_references(t.references, per_pull)],
         "cpu_per_pull_in_references": [c for _, c in cpu_in_references(t.references, per_pull)],
         "reference_ms_median": (sorted(ms for _, ms in t.references)[len(t.references) // 2]
@@ -237,12 +244,31 @@ def summarize(jobs: int, frontier: int, t: Timings) -> dict[str, Any]:
 
 def cpu_per_pull(t: Timings, window_s: float) -> list[tuple[float, float]]:
     """(window end in seconds, milliseconds of this process's CPU per pull) in consecutive
-    windows of `window_s` wall seconds (the same windows as `window_rates`)."""
+    windows of `window_s` wall seconds, the same windows as `window_rates`: a last window
+    shorter than that counts when it is at least half of one (a run stops at its length, so
+    its last window is nearly always a few ms short, and its CPU per pull went unreported)."""
     out, begin, pulls0, cpu0 = [], 0.0, 0, 0.0
     for (at, _), (pulls, cpu) in zip(t.marks, t.cpu_marks, strict=True):
         if at - begin >= window_s and pulls > pulls0:
             out.append((at, 1000 * (cpu - cpu0) / (pulls - pulls0)))
             begin, pulls0, cpu0 = at, pulls, cpu
+    if t.marks and t.marks[-1][0] - begin >= window_s / 2 and t.cpu_marks[-1][0] > pulls0:
+        pulls, cpu = t.cpu_marks[-1]
+        out.append((t.marks[-1][0], 1000 * (cpu - cpu0) / (pulls - pulls0)))
+    return out
+
+
+def postgres_per_pull(marks: list[tuple[float, int, float]], window_s: float) -> list[float]:
+    """Milliseconds of the run's Postgres CPU per pull in consecutive windows of about
+    `window_s` (closed at the first reading after each, read once a second; a last window
+    of at least half a window counts)."""
+    out, begin, pulls0, cpu0 = [], 0.0, 0, 0.0
+    for at, pulls, cpu in marks:
+        if at - begin >= window_s and pulls > pulls0:
+            out.append(1000 * (cpu - cpu0) / (pulls - pulls0))
+            begin, pulls0, cpu0 = at, pulls, cpu
+    if marks and marks[-1][0] - begin >= window_s / 2 and marks[-1][1] > pulls0:
+        out.append(1000 * (marks[-1][2] - cpu0) / (marks[-1][1] - pulls0))
     return out
 
 
