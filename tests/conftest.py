@@ -51,6 +51,12 @@ STARTED_FIRST = ("tests/integration/test_suite_campaign.py",
 FILE_GROUPED = ("tests/reliability/", "tests/unit/test_bundled.py")
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "alone: asserts on measured times, so `make test` runs it "
+                            "after the parallel phase with nothing beside it (another worker's "
+                            "load moves the interpreter's CPU-time clock)")
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """In an xdist worker (`make test`: `-n 2 --dist loadgroup --no-loadscope-reorder`): every

@@ -46,6 +46,7 @@ def _with_prelude(problem: KernelProblem, prelude: str) -> str:
     return prelude + "\n" + problem.editable
 
 
+@pytest.mark.alone  # asserts on times: run with nothing beside it
 def test_original_against_itself_gives_an_interval_containing_one(problem: KernelProblem) -> None:
     # A 95% interval misses the truth in about 1 run of 20 by construction: one repeat allowed.
     results = []
@@ -65,6 +66,7 @@ def test_original_against_itself_gives_an_interval_containing_one(problem: Kerne
     assert measured.checks["verified_rounds"] >= 1
 
 
+@pytest.mark.alone  # asserts on times: run with nothing beside it
 def test_a_candidate_doing_the_work_twice_is_significantly_slower(problem: KernelProblem) -> None:
     twice = problem.editable.replace(LAUNCH, LAUNCH + LAUNCH)
     assert twice != problem.editable
