@@ -31,9 +31,11 @@ def postgres_cpu_s(engine: Engine) -> dict[int, float] | None:
             with open(f"/proc/{pid}/stat") as stat:
                 fields = stat.read().rsplit(")", 1)[1].split()
         except OSError:
-            return None  # another machine's server (or another PID namespace)
+            continue  # gone since it was listed (a pool closing a connection), or not here
         seconds[pid] = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    return seconds
+    # none readable: another machine's server (or another PID namespace); a backend that
+    # exited between the listing and its /proc read no longer voids the whole reading
+    return seconds or None
 
 
 def used_between(before: dict[int, float] | None, after: dict[int, float] | None) -> float | None:

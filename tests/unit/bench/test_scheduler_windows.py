@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 from bench.scheduler_stats import window_rates
 from bench.scheduler_throughput import Timings, cpu_per_pull, postgres_per_pull
 
@@ -34,3 +36,27 @@ def test_postgres_cpu_per_pull_per_window_from_the_readings_once_a_second() -> N
     marks = [(float(s), 100 * s, 0.05 * s) for s in range(1, 21)] + [(29.5, 2500, 1.5)]
     assert [round(ms, 3) for ms in postgres_per_pull(marks, 10.0)] == [0.5, 0.5, 1.0]
     assert postgres_per_pull([], 10.0) == []
+
+
+def test_a_backend_gone_between_listing_and_reading_is_skipped(monkeypatch) -> None:
+    from sqlalchemy import create_engine
+
+    from bench import scheduler_throughput_cpu
+
+    class Listing:
+        def __enter__(self) -> Listing:
+            return self
+
+        def __exit__(self, *_: object) -> None:
+            return None
+
+        def execute(self, _query: object) -> Listing:
+            return self
+
+        def scalars(self) -> list[int]:
+            return [os.getpid(), 2**22 + 1]  # this process, and a pid that is not there
+
+    engine = create_engine("postgresql+psycopg2://nobody@127.0.0.1:1/none")
+    monkeypatch.setattr(type(engine), "connect", lambda self: Listing())
+    seconds = scheduler_throughput_cpu.postgres_cpu_s(engine)
+    assert seconds is not None and list(seconds) == [os.getpid()]
