@@ -5,14 +5,12 @@ charges to each runner, read by the judge from /proc: a clock outside the runner
 judge's wall clock on a GPU. The tests assert what must hold: an A/A interval contains 1.0, a
 candidate doing the work twice is significantly slower, and nothing a candidate does inside its
 own process (its timers, its replies, threads meant to slow the original) buys it a speedup.
+The runners themselves (paused, pinned, kept warm, stopped): test_profile_paired_timing_runners.py.
 """
 
 from __future__ import annotations
 
-import os
-import time
 from collections.abc import Iterator
-from contextlib import closing
 from dataclasses import replace
 from pathlib import Path
 
@@ -21,29 +19,23 @@ import pytest
 from kernelband.evaluate.verified_timing import TimingRejected
 from kernelband.problem import load_problem
 from kernelband.problem.model import KernelProblem
-from kernelband.profile.measurement import Measurement
 from kernelband.profile.paired_result import measure_speedup, measurement_of
 from kernelband.profile.paired_runners import ORIGINALS, PairedConfig
 from kernelband.profile.paired_timing import measure_paired_runners
-
-FIXTURE = Path(__file__).parent / "fixtures" / "paired_problem.py"
-CONFIG = PairedConfig(rounds=12, batch_ms=80.0, seed=7, clock="cpu")
-LAUNCH = "    double_kernel[(triton.cdiv(x.numel(), 64),)](x, out, x.numel(), BLOCK=64)\n"
+from tests.unit.profile.paired_examples import (
+    CONFIG,
+    FIXTURE,
+    LAUNCH,
+    SLOWER,
+    measure,
+    paired_problem,
+    with_prelude,
+)
 
 
 @pytest.fixture(scope="module")
 def problem() -> Iterator[KernelProblem]:
-    yield load_problem(FIXTURE.read_text(), "native", "paired_double")
-    ORIGINALS.close_all()
-
-
-def _measure(problem: KernelProblem, editable: str | None, config: PairedConfig = CONFIG) -> Measurement:
-    return measure_speedup(problem, editable, "cpu", target="cpu", device_name="host", config=config)
-
-
-def _with_prelude(problem: KernelProblem, prelude: str) -> str:
-    """The original region with `prelude` run when the candidate module is imported."""
-    return prelude + "\n" + problem.editable
+    yield from paired_problem()
 
 
 @pytest.mark.alone  # asserts on times: run with nothing beside it
@@ -51,7 +43,7 @@ def test_original_against_itself_gives_an_interval_containing_one(problem: Kerne
     # A 95% interval misses the truth in about 1 run of 20 by construction: one repeat allowed.
     results = []
     for seed in (7, 8):
-        measured = _measure(problem, None, replace(CONFIG, seed=seed))
+        measured = measure(problem, None, replace(CONFIG, seed=seed))
         assert measured.speedup is not None
         results.append(measured.speedup)
         if measured.speedup.contains_one:
@@ -70,7 +62,7 @@ def test_original_against_itself_gives_an_interval_containing_one(problem: Kerne
 def test_a_candidate_doing_the_work_twice_is_significantly_slower(problem: KernelProblem) -> None:
     twice = problem.editable.replace(LAUNCH, LAUNCH + LAUNCH)
     assert twice != problem.editable
-    measured = _measure(problem, twice)
+    measured = measure(problem, twice)
     assert measured.speedup is not None
     assert measured.speedup.high < 1.0, measured.speedup.describe()
     assert 0.25 < measured.speedup.point < 0.8
@@ -95,7 +87,7 @@ _json.dumps = _forged
 
 
 def test_a_candidate_rewriting_its_timers_and_replies_gains_nothing(problem: KernelProblem) -> None:
-    measured = _measure(problem, _with_prelude(problem, FORGER))
+    measured = measure(problem, with_prelude(problem, FORGER))
     assert measured.speedup is not None
     # the forgery happened: the runner claimed a fifth of the time the judge saw ...
     assert measured.checks["runner_claims"]["candidate"] < 0.25
@@ -108,25 +100,12 @@ def test_a_candidate_rewriting_its_timers_and_replies_gains_nothing(problem: Ker
 def test_a_runner_claiming_more_time_than_the_judge_saw_is_rejected(problem: KernelProblem) -> None:
     inflate = FORGER.replace('obj["runner_ms"] / 5.0', 'obj["runner_ms"] * 50.0 + 1000.0')
     with pytest.raises(TimingRejected) as info:
-        _measure(problem, _with_prelude(problem, inflate))
+        measure(problem, with_prelude(problem, inflate))
     assert info.value.reason == "timing_forged"
 
 
-SLOWER = '''
-import threading as _threading
-import time as _time
-
-def _spin():
-    while True:  # would take the original's cores whenever this process may run
-        _time.perf_counter()
-
-for _ in range(2):
-    _threading.Thread(target=_spin, daemon=True).start()
-'''
-
-
 def test_a_candidate_cannot_slow_the_original_from_its_own_process(problem: KernelProblem) -> None:
-    measured = _measure(problem, _with_prelude(problem, SLOWER), replace(CONFIG, rounds=6))
+    measured = measure(problem, with_prelude(problem, SLOWER), replace(CONFIG, rounds=6))
     assert measured.speedup is not None
     assert not measured.speedup.significant, measured.speedup.describe()
 
@@ -134,32 +113,8 @@ def test_a_candidate_cannot_slow_the_original_from_its_own_process(problem: Kern
 def test_a_wrong_timed_result_is_rejected_by_the_judge(problem: KernelProblem) -> None:
     wrong = problem.editable.replace("2 * tl.load", "3 * tl.load")
     with pytest.raises(TimingRejected) as info:
-        _measure(problem, wrong, PairedConfig(rounds=3, batch_ms=10.0, seed=1, clock="cpu"))
+        measure(problem, wrong, PairedConfig(rounds=3, batch_ms=10.0, seed=1, clock="cpu"))
     assert info.value.reason.startswith("timing_output_mismatch:")
-
-
-def test_the_idle_runner_is_stopped_while_the_other_is_timed(problem: KernelProblem) -> None:
-    from kernelband.profile.paired_runners import start_runner
-    from kernelband.sandbox.watch import session_members
-
-    runner = start_runner(problem, _with_prelude(problem, SLOWER), "cpu", CONFIG, None)
-    try:
-        runner.session.pause()
-        states = [_state(pid) for pid, _ in session_members(runner.session.pid)]
-        assert states and set(states) == {"T"}, states
-        before = runner.session.cpu_seconds()
-        time.sleep(0.5)  # its spinning threads are stopped too: no CPU time is charged
-        assert runner.session.cpu_seconds() == before
-        runner.session.resume()
-        assert "T" not in {_state(pid) for pid, _ in session_members(runner.session.pid)}
-    finally:
-        result = runner.close()
-    assert result.ok, result.message
-
-
-def _state(pid: int) -> str:
-    raw = Path(f"/proc/{pid}/stat").read_text()
-    return raw[raw.rfind(")") + 2 :].split()[0]
 
 
 LAZY = '''
@@ -177,56 +132,9 @@ def test_an_output_computed_only_when_asked_for_is_rejected(problem: KernelProbl
     cheap = problem.editable.replace("    out = torch.empty_like(x)\n",
                                      "    _seen.append(x)\n    return torch.zeros_like(x)\n")
     with pytest.raises(TimingRejected) as info:
-        _measure(problem, _with_prelude(problem, LAZY).replace(problem.editable, cheap),
+        measure(problem, with_prelude(problem, LAZY).replace(problem.editable, cheap),
                  PairedConfig(rounds=3, batch_ms=10.0, seed=1, clock="cpu"))
     assert info.value.reason.startswith("timing_output_not_from_batch:")
-
-
-def test_a_runner_that_dies_mid_session_is_a_result_with_its_reason(problem: KernelProblem) -> None:
-    dies = "import os as _os\n_calls = []\n\n" + problem.editable.replace(
-        "    out = torch.empty_like(x)\n",
-        "    _calls.append(1)\n    if len(_calls) > 2:\n        _os._exit(3)\n    out = torch.empty_like(x)\n")
-    with pytest.raises(TimingRejected) as info:
-        _measure(problem, dies, PairedConfig(rounds=3, batch_ms=10.0, seed=1, clock="cpu"))
-    assert info.value.reason == "runner_exited"
-
-
-def test_the_originals_runner_stays_warm_between_candidates(problem: KernelProblem) -> None:
-    from kernelband.profile.paired_runners import OriginalRunnerError, runner_error
-
-    quick = PairedConfig(rounds=3, batch_ms=10.0, seed=2, clock="cpu")
-    key = ORIGINALS.key(problem, "cpu", quick)
-    _measure(problem, None, quick)
-    first = ORIGINALS.idle[key].session.pid
-    _measure(problem, None, quick)
-    assert ORIGINALS.idle[key].session.pid == first and ORIGINALS.idle[key].session.paused
-    # a failing original is a failure to measure, never the candidate's rejection
-    assert isinstance(runner_error("original", "runner_exited", "x"), OriginalRunnerError)
-    assert runner_error("original", "runner_exited", "x").reason == "original_runner_exited"  # type: ignore[attr-defined]
-    assert isinstance(runner_error("candidate", "runner_exited", "x"), TimingRejected)
-
-
-def test_a_measuring_runner_batches_on_the_measuring_cores_and_loads_elsewhere(problem: KernelProblem) -> None:
-    from kernelband.profile.paired_runners import start_runner
-    from kernelband.sandbox.watch import session_members
-
-    pinned = start_runner(problem, None, "cpu", replace(CONFIG, cores=(0,)), None)
-    try:
-        # the runner: the process serving the FIFOs (a jail may keep idle parents above it)
-        runner = [pid for pid, _ in session_members(pinned.session.pid) if _serves_fifos(pid)]
-
-        def affinities() -> list[set[int]]:
-            return [os.sched_getaffinity(int(tid)) for pid in runner for tid in os.listdir(f"/proc/{pid}/task")]
-        assert pinned.unpinned == "" and affinities()
-        # loading and compiling stay off the measuring core (on a host with another core)
-        assert len(os.sched_getaffinity(0)) == 1 or all(cores != {0} for cores in affinities())
-        for command in ({"cmd": "prepare", "seed": 1}, {"cmd": "run_batch", "k": 1}):
-            pinned.session.request({**command, "case": pinned.cases[0]}, 60.0)
-        assert affinities() and all(cores == {0} for cores in affinities())
-    finally:
-        pinned.close()
-    with closing(start_runner(problem, None, "cpu", replace(CONFIG, cores=(4095,)), None)) as missing:
-        assert "not pinned to [4095]" in missing.unpinned  # said, not silently ignored
 
 
 def test_a_kernelbench_translation_is_paired_against_the_pytorch_model() -> None:
@@ -247,33 +155,14 @@ def test_a_kernelbench_translation_is_paired_against_the_pytorch_model() -> None
     assert translated.checks["verified_rounds"] >= 1 and translated.label == "measured"
 
 
-def _serves_fifos(pid: int) -> bool:
-    fds = Path(f"/proc/{pid}/fd")
-    try:
-        return any(os.readlink(fd).endswith("commands.fifo") for fd in fds.iterdir())
-    except OSError:
-        return False
-
-
-def test_a_runner_that_hangs_is_stopped_with_its_reason(problem: KernelProblem) -> None:
-    hangs = "import time as _time\n_calls = []\n\n" + problem.editable.replace(
-        "    out = torch.empty_like(x)\n",
-        "    _calls.append(1)\n    if len(_calls) > 2:\n        _time.sleep(600)\n    out = torch.empty_like(x)\n")
-    quick = PairedConfig(rounds=3, batch_ms=10.0, seed=1, clock="cpu", command_timeout_s=5.0)
-    started = time.monotonic()
-    with pytest.raises(TimingRejected) as info:
-        _measure(problem, hangs, quick)
-    assert info.value.reason == "runner_timeout" and time.monotonic() - started < 60
-
-
 def test_a_problems_batch_size_is_calibrated_once_and_reused_by_later_candidates(problem: KernelProblem) -> None:
     from kernelband.profile.paired_timing import CALIBRATIONS
 
     quick = PairedConfig(rounds=3, batch_ms=10.0, seed=3, clock="cpu")
     CALIBRATIONS.known.clear()
-    first = _measure(problem, None, quick)
+    first = measure(problem, None, quick)
     assert first.checks["parts_s"]["calibrate"] > 0 and len(CALIBRATIONS.known) == 1
-    again = _measure(problem, problem.editable, quick)
+    again = measure(problem, problem.editable, quick)
     assert again.checks["batch"] == first.checks["batch"]
     # the second candidate ran no calibration batch: its timed batches are all the original ran
     assert again.checks["parts_s"]["calibrate"] == 0.0
@@ -282,9 +171,9 @@ def test_a_problems_batch_size_is_calibrated_once_and_reused_by_later_candidates
 def test_a_measurement_stops_early_once_its_interval_is_narrow_and_never_before_min_rounds(
         problem: KernelProblem) -> None:
     wide_open = replace(CONFIG, rounds=12, min_rounds=4, settle_width=100.0, batch_ms=10.0)
-    assert _measure(problem, None, wide_open).checks["rounds"] == 4
+    assert measure(problem, None, wide_open).checks["rounds"] == 4
     never = replace(wide_open, settle_width=0.0)
-    assert _measure(problem, None, never).checks["rounds"] == 12
+    assert measure(problem, None, never).checks["rounds"] == 12
 
 
 def test_with_the_wall_clock_every_round_prepares_fresh_inputs_behind_a_random_pad(problem: KernelProblem) -> None:
@@ -300,7 +189,7 @@ def test_with_the_wall_clock_every_round_prepares_fresh_inputs_behind_a_random_p
     wall = replace(CONFIG, rounds=3, min_rounds=3, clock="wall", batch_ms=10.0)
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(paired_timing._Pair, "ask", spy)
-        _measure(problem, None, wall)
+        measure(problem, None, wall)
     pads = [c["pad"] for c in sent if c["cmd"] == "prepare"]
     # once before calibration without a pad, then every round, for both runners and every case
     assert pads.count(0) >= 2 and len([p for p in pads if p]) >= 3 * 2 - 1
@@ -386,17 +275,7 @@ def test_the_first_inputs_are_prepared_in_a_shared_turn_and_only_timing_holds_th
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(paired_timing, "gpu_turn", recording_turn)
         patch.setattr(paired_timing._Pair, "ask", spy)
-        _measure(problem, None, quick)
+        measure(problem, None, quick)
     first_batch = next(i for i, h in enumerate(held) if h.startswith("run_batch"))
     assert held[:first_batch] and all(h == "prepare:shared" for h in held[:first_batch])
     assert all(h.endswith(":exclusive") for h in held if h.startswith("run_batch"))
-
-
-def test_a_runner_closed_soon_is_closed_by_the_time_the_process_waits_for_closes(
-        problem: KernelProblem) -> None:
-    from kernelband.profile.paired_runners import close_soon, start_runner, wait_for_closes
-
-    runner = start_runner(problem, None, "cpu", CONFIG, None)
-    close_soon(runner)
-    wait_for_closes()
-    assert runner.closed
