@@ -244,31 +244,31 @@ def summarize(jobs: int, frontier: int, t: Timings) -> dict[str, Any]:
 
 def cpu_per_pull(t: Timings, window_s: float) -> list[tuple[float, float]]:
     """(window end in seconds, milliseconds of this process's CPU per pull) in consecutive
-    windows of `window_s` wall seconds, the same windows as `window_rates`: a last window
-    shorter than that counts when it is at least half of one (a run stops at its length, so
-    its last window is nearly always a few ms short, and its CPU per pull went unreported)."""
-    out, begin, pulls0, cpu0 = [], 0.0, 0, 0.0
-    for (at, _), (pulls, cpu) in zip(t.marks, t.cpu_marks, strict=True):
-        if at - begin >= window_s and pulls > pulls0:
-            out.append((at, 1000 * (cpu - cpu0) / (pulls - pulls0)))
-            begin, pulls0, cpu0 = at, pulls, cpu
-    if t.marks and t.marks[-1][0] - begin >= window_s / 2 and t.cpu_marks[-1][0] > pulls0:
-        pulls, cpu = t.cpu_marks[-1]
-        out.append((t.marks[-1][0], 1000 * (cpu - cpu0) / (pulls - pulls0)))
-    return out
+    windows of `window_s` wall seconds, the same windows as `window_rates`."""
+    return per_pull_windows([(at, pulls, cpu) for (at, _), (pulls, cpu)
+                             in zip(t.marks, t.cpu_marks, strict=True)], window_s)
 
 
 def postgres_per_pull(marks: list[tuple[float, int, float]], window_s: float) -> list[float]:
     """Milliseconds of the run's Postgres CPU per pull in consecutive windows of about
-    `window_s` (closed at the first reading after each, read once a second; a last window
-    of at least half a window counts)."""
+    `window_s` (closed at the first reading after each; read once a second)."""
+    return [ms for _, ms in per_pull_windows(marks, window_s)]
+
+
+def per_pull_windows(points: list[tuple[float, int, float]],
+                     window_s: float) -> list[tuple[float, float]]:
+    """(window end, milliseconds per pull) from cumulative (seconds in, pulls, CPU seconds)
+    readings, a window closing at the first reading `window_s` after the last close. A last
+    window shorter than that counts when it is at least half of one: a run stops at its length,
+    so its last window is nearly always a few ms short, and would otherwise go unreported."""
     out, begin, pulls0, cpu0 = [], 0.0, 0, 0.0
-    for at, pulls, cpu in marks:
+    for at, pulls, cpu in points:
         if at - begin >= window_s and pulls > pulls0:
-            out.append(1000 * (cpu - cpu0) / (pulls - pulls0))
+            out.append((at, 1000 * (cpu - cpu0) / (pulls - pulls0)))
             begin, pulls0, cpu0 = at, pulls, cpu
-    if marks and marks[-1][0] - begin >= window_s / 2 and marks[-1][1] > pulls0:
-        out.append(1000 * (marks[-1][2] - cpu0) / (marks[-1][1] - pulls0))
+    if points and points[-1][0] - begin >= window_s / 2 and points[-1][1] > pulls0:
+        at, pulls, cpu = points[-1]
+        out.append((at, 1000 * (cpu - cpu0) / (pulls - pulls0)))
     return out
 
 
