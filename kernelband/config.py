@@ -66,7 +66,7 @@ class Settings(BaseSettings):
     measure_rounds: int = 20  # at most: a measurement stops after measure_min_rounds once its
     measure_min_rounds: int = 8  # 95% interval's high/low is at most measure_settle_width (0: never)
     measure_settle_width: float = 1.03
-    measure_batch_ms: float = 20.0
+    measure_batch_ms: float = 10.0
     measure_graphs: bool = False
     measure_cores: str = "auto"
     # time at most this many of a problem's cases, evenly spread (0: all): a TritonBench-G harness

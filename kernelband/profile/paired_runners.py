@@ -43,13 +43,13 @@ class PairedConfig:
     # (0: always run `rounds`); sequential, so coverage is checked by the A/A runs
     min_rounds: int = 8
     settle_width: float = 1.03
-    batch_ms: float = 20.0
+    batch_ms: float = 10.0
     max_batch: int = 2000
     calibration_batches: int = 3
     verify_fraction: float = 0.25
     pause_idle: bool = True
     graphs: bool = False
-    # on a GPU, fresh inputs at randomly shifted addresses every round (paired_timing.PAD_MAX_BYTES)
+    # on a GPU, fresh inputs at randomly shifted addresses every round (paired_commands.PAD_MAX_BYTES)
     shuffle_layout: bool = True
     cores: tuple[int, ...] = ()
     command_timeout_s: float = 120.0

@@ -32,6 +32,7 @@ from kernelband.problem.model import KernelProblem
 from kernelband.profile.measurement import CandidateRefused, UntilChecked
 from kernelband.profile.paired import paired_speedup
 from kernelband.profile.paired_autotune import differing_picks, pin_candidate, tuned_original
+from kernelband.profile.paired_commands import RunnerPair
 from kernelband.profile.paired_runners import (
     ORIGINALS,
     OriginalRunnerError,
@@ -39,21 +40,11 @@ from kernelband.profile.paired_runners import (
     PerProblem,
     Runner,
     close_soon,
-    runner_error,
     spread_cases,
     start_runner,
 )
 from kernelband.sandbox.gpu_lock import gpu_turn
 from kernelband.sandbox.limits import SandboxLimits
-from kernelband.sandbox.session import CLOCK_TICKS, SessionError
-
-FORGED_SLACK_MS = 0.05  # the runner's clock starts after ours; more than this is not jitter
-# A small kernel's time depends on where its data lies (which L2 partition, which DRAM channels):
-# two runners of identical code measured 3% apart on an H200 for a whole run. Fresh inputs
-# behind a random pad every round make placement part of the round-to-round variation, which
-# the interval then covers, instead of a fixed offset between the two processes.
-PAD_MAX_BYTES = 8 * 1024 * 1024
-PAD_STEP_BYTES = 512  # the CUDA caching allocator's granularity
 
 
 @dataclass
@@ -81,74 +72,12 @@ class PairedRun:
     claimed_gpu_ms: dict[str, list[float]] = field(default_factory=lambda: {"original": [], "candidate": []})
 
 
-class _Pair:
-    """The two runners of one measurement and the judge's commands to them."""
-
-    def __init__(self, original: Runner, candidate: Runner, config: PairedConfig) -> None:
-        self.runners = {"original": original, "candidate": candidate}
-        self.config = config
-        self.committed: dict[str, Any] = {}  # role -> the fingerprint its last batch reported
-        self.claimed_ms = {role: 0.0 for role in self.runners}
-        self.judged_ms = {role: 0.0 for role in self.runners}
-        # per batch, what the runner's CUDA events said (ms per call): diagnostics only
-        self.claimed_gpu_ms: dict[str, list[float]] = {role: [] for role in self.runners}
-
-    def ask(self, role: str, command: dict[str, Any], timeout_s: float | None = None) -> tuple[dict[str, Any], float]:
-        """Send `command` to one runner (the other paused); (reply, judge wall ms)."""
-        other = self.runners["candidate" if role == "original" else "original"]
-        if self.config.pause_idle:
-            other.session.pause()
-        try:
-            reply = self.runners[role].session.request(command, timeout_s or self.config.command_timeout_s)
-        except SessionError as exc:
-            raise runner_error(role, f"runner_{exc.reason}", f"the {role}'s runner failed: {exc}") from exc
-        if not reply.value.get("ok"):
-            raise runner_error(role, "runner_error", f"the {role}'s runner refused {command['cmd']}: "
-                               f"{reply.value.get('error')}")
-        return reply.value, reply.wall_s * 1e3
-
-    def batch(self, role: str, case: str, k: int, salt: int | None = None) -> float:
-        """One timed batch; the judge's ms per call. Cross-checks the runner's own figure."""
-        session = self.runners[role].session
-        cpu_before = session.cpu_seconds() if self.config.clock == "cpu" else 0.0
-        reply, wall_ms = self.ask(role, {"cmd": "run_batch", "case": case, "k": k, "salt": salt})
-        cpu_ms = (session.cpu_seconds() - cpu_before) * 1e3 if self.config.clock == "cpu" else 0.0
-        self.committed[role] = reply.get("fingerprint")
-        claimed = reply.get("runner_ms")
-        if role == "candidate" and (not isinstance(claimed, int | float) or not math.isfinite(claimed)
-                                    or claimed > wall_ms + FORGED_SLACK_MS):
-            raise TimingRejected("timing_forged", f"the candidate's runner reported {claimed!r} ms for a batch "
-                                 f"the judge timed at {wall_ms:.3f} ms; its figures are not believable")
-        if isinstance(claimed, int | float):
-            self.claimed_ms[role] += float(claimed)
-        gpu = reply.get("runner_gpu_ms")
-        if isinstance(gpu, int | float) and math.isfinite(gpu):
-            self.claimed_gpu_ms[role].append(float(gpu) / k)
-        self.judged_ms[role] += wall_ms
-        if self.config.clock == "cpu":  # clock ticks: a batch charged nothing took under one
-            return max(cpu_ms, 1e3 / CLOCK_TICKS / 2) / k
-        return wall_ms / k
-
-    def prepare(self, cases: Sequence[str], seed: int, rng: random.Random | None = None) -> None:
-        """Inputs for `seed` in both runners; with `rng`, each runner first sets aside a random
-        amount of device memory of its own, so its inputs land at other addresses this round."""
-        for role in self.runners:
-            for case in cases:
-                pad = rng.randrange(PAD_MAX_BYTES // PAD_STEP_BYTES) * PAD_STEP_BYTES if rng else 0
-                self.ask(role, {"cmd": "prepare", "case": case, "seed": seed, "pad": pad},
-                         self.config.load_timeout_s)
-
-    def pause_both(self) -> None:
-        for runner in self.runners.values():
-            runner.session.pause()
-
-
 # k per case, per problem and timing mode, decided once on the original's runner: only the batch
 # length depends on it (both runners run the same k), so a problem's first candidate pays for it
 CALIBRATIONS = PerProblem()
 
 
-def _calibrate(pair: _Pair, cases: Sequence[str], config: PairedConfig) -> dict[str, int]:
+def _calibrate(pair: RunnerPair, cases: Sequence[str], config: PairedConfig) -> dict[str, int]:
     """k per case so that one batch of the original lasts about `batch_ms`.
 
     A one-call batch also holds the command's round trip, which would make k too small for
@@ -165,7 +94,7 @@ def _batch_size(config: PairedConfig, per_call_ms: float) -> int:
     return int(min(config.max_batch, max(1, math.ceil(config.batch_ms / max(per_call_ms, 1e-6)))))
 
 
-def _warm_up(pair: _Pair, cases: Sequence[str], batch: dict[str, int]) -> None:
+def _warm_up(pair: RunnerPair, cases: Sequence[str], batch: dict[str, int]) -> None:
     """One untimed batch per case in each runner. Calibration runs only the original, so the candidate's
     first calls (module load, allocator growth) would otherwise land in its first timed round: A/A below 1.0."""
     for case in cases:
@@ -173,7 +102,7 @@ def _warm_up(pair: _Pair, cases: Sequence[str], batch: dict[str, int]) -> None:
             pair.batch(role, case, batch[case])
 
 
-def _verify(pair: _Pair, problem: KernelProblem, case: str, round_no: int) -> int:
+def _verify(pair: RunnerPair, problem: KernelProblem, case: str, round_no: int) -> int:
     """Both runners save their last output of `case`; the judge compares them itself and
     returns the bytes the candidate's output spans (for the physical floor)."""
     loaded = {}
@@ -197,7 +126,7 @@ def _verify(pair: _Pair, problem: KernelProblem, case: str, round_no: int) -> in
     return sum(int(t.numel()) * t.element_size() for t in tensors(loaded["candidate"]))
 
 
-def prepare_first(pair: _Pair, config: PairedConfig, rng: random.Random) -> tuple[list[str], float]:
+def prepare_first(pair: RunnerPair, config: PairedConfig, rng: random.Random) -> tuple[list[str], float]:
     """The timed cases (the judge's pick, the same for both runners) and their first inputs in
     both runners, which compiles and autotunes: untimed work, which need not have the GPU alone.
     Returns the cases and the seconds taken; raises TimingRejected when the runners' cases differ."""
@@ -211,7 +140,7 @@ def prepare_first(pair: _Pair, config: PairedConfig, rng: random.Random) -> tupl
     return cases, time.perf_counter() - started
 
 
-def time_pair(problem: KernelProblem, pair: _Pair, config: PairedConfig, rng: random.Random,
+def time_pair(problem: KernelProblem, pair: RunnerPair, config: PairedConfig, rng: random.Random,
               calibration_key: str = "", first: tuple[list[str], float] | None = None) -> PairedRun:
     """Calibrate (once per `calibration_key`: the original and the timing mode), then run the
     interleaved rounds; raises TimingRejected on a broken rule. `first`: what `prepare_first`
@@ -262,7 +191,7 @@ def _settled(run: PairedRun, config: PairedConfig) -> bool:
     return interval.high / interval.low <= config.settle_width
 
 
-def _one_round(problem: KernelProblem, pair: _Pair, run: PairedRun, config: PairedConfig,
+def _one_round(problem: KernelProblem, pair: RunnerPair, run: PairedRun, config: PairedConfig,
                rng: random.Random, round_no: int) -> None:
     """Fresh inputs, one batch per case in each runner (AB or BA), then maybe a check."""
     cases = run.cases
@@ -378,7 +307,7 @@ def _measure_once(problem: KernelProblem, editable: str | None, device: str, con
 
 def _start_candidate(problem: KernelProblem, editable: str | None, device: str, config: PairedConfig,
                      limits: SandboxLimits | None, original: Runner, picks: dict[str, Any], rng: random.Random,
-                     parts: dict[str, float]) -> tuple[_Pair, list[str], tuple[list[str], float]]:
+                     parts: dict[str, float]) -> tuple[RunnerPair, list[str], tuple[list[str], float]]:
     """In one shared GPU turn: the candidate's runner, the problem's autotune picks pinned in it
     and both runners' first inputs (compiles, untimed), so the exclusive turn holds timing only."""
     start = time.perf_counter()
@@ -386,7 +315,7 @@ def _start_candidate(problem: KernelProblem, editable: str | None, device: str, 
         candidate = start_runner(problem, editable, device, config, limits)
         parts["load_candidate"] = time.perf_counter() - start
         try:
-            pair = _Pair(original, candidate, config)
+            pair = RunnerPair(original, candidate, config)
             return pair, pin_candidate(candidate, picks, config), prepare_first(pair, config, rng)
         except BaseException:
             close_soon(candidate)

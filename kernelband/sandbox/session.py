@@ -93,14 +93,23 @@ class RunnerSession:
 
     def request(self, command: dict[str, Any], timeout_s: float) -> Reply:
         """Send one command and wait for its reply, timed by this process's clock."""
+        return self.receive(command, self.send(command), timeout_s)
+
+    def send(self, command: dict[str, Any]) -> float:
+        """Send one command without waiting (the runner answers commands in the order they
+        came); returns the judge's clock at sending, for `receive`."""
         if self.closed is not None:
             raise SessionError("closed", "the runner session is closed; start a new one")
         self.resume()
         line = json.dumps(command).encode() + b"\n"
         start = time.perf_counter()
         os.write(self._commands, line)
-        raw = self._read_line(start + timeout_s, command.get("cmd", "?"))
-        wall = time.perf_counter() - start
+        return start
+
+    def receive(self, command: dict[str, Any], sent: float, timeout_s: float) -> Reply:
+        """The reply to the oldest command not yet answered (`command`, sent at `sent`)."""
+        raw = self._read_line(sent + timeout_s, command.get("cmd", "?"))
+        wall = time.perf_counter() - sent
         try:
             value = json.loads(raw)
         except ValueError:

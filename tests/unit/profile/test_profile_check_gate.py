@@ -13,7 +13,7 @@ import pytest
 
 from kernelband.problem import load_problem
 from kernelband.problem.model import KernelProblem
-from kernelband.profile import paired_timing
+from kernelband.profile import paired_commands
 from kernelband.profile.measurement import CandidateRefused
 from kernelband.profile.paired_runners import ORIGINALS, PairedConfig
 from kernelband.profile.paired_timing import measure_paired_runners
@@ -32,13 +32,14 @@ def problem() -> Iterator[KernelProblem]:
 def commands(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """Every runner command and every call of the gate, in the order they happened."""
     seen: list[str] = []
-    ask = paired_timing._Pair.ask
+    exchange = paired_commands.RunnerPair.exchange
 
-    def spy(self: paired_timing._Pair, role: str, command: dict[str, Any], timeout_s: float | None = None) -> Any:
-        seen.append(f"{role}:{command['cmd']}")
-        return ask(self, role, command, timeout_s)
+    def spy(self: paired_commands.RunnerPair, commands: list[tuple[str, dict[str, Any]]],
+            timeout_s: float | None = None) -> Any:
+        seen.extend(f"{role}:{command['cmd']}" for role, command in commands)
+        return exchange(self, commands, timeout_s)
 
-    monkeypatch.setattr(paired_timing._Pair, "ask", spy)
+    monkeypatch.setattr(paired_commands.RunnerPair, "exchange", spy)
     return seen
 
 

@@ -62,7 +62,7 @@ def test_a_problem_whose_source_never_names_autotune_is_not_tuned_apart() -> Non
 
 
 class Runners:
-    """Replies per role and command, as `_Pair.ask` gives them."""
+    """Replies per role and command, as `RunnerPair.ask` gives them."""
 
     def __init__(self, replies: dict[tuple[str, str], Any]) -> None:
         self.replies = replies

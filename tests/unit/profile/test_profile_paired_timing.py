@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -177,23 +178,24 @@ def test_a_measurement_stops_early_once_its_interval_is_narrow_and_never_before_
 
 
 def test_with_the_wall_clock_every_round_prepares_fresh_inputs_behind_a_random_pad(problem: KernelProblem) -> None:
-    from kernelband.profile import paired_timing
+    from kernelband.profile import paired_commands
 
-    sent: list[dict[str, object]] = []
-    ask = paired_timing._Pair.ask
+    sent: list[dict[str, Any]] = []
+    exchange = paired_commands.RunnerPair.exchange
 
-    def spy(self: paired_timing._Pair, role: str, command: dict[str, object], timeout_s: float | None = None) -> object:
-        sent.append(command)
-        return ask(self, role, command, timeout_s)
+    def spy(self: paired_commands.RunnerPair, commands: list[tuple[str, dict[str, Any]]],
+            timeout_s: float | None = None) -> Any:
+        sent.extend(command for _, command in commands)
+        return exchange(self, commands, timeout_s)
 
     wall = replace(CONFIG, rounds=3, min_rounds=3, clock="wall", batch_ms=10.0)
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(paired_timing._Pair, "ask", spy)
+        patch.setattr(paired_commands.RunnerPair, "exchange", spy)
         measure(problem, None, wall)
     pads = [c["pad"] for c in sent if c["cmd"] == "prepare"]
     # once before calibration without a pad, then every round, for both runners and every case
     assert pads.count(0) >= 2 and len([p for p in pads if p]) >= 3 * 2 - 1
-    assert all(p % paired_timing.PAD_STEP_BYTES == 0 and p < paired_timing.PAD_MAX_BYTES for p in pads)
+    assert all(p % paired_commands.PAD_STEP_BYTES == 0 and p < paired_commands.PAD_MAX_BYTES for p in pads)
 
 
 COPY_TRITONBENCH = (Path(__file__).parent / "fixtures" / "copy_tritonbench.py").read_text()
@@ -253,11 +255,11 @@ def test_the_first_inputs_are_prepared_in_a_shared_turn_and_only_timing_holds_th
         problem: KernelProblem) -> None:
     from contextlib import contextmanager
 
-    from kernelband.profile import paired_timing
+    from kernelband.profile import paired_commands, paired_timing
 
     held: list[str] = []  # the turn each runner command ran in
     turn = {"now": "none"}
-    ask = paired_timing._Pair.ask
+    exchange = paired_commands.RunnerPair.exchange
 
     @contextmanager
     def recording_turn(device: str, *, exclusive: bool) -> Iterator[dict[str, float]]:
@@ -267,14 +269,15 @@ def test_the_first_inputs_are_prepared_in_a_shared_turn_and_only_timing_holds_th
         finally:
             turn["now"] = "none"
 
-    def spy(self: paired_timing._Pair, role: str, command: dict[str, object], timeout_s: float | None = None) -> object:
-        held.append(f"{command['cmd']}:{turn['now']}")
-        return ask(self, role, command, timeout_s)
+    def spy(self: paired_commands.RunnerPair, commands: list[tuple[str, dict[str, Any]]],
+            timeout_s: float | None = None) -> Any:
+        held.extend(f"{command['cmd']}:{turn['now']}" for _, command in commands)
+        return exchange(self, commands, timeout_s)
 
     quick = replace(CONFIG, rounds=3, min_rounds=3, batch_ms=10.0, seed=11)
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(paired_timing, "gpu_turn", recording_turn)
-        patch.setattr(paired_timing._Pair, "ask", spy)
+        patch.setattr(paired_commands.RunnerPair, "exchange", spy)
         measure(problem, None, quick)
     first_batch = next(i for i, h in enumerate(held) if h.startswith("run_batch"))
     assert held[:first_batch] and all(h == "prepare:shared" for h in held[:first_batch])

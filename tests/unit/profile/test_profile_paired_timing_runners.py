@@ -122,3 +122,21 @@ def test_a_runner_closed_soon_is_closed_by_the_time_the_process_waits_for_closes
     close_soon(runner)
     wait_for_closes()
     assert runner.closed
+
+
+def test_both_runners_prepare_their_inputs_at_once(problem: KernelProblem) -> None:
+    from kernelband.profile.paired_commands import RunnerPair
+    from kernelband.profile.paired_runners import start_runner
+
+    # every call sleeps half a second: one prepare after the other would take a second
+    slow = "import time as _time\n\n" + problem.editable.replace(
+        "    out = torch.empty_like(x)\n", "    _time.sleep(0.5)\n    out = torch.empty_like(x)\n")
+    runners = [start_runner(problem, slow, "cpu", CONFIG, None) for _ in range(2)]
+    try:
+        pair = RunnerPair(runners[0], runners[1], CONFIG)
+        started = time.perf_counter()
+        pair.prepare(runners[0].cases[:1], seed=3)
+        assert time.perf_counter() - started < 0.9
+    finally:
+        for runner in runners:
+            runner.close()
