@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from kernelband.bandit.arms import open_row
+from kernelband.bandit.frontier_rows import FrontierRows
 from kernelband.bandit.state import PolicyState
 from kernelband.bandit.strategies import STRATEGY_NAMES
 from kernelband.bandit.types import FrontierEntry
@@ -34,11 +35,25 @@ class FrontierArrays:
     # phi of every entry while all have one of the same length; None otherwise (the clustering
     # then falls back to log1p(time), `clustering.feature_matrix`)
     phi: np.ndarray | None = None
-    ids: dict[str, int] = field(default_factory=dict)  # kernel id -> first frontier index
+    # kernel id -> first frontier index; shared with the longer arrays of the same growing
+    # frontier, so it may hold ids past these entries: read through `position`
+    ids: dict[str, int] = field(default_factory=dict)
+    rows: FrontierRows | None = field(default=None, repr=False)  # the buffers viewed
 
     def positions(self, kernel_ids: set[str]) -> list[int]:
         """Frontier indices of those of `kernel_ids` that are in the frontier."""
         return [i for i, e in enumerate(self.entries) if e.kernel_id in kernel_ids]
+
+    def position(self, kernel_id: str) -> int | None:
+        """The first frontier index of `kernel_id`, or None when it is not in the frontier."""
+        at = self.ids.get(kernel_id)
+        return at if at is not None and at < len(self.entries) else None
+
+    def nan_free(self) -> bool:
+        """Whether no entry's time is NaN."""
+        if self.rows is not None:
+            return self.rows.nan_free(len(self.entries))
+        return not np.isnan(self.time_ms).any()
 
 
 @dataclass
@@ -56,7 +71,8 @@ class ClusterIndex:
 
 def frontier_arrays(entries: list[FrontierEntry],
                     previous: FrontierArrays | None = None) -> FrontierArrays:
-    """Arrays of `entries`, extending `previous` when it describes a prefix of them."""
+    """Arrays of `entries`, extending `previous` when it describes a prefix of them: the rows
+    of the new entries are written after those of the prefix (`FrontierRows`), not copied."""
     start = 0
     if previous is not None:
         done = len(previous.entries)
@@ -64,31 +80,20 @@ def frontier_arrays(entries: list[FrontierEntry],
             if done == len(entries):
                 return previous
             start = done
+    rows = previous.rows if start and previous is not None else None
     new = entries[start:]
-    time_ms = np.fromiter((e.time_ms for e in new), dtype=float, count=len(new))
-    h = np.array([e.h if e.h is not None else (np.nan,) * 3 for e in new], dtype=float)
-    has_h = np.fromiter((e.h is not None for e in new), dtype=bool, count=len(new))
-    phi = _phi_rows(new, None if previous is None or not start else previous.phi, start)
-    ids = dict(previous.ids) if start and previous is not None else {}
-    for offset, entry in enumerate(new):
-        ids.setdefault(entry.kernel_id, start + offset)
-    if start and previous is not None:
-        time_ms = np.concatenate([previous.time_ms, time_ms])
-        h = np.concatenate([previous.h, h.reshape(-1, 3)])
-        has_h = np.concatenate([previous.has_h, has_h])
-    return FrontierArrays(list(entries), time_ms, h.reshape(-1, 3), has_h, phi, ids)
-
-
-def _phi_rows(new: list[FrontierEntry], previous: np.ndarray | None,
-              start: int) -> np.ndarray | None:
-    """phi of a prefix (`previous`, `start` rows; None: not one length) extended by `new`."""
-    if start and previous is None:
-        return None  # an earlier entry had no phi or another length: the frontier never will
-    width = previous.shape[1] if previous is not None else len(new[0].phi) if new else 0
-    if width == 0 or any(len(e.phi) != width for e in new):
-        return None
-    rows = np.array([e.phi for e in new], dtype=float).reshape(-1, width)
-    return rows if previous is None else np.concatenate([previous, rows])
+    if rows is None:
+        rows = FrontierRows.of(entries)
+    elif rows.holds(start, new):
+        pass  # written before for a state of the same frontier (a copy, or a re-clustering)
+    elif rows.filled == start:
+        rows.append(new)
+    else:  # the buffers went on with other entries after this prefix
+        rows = rows.copy_prefix(start, len(new))
+        rows.append(new)
+    size = len(entries)
+    return FrontierArrays(list(entries), rows.time_ms[:size], rows.h[:size],
+                          rows.has_h[:size], rows.phi_of(size), rows.ids, rows)
 
 
 def in_frontier(state: PolicyState, kernel_id: str) -> bool:
@@ -100,7 +105,7 @@ def in_frontier(state: PolicyState, kernel_id: str) -> bool:
         indexed = state.derived.frontier
         done = len(indexed.entries)
         if done <= len(state.frontier) and state.frontier[:done] == indexed.entries:
-            return kernel_id in indexed.ids or any(
+            return indexed.position(kernel_id) is not None or any(
                 entry.kernel_id == kernel_id for entry in state.frontier[done:])
     return any(entry.kernel_id == kernel_id for entry in state.frontier)
 
@@ -111,7 +116,7 @@ def entry_of(state: PolicyState, kernel_id: str) -> FrontierEntry:
     of an id in a prefix is its first in the whole frontier); else the plain scan."""
     index = state.derived if isinstance(state.derived, ClusterIndex) else None
     if index is not None:
-        position = index.frontier.ids.get(kernel_id)
+        position = index.frontier.position(kernel_id)
         if (position is not None and position < len(state.frontier)
                 and state.frontier[position] is index.frontier.entries[position]):
             return state.frontier[position]
@@ -167,7 +172,7 @@ def _extended(cached: ClusterIndex, arrays: FrontierArrays, labels: list[int],
     if (len(cached.members) != k or len(cached.frontier.entries) != done
             or len(arrays.entries) != len(labels) or len(labels) <= done
             or labels[:done] != cached.labels or arrays.entries[:done] != cached.frontier.entries
-            or np.isnan(arrays.time_ms[done:]).any() or np.isnan(arrays.time_ms[:done]).any()):
+            or not arrays.nan_free()):
         return None
     added: dict[int, list[int]] = {}
     for position in range(done, len(labels)):

@@ -45,7 +45,7 @@ class Policy:
     def select(self, state: PolicyState) -> tuple[Decision, PolicyState]:
         """Choose (cluster, strategy, parent); the decision is recorded as pending."""
         self._check(state)
-        new = state.copy()
+        new = state.successor()  # a selection never changes the frontier or labels
         rng = rng_restore(new.rng)
         cluster, strategy, parent_id = self._choose(new, rng)
         new.rng = rng_to_json(rng)
@@ -69,14 +69,15 @@ class Policy:
                 f"kernelband: kernel {child.kernel_id!r} is already in the frontier; "
                 "give every child a new kernel_id"
             )
-        new = state.copy()
+        new = state.successor()
         decision = new.pending.pop(decision_id)
         r = reward(entry_of(new, decision.parent_id).time_ms, child, self.failure_reward)
         rng = rng_restore(new.rng)
         self._learn(new, decision, child, r)
         if child is not None:
-            new.frontier.append(child)
-            new.labels.append(0)
+            # new lists: the input state shares the old ones (`PolicyState.successor`)
+            new.frontier = [*new.frontier, child]
+            new.labels = [*new.labels, 0]
             new.since_recluster += 1
             self._on_join(new, rng)
         new.t += 1

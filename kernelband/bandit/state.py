@@ -101,10 +101,25 @@ class PolicyState:
         Built by one constructor call with every field named (`dataclasses.replace` looked
         each field up again first); a constructed state keeps its attributes in the layout
         Python's attribute access is fastest on, which a copy through `__dict__` gave up."""
+        new = self.copy_without_frontier()
+        new.frontier, new.labels = list(self.frontier), list(self.labels)
+        return new
+
+    def successor(self) -> PolicyState:
+        """`copy` for the state a policy returns: the same frontier and labels lists, which a
+        policy never changes in place (an update that adds an entry builds new ones), so the
+        input state is left as it was; the other containers are its own. A selection then
+        copies nothing whose size grows with the frontier."""
+        new = self.copy_without_frontier()
+        new.frontier, new.labels = self.frontier, self.labels
+        return new
+
+    def copy_without_frontier(self) -> PolicyState:
+        """`copy` with empty frontier and labels, for a caller that sets them."""
         return PolicyState(
-            policy=self.policy, seed=self.seed, rng=dict(self.rng), frontier=list(self.frontier),
+            policy=self.policy, seed=self.seed, rng=dict(self.rng), frontier=[],
             arm_n=[list(row) for row in self.arm_n], arm_mu=[list(row) for row in self.arm_mu],
-            t=self.t, labels=list(self.labels), n_clusters=self.n_clusters,
+            t=self.t, labels=[], n_clusters=self.n_clusters,
             centroids=[list(c) for c in self.centroids], z_mean=list(self.z_mean),
             z_std=list(self.z_std), since_recluster=self.since_recluster,
             pending=dict(self.pending), next_decision=self.next_decision,

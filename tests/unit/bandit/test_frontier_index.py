@@ -9,6 +9,7 @@ from bandit_builders import entry
 from kernelband.bandit import FrontierEntry, PolicyState, make_policy
 from kernelband.bandit.arms import cluster_members, open_arms, representative, sample_parent
 from kernelband.bandit.frontier_index import (
+    FrontierArrays,
     cluster_index,
     draw,
     entry_of,
@@ -170,3 +171,43 @@ def test_a_changed_earlier_label_rebuilds_rather_than_extends() -> None:
     state.labels = [(state.labels[0] + 1) % 3, *state.labels[1:], 2]
     index = cluster_index(state, 3)
     assert [m.tolist() for m in index.members] == cluster_members(state, 3)
+
+
+def _same_arrays(grown: FrontierArrays, fresh: FrontierArrays) -> bool:
+    return (grown.entries == fresh.entries and np.array_equal(grown.time_ms, fresh.time_ms)
+            and np.array_equal(grown.h, fresh.h, equal_nan=True)
+            and np.array_equal(grown.has_h, fresh.has_h)
+            and (grown.phi is None) == (fresh.phi is None)
+            and (grown.phi is None or np.array_equal(grown.phi, fresh.phi))
+            and all(grown.position(e.kernel_id) == fresh.position(e.kernel_id)
+                    for e in [*fresh.entries, entry("absent", 1.0)]))
+
+
+def test_frontiers_that_part_after_a_shared_prefix_each_read_their_own_rows() -> None:
+    state = clustered_state(40, 9)
+    base = frontier_arrays(state.frontier)
+    one = [*state.frontier, entry("a", 1.0), entry("dup", 2.0)]
+    two = [*state.frontier, entry("b", 1.5, h=None), FrontierEntry("short", 3.0, (1.0,))]
+    first = frontier_arrays(one, base)  # written after the prefix, in place
+    second = frontier_arrays(two, base)  # the rows after the prefix are taken: its own copy
+    again = frontier_arrays(one, base)  # the rows written for `one` are read, not rewritten
+    assert first.rows is base.rows and second.rows is not base.rows and again.rows is base.rows
+    for grown, entries in ((first, one), (second, two), (again, one), (base, state.frontier)):
+        assert _same_arrays(grown, frontier_arrays(list(entries)))
+    assert base.position("a") is None and first.position("a") == 40
+    assert first.nan_free() and second.nan_free() and second.phi is None
+    longer = frontier_arrays([*one, *(entry(f"x{i}", 2.0) for i in range(500))], first)
+    assert _same_arrays(longer, frontier_arrays(longer.entries))  # the buffers grew
+    assert _same_arrays(first, frontier_arrays(one)), "arrays handed out before stay as they were"
+
+
+def test_a_selection_shares_the_frontier_and_an_update_leaves_its_input_as_it_was() -> None:
+    policy = make_policy("kernelband")
+    state = clustered_state(50, 10)
+    frontier, labels = list(state.frontier), list(state.labels)
+    decision, selected = policy.select(state)
+    assert selected.frontier is state.frontier and selected.labels is state.labels
+    _, updated = policy.update(selected, decision.decision_id, entry("child", 1.0))
+    assert state.frontier == frontier and state.labels == labels
+    assert selected.frontier == frontier and len(updated.frontier) == 51
+    assert updated.frontier is not selected.frontier and updated.labels is not selected.labels
