@@ -8,7 +8,7 @@ are dropped (pulls in flight per team, from the track counters: `pulls_by_team`)
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Collection, Iterator, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, NamedTuple
@@ -46,6 +46,12 @@ class TimeBudget:
     def start(self) -> None:
         self.deadline, self.spent = self.clock() + self.seconds, False
 
+    def used(self) -> float:
+        return self.clock() - (self.deadline - self.seconds)
+
+    def left(self) -> float:
+        return max(self.deadline - self.clock(), 0.0)
+
     def over(self) -> bool:
         self.spent = self.clock() >= self.deadline
         return self.spent
@@ -78,32 +84,38 @@ def select_pulls(session: Session, now: datetime, cap: int | None = None,
     counts: dict[int, int] = {}
     for row in kept:  # dict order = first slot of each track in the fair order
         counts[row.track_id] = counts.get(row.track_id, 0) + 1
-    selected = 0
-    for number, chunk in enumerate(_chunks(list(counts), budget is not None)):
+    order, selected, done = list(counts), 0, 0
+    while done < len(order):
+        chunk = order[done:done + _chunk_size(len(order) - done, done, budget)]
         loaded = load_tracks(session, chunk)
-        if number == 0 and budget is not None:
+        if not done and budget is not None:
             budget.start()  # after the first read, which every pass makes however short
         for track_id in chunk:
             track, job = loaded[track_id]
             selected += select_for_track(session, job, track, counts[track_id])
+            done += 1
             if budget is not None and budget.over():
                 return selected
     return selected
 
 
 FIRST_CHUNK = 8  # tracks loaded before a time-bounded pass's first selection
+CHUNK_MARGIN = 2  # tracks read beyond those the time left is expected to serve
 
 
-def _chunks(track_ids: list[int], bounded: bool) -> Iterator[list[int]]:
-    """The tracks to load together, in order: all at once for a pass without a time bound;
-    else FIRST_CHUNK, then twice as many each time, so a pass whose time runs out after a few
-    tracks has not read the rows of every track with a free slot (about 100 ORM rows a pass
-    at 100 jobs, most of them unused), and one that goes on reads in a few statements."""
-    size = len(track_ids) if not bounded else FIRST_CHUNK
-    start = 0
-    while start < len(track_ids):
-        yield track_ids[start:start + size]
-        start, size = start + size, 2 * size
+def _chunk_size(left: int, done: int, budget: TimeBudget | None) -> int:
+    """How many of the `left` tracks to load next: all at once for a pass without a time
+    bound; else FIRST_CHUNK, then as many as the time left serves at the pace of the tracks
+    served so far (and a few more), so a pass whose time runs out has not read the rows of
+    tracks it never reaches (doubling chunks read about twice the tracks a pass served, each
+    an ORM row of the track and of its job, inside the pass's time)."""
+    if budget is None:
+        return left
+    if not done:
+        return min(left, FIRST_CHUNK)
+    pace = budget.used() / done
+    fits = int(budget.left() / pace) if pace > 0 else left
+    return max(1, min(left, fits + CHUNK_MARGIN))
 
 
 def load_tracks(session: Session, track_ids: Sequence[int]) -> dict[int, tuple[Track, Job]]:

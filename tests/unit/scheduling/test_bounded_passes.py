@@ -237,3 +237,18 @@ def test_a_time_bounded_pass_reads_only_the_tracks_it_reaches(
     with fenced(ctx) as session:
         assert select_pulls(session, ctx.clock()) == 0  # no time bound: one read of all
     assert read == []
+
+
+def test_a_time_bounded_pass_reads_next_the_tracks_its_time_left_serves() -> None:
+    """After the first chunk, the next read is sized by the pace so far: the tracks the time
+    left serves and CHUNK_MARGIN more, at least one, at most those left."""
+    now = [0.0]
+    budget = TimeBudget(0.010, clock=lambda: now[0])
+    budget.start()
+    assert selection._chunk_size(100, 0, budget) == FIRST_CHUNK
+    now[0] = 0.006  # 8 tracks served in 6 ms: 4 ms left serve 5 more
+    assert selection._chunk_size(100, 8, budget) == 5 + selection.CHUNK_MARGIN
+    assert selection._chunk_size(3, 8, budget) == 3
+    now[0] = 0.0099
+    assert selection._chunk_size(100, 8, budget) == selection.CHUNK_MARGIN  # next to none left
+    assert selection._chunk_size(100, 8, None) == 100

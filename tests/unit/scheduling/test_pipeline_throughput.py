@@ -132,7 +132,7 @@ class TableReads(StatementLog):
 
 def test_a_selection_read_in_chunks_writes_its_events_once(
         postgres_factory: sessionmaker[Session]) -> None:
-    """A time-bounded selection reads its tracks in chunks (`selection._chunks`); the events of
+    """A time-bounded selection reads its tracks in chunks (`selection._chunk_size`); the events of
     the pulls chosen before a later chunk wait for the transaction's next write instead of going
     out ahead of each chunk's read, and every job's events stay numbered 1, 2, 3, ..."""
     ctx = context(postgres_factory)
