@@ -3,7 +3,9 @@
 Timed batches go to one runner at a time, the other paused (`RunnerPair.ask`). Preparing
 inputs is untimed, so both runners prepare at once (`RunnerPair.prepare`): every command is
 sent to both before any reply is read, and a round's fresh inputs cost the exclusive GPU turn
-the slower runner's time instead of the sum of both.
+the slower runner's time instead of the sum of both. The original's runner autotunes nothing
+there (it takes the problem's picks, `paired_autotune`); a kernel the candidate changed may
+autotune beside the original's prepare, which can only make the candidate's own pick worse.
 """
 
 from __future__ import annotations
