@@ -20,6 +20,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+from kernelband.scheduling.gpu_pool import GpuQueuePool, urgency
+
 log = logging.getLogger(__name__)
 
 QUEUE_LLM = "llm"
@@ -186,7 +188,9 @@ class EmbeddedDispatcher(InboxDispatcher):
     has its own pool of `gpu_tasks` threads, so a compile never waits behind a profile task or
     the other way round. `gpu_tasks=1` runs one task at a time per GPU queue, as `celery -c 1`
     does per GPU; more may overlap because the part that must have the GPU alone, a paired
-    measurement's timed rounds, takes it exclusively (kernelband/sandbox/gpu_lock.py).
+    measurement's timed rounds, takes it exclusively (kernelband/sandbox/gpu_lock.py). A GPU
+    queue's free slot takes a waiting candidate before an original's baseline, and one slot
+    stays for candidates (kernelband/scheduling/gpu_pool.py says why).
     """
 
     def __init__(self, max_workers: int = 2,
@@ -197,7 +201,7 @@ class EmbeddedDispatcher(InboxDispatcher):
                              f"got {gpu_tasks}")
         self._pool = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="kb-task")
         self._gpu_tasks = gpu_tasks
-        self._gpu_pools: dict[str, ThreadPoolExecutor] = {}  # made when a queue is first used
+        self._gpu_pools: dict[str, GpuQueuePool] = {}  # made when a queue is first used
         self._closed = False
         self._functions = dict(functions or {})
         self._lock = threading.Lock()
@@ -206,28 +210,27 @@ class EmbeddedDispatcher(InboxDispatcher):
 
     def submit(self, task: TaskMessage) -> str:
         task_id = task.task_id or f"embedded-{uuid.uuid4().hex[:12]}"
-        pool = self._pool_for(task.queue)
+        pool = self._gpu_pool(task.queue) if task.queue.startswith(GPU_QUEUE_PREFIX) else None
         with self._lock:
             self.submitted[task.kind] = self.submitted.get(task.kind, 0) + 1
             self._queued[task.queue] = self._queued.get(task.queue, 0) + 1
-        pool.submit(self._run, task)
+        if pool is None:
+            self._pool.submit(self._run, task)
+        else:  # candidates ahead of originals' baselines (kernelband/scheduling/gpu_pool.py)
+            pool.submit(urgency(task.payload), lambda: self._run(task))
         return task_id
 
     def waiting(self, queue: str) -> int | None:
         with self._lock:
             return self._queued.get(queue, 0)
 
-    def _pool_for(self, queue: str) -> ThreadPoolExecutor:
-        if not queue.startswith(GPU_QUEUE_PREFIX):
-            return self._pool
+    def _gpu_pool(self, queue: str) -> GpuQueuePool:
         with self._lock:
             if self._closed:  # as the shut-down shared pool would answer
                 raise RuntimeError("cannot schedule new futures after shutdown")
             pool = self._gpu_pools.get(queue)
             if pool is None:
-                pool = ThreadPoolExecutor(max_workers=self._gpu_tasks,
-                                          thread_name_prefix=f"kb-{queue}")
-                self._gpu_pools[queue] = pool
+                pool = self._gpu_pools[queue] = GpuQueuePool(self._gpu_tasks, queue)
             return pool
 
     def _run(self, task: TaskMessage) -> None:
@@ -245,9 +248,10 @@ class EmbeddedDispatcher(InboxDispatcher):
     def close(self) -> None:
         with self._lock:
             self._closed = True
-            pools = [self._pool, *self._gpu_pools.values()]
-        for pool in pools:
-            pool.shutdown(wait=False, cancel_futures=True)
+            gpu_pools = list(self._gpu_pools.values())
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        for pool in gpu_pools:
+            pool.shutdown()
 
 
 class InlineDispatcher(InboxDispatcher):

@@ -118,3 +118,27 @@ def test_close_shuts_every_pool_and_gpu_tasks_must_be_positive() -> None:
             dispatcher.submit(TaskMessage(2, "profile", queue, {}))
     with pytest.raises(ValueError, match="gpu_tasks must be at least 1"):
         EmbeddedDispatcher(gpu_tasks=0)
+
+
+def test_a_gpu_queue_takes_a_waiting_candidate_before_an_originals_baseline() -> None:
+    gate, order = threading.Event(), []
+
+    def body(payload: dict[str, Any]) -> dict[str, Any]:
+        order.append(payload["name"])
+        gate.wait(10)
+        return {"ok": True}
+
+    dispatcher = EmbeddedDispatcher(max_workers=1, functions={"profile": body}, gpu_tasks=1)
+    try:
+        dispatcher.submit(TaskMessage(1, "profile", "gpu.h100", {"name": "baseline-1", "original": True}))
+        deadline = time.monotonic() + 5
+        while not order and time.monotonic() < deadline:
+            time.sleep(0.005)
+        dispatcher.submit(TaskMessage(2, "profile", "gpu.h100", {"name": "baseline-2", "original": True}))
+        dispatcher.submit(TaskMessage(3, "profile", "gpu.h100", {"name": "candidate"}))
+        gate.set()
+        assert sorted(_finals(dispatcher, 3)) == [1, 2, 3]
+    finally:
+        gate.set()
+        dispatcher.close()
+    assert order == ["baseline-1", "candidate", "baseline-2"]
