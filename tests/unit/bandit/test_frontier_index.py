@@ -186,7 +186,7 @@ def _same_arrays(grown: FrontierArrays, fresh: FrontierArrays) -> bool:
 def test_frontiers_that_part_after_a_shared_prefix_each_read_their_own_rows() -> None:
     state = clustered_state(40, 9)
     base = frontier_arrays(state.frontier)
-    one = [*state.frontier, entry("a", 1.0), entry("dup", 2.0)]
+    one = [*state.frontier, entry("a", 1.0), entry("k3", 2.0)]  # an id seen before: first kept
     two = [*state.frontier, entry("b", 1.5, h=None), FrontierEntry("short", 3.0, (1.0,))]
     first = frontier_arrays(one, base)  # written after the prefix, in place
     second = frontier_arrays(two, base)  # the rows after the prefix are taken: its own copy
@@ -211,3 +211,31 @@ def test_a_selection_shares_the_frontier_and_an_update_leaves_its_input_as_it_wa
     assert state.frontier == frontier and state.labels == labels
     assert selected.frontier == frontier and len(updated.frontier) == 51
     assert updated.frontier is not selected.frontier and updated.labels is not selected.labels
+
+
+def test_a_long_run_decides_as_one_that_rebuilds_its_index_before_every_call() -> None:
+    """Two pulls in flight at a time over 200 pulls from a 150-entry frontier (warm and fresh
+    re-clusterings, entries placed between them): the index kept and extended in place gives
+    the same decisions and states as one dropped before every select and update."""
+    from bandit_builders import random_child
+
+    policy = make_policy("kernelband")
+    start = clustered_state(150, 11)
+    runs = []
+    for rebuild in (False, True):
+        state, rng, decisions = start.copy(), np.random.default_rng(5), []
+        for step in range(100):
+            picked = []
+            for _ in range(2):
+                state = _rebuilt(state) if rebuild else state
+                decision, state = policy.select(state)
+                picked.append(decision)
+            for number, decision in enumerate(picked):
+                state = _rebuilt(state) if rebuild else state
+                child = random_child(rng, state.entry(decision.parent_id).time_ms,
+                                     1000 + 2 * step + number)
+                _, state = policy.update(state, decision.decision_id, child)
+            decisions += picked
+        runs.append((decisions, state.to_dict()))
+    assert runs[0] == runs[1]
+    assert len(runs[0][1]["frontier"]) > 200
