@@ -10,20 +10,21 @@ them (an H200 30-problem suite: a candidate made 22 s in started 96 s later).
 
 So a slot takes a waiting candidate (any task that is not an original's baseline) before a
 baseline, in arrival order within each kind, and at most `slots - 1` baselines run at once
-(one slot stays for candidates; with one slot, that slot takes either). A waiting baseline
-still starts whenever a baseline ends or no candidate waits beside a free baseline place, so
-every job starts.
+(one slot stays for candidates; with one slot, that slot takes either). A baseline that has
+waited `patience_s` goes first all the same, so a long job whose candidates keep the queue full
+cannot hold another job's start back for longer than that.
 """
 
 from __future__ import annotations
 
-import heapq
-import itertools
 import threading
+import time
+from collections import deque
 from collections.abc import Callable
 from typing import Any
 
 IDLE_EXIT_S = 1.0  # an idle worker thread ends after this; the next task starts another
+BASELINE_PATIENCE_S = 60.0
 
 CANDIDATE, BASELINE = 0, 1
 
@@ -37,15 +38,17 @@ def urgency(payload: dict[str, Any]) -> int:
 class GpuQueuePool:
     """`slots` worker threads for one GPU queue, taking the most urgent waiting task first."""
 
-    def __init__(self, slots: int, name: str) -> None:
+    def __init__(self, slots: int, name: str, patience_s: float = BASELINE_PATIENCE_S) -> None:
         if slots < 1:
             raise ValueError(f"a GPU queue needs at least 1 slot, got {slots}")
         self.slots = slots
         self.baseline_places = max(1, slots - 1)
+        self.patience_s = patience_s
         self._name = name
         self._cond = threading.Condition()
-        self._heap: list[tuple[int, int, Callable[[], None]]] = []
-        self._order = itertools.count()
+        # per level, (when queued, work), oldest first
+        self._waiting: dict[int, deque[tuple[float, Callable[[], None]]]] = {
+            CANDIDATE: deque(), BASELINE: deque()}
         self._threads = 0  # live worker threads
         self._idle = 0  # of them, waiting for work
         self._baselines = 0  # baselines running
@@ -56,8 +59,8 @@ class GpuQueuePool:
         with self._cond:
             if self._closed:
                 raise RuntimeError("cannot schedule new futures after shutdown")
-            heapq.heappush(self._heap, (level, next(self._order), work))
-            if len(self._heap) > self._idle and self._threads < self.slots:
+            self._waiting[level].append((time.monotonic(), work))
+            if self.waiting_now() > self._idle and self._threads < self.slots:
                 self._threads += 1
                 threading.Thread(target=self._serve, name=f"kb-{self._name}-{self._threads}").start()
             self._cond.notify_all()
@@ -72,22 +75,22 @@ class GpuQueuePool:
                 self._idle += 1
                 woken = self._cond.wait(IDLE_EXIT_S)
                 self._idle -= 1
-                if not woken and not self._heap:
+                if not woken and not self.waiting_now():
                     break
             self._threads -= 1
             return None
 
     def _startable(self) -> tuple[int, Callable[[], None]] | None:
-        """Pop the first candidate, else the first baseline while a baseline place is free."""
-        if not self._heap:
-            return None
-        level, _, work = self._heap[0]
-        if level == BASELINE and self._baselines >= self.baseline_places:
-            return None  # the heap holds no candidate: candidates sort first
-        heapq.heappop(self._heap)
-        if level == BASELINE:
+        """Pop the first candidate, else the first baseline while a baseline place is free
+        (first of all when it has waited `patience_s`)."""
+        candidates, baselines = self._waiting[CANDIDATE], self._waiting[BASELINE]
+        if baselines and self._baselines < self.baseline_places and (
+                not candidates or time.monotonic() - baselines[0][0] >= self.patience_s):
             self._baselines += 1
-        return level, work
+            return BASELINE, baselines.popleft()[1]
+        if candidates:
+            return CANDIDATE, candidates.popleft()[1]
+        return None
 
     def _serve(self) -> None:
         while (taken := self._take()) is not None:
@@ -102,13 +105,18 @@ class GpuQueuePool:
 
     def waiting(self) -> int:
         with self._cond:
-            return len(self._heap)
+            return self.waiting_now()
+
+    def waiting_now(self) -> int:
+        """Tasks waiting (the caller holds the lock)."""
+        return sum(len(queued) for queued in self._waiting.values())
 
     def shutdown(self) -> None:
         """Drop the waiting tasks and take no more; running ones finish."""
         with self._cond:
             self._closed = True
-            self._heap.clear()
+            for queued in self._waiting.values():
+                queued.clear()
             self._cond.notify_all()
 
 

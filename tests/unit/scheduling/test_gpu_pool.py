@@ -1,5 +1,5 @@
 """A GPU queue's pool in the embedded dispatcher: candidates before originals' baselines, one
-slot kept for candidates, every task run, nothing taken after shutdown."""
+slot kept for candidates, a baseline's patience, every task run, nothing taken after shutdown."""
 
 from __future__ import annotations
 
@@ -72,6 +72,21 @@ def test_one_slot_of_three_stays_for_candidates() -> None:
     finally:
         for gate in log.gates.values():
             gate.set()
+        pool.shutdown()
+
+
+def test_a_baseline_that_waited_its_patience_goes_before_candidates() -> None:
+    log, pool = _Log(), GpuQueuePool(1, "gpu.test", patience_s=0.2)
+    try:
+        pool.submit(CANDIDATE, log.task("c1", hold=True))
+        assert _until(lambda: log.started == ["c1"])
+        pool.submit(BASELINE, log.task("b1"))
+        pool.submit(CANDIDATE, log.task("c2"))
+        time.sleep(0.3)
+        log.gates["c1"].set()
+        assert _until(lambda: len(log.done) == 3)
+        assert log.started == ["c1", "b1", "c2"]
+    finally:
         pool.shutdown()
 
 
