@@ -60,7 +60,7 @@ class GpuQueuePool:
             if self._closed:
                 raise RuntimeError("cannot schedule new futures after shutdown")
             self._waiting[level].append((time.monotonic(), work))
-            if self.waiting_now() > self._idle and self._threads < self.slots:
+            if self._count() > self._idle and self._threads < self.slots:
                 self._threads += 1
                 threading.Thread(target=self._serve, name=f"kb-{self._name}-{self._threads}").start()
             self._cond.notify_all()
@@ -75,7 +75,7 @@ class GpuQueuePool:
                 self._idle += 1
                 woken = self._cond.wait(IDLE_EXIT_S)
                 self._idle -= 1
-                if not woken and not self.waiting_now():
+                if not woken and not self._count():
                     break
             self._threads -= 1
             return None
@@ -105,9 +105,9 @@ class GpuQueuePool:
 
     def waiting(self) -> int:
         with self._cond:
-            return self.waiting_now()
+            return self._count()
 
-    def waiting_now(self) -> int:
+    def _count(self) -> int:
         """Tasks waiting (the caller holds the lock)."""
         return sum(len(queued) for queued in self._waiting.values())
 
