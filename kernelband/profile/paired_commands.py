@@ -10,6 +10,7 @@ autotune beside the original's prepare, which can only make the candidate's own 
 
 from __future__ import annotations
 
+import contextlib
 import math
 import random
 from collections.abc import Sequence
@@ -53,24 +54,33 @@ class RunnerPair:
         on theirs at the same time. (reply, judge wall ms from sending to reading) each; the
         first refusal raises, once every reply is read (a runner's answers stay in step)."""
         timeout_s = timeout_s or self.config.command_timeout_s
-        sent = []
-        for role, command in commands:
-            try:
+        sent: list[float] = []
+        replies: list[tuple[dict[str, Any], float]] = []
+        role = ""
+        try:
+            for role, command in commands:
                 sent.append(self.runners[role].session.send(command))
-            except SessionError as exc:
-                raise runner_error(role, f"runner_{exc.reason}", f"the {role}'s runner failed: {exc}") from exc
-        replies = []
-        for (role, command), at in zip(commands, sent, strict=True):
-            try:
+            for (role, command), at in zip(commands, sent, strict=True):
                 reply = self.runners[role].session.receive(command, at, timeout_s)
-            except SessionError as exc:
-                raise runner_error(role, f"runner_{exc.reason}", f"the {role}'s runner failed: {exc}") from exc
-            replies.append((reply.value, reply.wall_s * 1e3))
+                replies.append((reply.value, reply.wall_s * 1e3))
+        except SessionError as exc:
+            self._drain(commands[len(replies):len(sent)], sent[len(replies):], timeout_s)
+            raise runner_error(role, f"runner_{exc.reason}", f"the {role}'s runner failed: {exc}") from exc
         for (role, command), (value, _) in zip(commands, replies, strict=True):
             if not value.get("ok"):
                 raise runner_error(role, "runner_error", f"the {role}'s runner refused {command['cmd']}: "
                                    f"{value.get('error')}")
         return replies
+
+    def _drain(self, commands: Sequence[tuple[str, dict[str, Any]]], sent: Sequence[float],
+               timeout_s: float) -> None:
+        """Read the replies still owed by runners that are alive, so that a runner kept for the
+        next measurement (the original's) answers its next command, not this one."""
+        for (role, command), at in zip(commands, sent, strict=False):
+            session = self.runners[role].session
+            if session.closed is None:
+                with contextlib.suppress(SessionError):
+                    session.receive(command, at, timeout_s)
 
     def batch(self, role: str, case: str, k: int, salt: int | None = None) -> float:
         """One timed batch; the judge's ms per call. Cross-checks the runner's own figure."""

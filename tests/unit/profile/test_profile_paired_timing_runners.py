@@ -140,3 +140,18 @@ def test_both_runners_prepare_their_inputs_at_once(problem: KernelProblem) -> No
     finally:
         for runner in runners:
             runner.close()
+
+
+def test_a_runner_failing_mid_prepare_leaves_the_other_runner_in_step(problem: KernelProblem) -> None:
+    from kernelband.profile.paired_commands import RunnerPair
+    from kernelband.profile.paired_runners import start_runner
+
+    original, candidate = (start_runner(problem, problem.editable, "cpu", CONFIG, None) for _ in range(2))
+    try:
+        candidate.close()  # the candidate's commands now fail after the original's were sent
+        with pytest.raises(TimingRejected):
+            RunnerPair(original, candidate, CONFIG).prepare(original.cases[:2], seed=3)
+        reply = original.session.request({"cmd": "ping"}, 30.0).value
+        assert reply.get("ok") and "spent_ms" not in reply, reply  # its own reply, not a prepare's
+    finally:
+        original.close()
