@@ -30,7 +30,7 @@ from typing import Any
 from bench.scenarios import ROOT, RUNS, run_folder
 
 WITHIN = 0.03
-PARTS = ("load", "correctness", "spare_start", "load_original", "load_candidate", "calibrate", "prepare", "timed_rounds", "verify",
+PARTS = ("load", "correctness", "spare_start", "load_original", "wait_shared", "load_candidate", "calibrate", "prepare", "timed_rounds", "verify",
          "after", "measure")
 
 

@@ -311,9 +311,11 @@ def _start_candidate(problem: KernelProblem, editable: str | None, device: str, 
     """In one shared GPU turn: the candidate's runner, the problem's autotune picks pinned in it
     and both runners' first inputs (compiles, untimed), so the exclusive turn holds timing only."""
     start = time.perf_counter()
-    with gpu_turn(device, exclusive=False):
+    with gpu_turn(device, exclusive=False) as turn:
+        # the wait is other candidates' timed rounds, not this runner's start: kept apart
+        parts["wait_shared"] = turn["waited_s"]
         candidate = start_runner(problem, editable, device, config, limits)
-        parts["load_candidate"] = time.perf_counter() - start
+        parts["load_candidate"] = time.perf_counter() - start - turn["waited_s"]
         try:
             pair = RunnerPair(original, candidate, config)
             return pair, pin_candidate(candidate, picks, config), prepare_first(pair, config, rng)

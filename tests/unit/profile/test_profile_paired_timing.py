@@ -282,3 +282,24 @@ def test_the_first_inputs_are_prepared_in_a_shared_turn_and_only_timing_holds_th
     first_batch = next(i for i, h in enumerate(held) if h.startswith("run_batch"))
     assert held[:first_batch] and all(h == "prepare:shared" for h in held[:first_batch])
     assert all(h.endswith(":exclusive") for h in held if h.startswith("run_batch"))
+
+
+def test_the_wait_for_a_shared_turn_is_its_own_part_not_the_candidates_start(problem: KernelProblem) -> None:
+    import time
+    from contextlib import contextmanager
+
+    from kernelband.profile import paired_timing
+
+    @contextmanager
+    def busy_gpu(device: str, *, exclusive: bool) -> Iterator[dict[str, float]]:
+        start = time.perf_counter()
+        if not exclusive:  # another candidate's timed rounds hold the GPU for a while
+            time.sleep(0.3)
+        yield {"waited_s": time.perf_counter() - start}
+
+    quick = replace(CONFIG, rounds=3, min_rounds=3, batch_ms=10.0, seed=11)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(paired_timing, "gpu_turn", busy_gpu)
+        parts = measure(problem, None, quick).checks["parts_s"]
+    assert parts["wait_shared"] >= 0.3
+    assert parts["load_candidate"] >= 0.0
