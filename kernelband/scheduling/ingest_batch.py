@@ -15,22 +15,20 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
-from sqlalchemy import bindparam
 from sqlalchemy.orm import Session
 
 from kernelband.db.models import Attempt
 from kernelband.loop.dedupe import prefetch_same_source
 from kernelband.loop.skills import prefetch_for_skills
+from kernelband.scheduling.attempt_values import lock_attempt_values
 from kernelband.scheduling.attempts import ACTIVE_ATTEMPT_STATES, note_claimable
 from kernelband.scheduling.children import Wanted, insert_children
 from kernelband.scheduling.dispatch import TaskResult
-from kernelband.scheduling.events import prime_event_counters
-from kernelband.scheduling.ingest import LockedAttempt, apply_result, locking_read
+from kernelband.scheduling.ingest import LockedAttempt, apply_result
 from kernelband.scheduling.leases import extend_locked_lease, lease_deadline
 from kernelband.scheduling.results import GenerateResult, LeaseBeat, TaskResultValue, read_result
 
 BATCH_SIZE = 500  # results per transaction: bounds how long attempt locks are held
-_LOCK_MANY = locking_read(Attempt.id.in_(bindparam("ids", expanding=True)))
 
 
 def apply_batch(session: Session, items: Sequence[TaskResult], now: datetime, lease_s: float,
@@ -99,20 +97,13 @@ def apply_locked(session: Session, attempt: Attempt, result: TaskResultValue,
 
 
 def lock_attempts(session: Session, attempt_ids: set[int]) -> dict[int, LockedAttempt]:
-    """`lock_attempt` for many attempts in one read, locked in id order.
+    """`lock_attempt` for many attempts in one read, locked in id order; the attempts come as
+    values that no session holds, their changes written by this transaction
+    (`attempt_values`).
 
     Keep the returned dict while applying: it keeps the rows in the session's identity map.
     """
-    if not attempt_ids:
-        return {}
-    locked: dict[int, LockedAttempt] = {}
-    last: dict[int, int] = {}
-    rows = session.execute(_LOCK_MANY, {"ids": sorted(attempt_ids)}).all()
-    for attempt, track, job, candidate, seq in rows:
-        locked[attempt.id] = (attempt, track, job, candidate)
-        last[job.id] = max(last.get(job.id, 0), seq or 0)
-    prime_event_counters(session, last)
-    return locked
+    return lock_attempt_values(session, attempt_ids)
 
 
 __all__ = ["BATCH_SIZE", "apply_batch", "apply_locked", "lock_attempts"]
