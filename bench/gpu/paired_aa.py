@@ -31,7 +31,7 @@ from bench.scenarios import ROOT, RUNS, run_folder
 
 WITHIN = 0.03
 PARTS = ("load", "correctness", "spare_start", "load_original", "wait_shared", "load_candidate", "calibrate", "prepare", "timed_rounds", "verify",
-         "after", "measure")
+         "after", "tune", "held_alone", "measure")
 
 
 def _problems(corpus: Path, count: int, only: list[str]) -> list[str]:

@@ -14,6 +14,7 @@ are named in the run's notes (the runners' own word, a diagnostic: it changes no
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -50,18 +51,25 @@ def _ask(runner: Runner, role: str, command: dict[str, Any], timeout_s: float) -
     return reply
 
 
-def _tune(runner: Runner, device: str, config: PairedConfig) -> dict[str, Any]:
-    """Every case prepared once (its first call autotunes), alone on the GPU; the picks."""
+def _tune(runner: Runner, device: str, config: PairedConfig, parts: dict[str, float]) -> dict[str, Any]:
+    """Every case prepared once (its first call autotunes), alone on the GPU; the picks. The
+    exclusive turn's length goes to `parts["tune"]` and `parts["held_alone"]`."""
     with gpu_turn(device, exclusive=True):
-        for case in runner.cases:
-            _ask(runner, "original", {"cmd": "prepare", "case": case, "seed": TUNING_SEED}, config.load_timeout_s)
-        found = _ask(runner, "original", {"cmd": "autotune_picks"}, config.command_timeout_s).get("picks")
+        held = time.perf_counter()
+        try:
+            for case in runner.cases:
+                _ask(runner, "original", {"cmd": "prepare", "case": case, "seed": TUNING_SEED}, config.load_timeout_s)
+            found = _ask(runner, "original", {"cmd": "autotune_picks"}, config.command_timeout_s).get("picks")
+        finally:
+            parts["tune"] = time.perf_counter() - held
+            parts["held_alone"] = parts.get("held_alone", 0.0) + parts["tune"]
     return found if isinstance(found, dict) else {}
 
 
 def tuned_original(problem: KernelProblem, device: str, config: PairedConfig, limits: SandboxLimits | None,
-                   keep: bool) -> tuple[Runner, dict[str, Any]]:
-    """The original's runner, with its autotuned kernels on the problem's picks; the picks."""
+                   keep: bool, parts: dict[str, float] | None = None) -> tuple[Runner, dict[str, Any]]:
+    """The original's runner, with its autotuned kernels on the problem's picks; the picks.
+    `parts` takes the tuning pass's exclusive turn, when this call makes one."""
     # picks a job's tuning runner read from its own Triton cache serve that job only
     key = ORIGINALS.key(problem, device, config, (limits or SandboxLimits.from_settings()).cache_scope)
     runner = ORIGINALS.take_idle(problem, device, config, limits) if keep else None
@@ -73,7 +81,7 @@ def tuned_original(problem: KernelProblem, device: str, config: PairedConfig, li
         PICKS.keep(key, picks := {})  # read as text only: no autotuner, nothing to tune apart
     if picks is None:
         try:
-            picks = _tune(runner, device, config)
+            picks = _tune(runner, device, config, {} if parts is None else parts)
         except BaseException:
             runner.close()
             raise

@@ -274,7 +274,7 @@ def _measure_once(problem: KernelProblem, editable: str | None, device: str, con
     rng = random.Random(config.seed if config.seed is not None else random.SystemRandom().randrange(1 << 30))
     parts: dict[str, float] = {}
     start = time.perf_counter()
-    original, picks = tuned_original(problem, device, config, limits, keep_original)  # autotuned once
+    original, picks = tuned_original(problem, device, config, limits, keep_original, parts)  # autotuned once
     parts["load_original"] = time.perf_counter() - start
     try:
         pair, tuning, first = _start_candidate(problem, editable, device, config, limits, original, picks,
@@ -284,7 +284,11 @@ def _measure_once(problem: KernelProblem, editable: str | None, device: str, con
             if until_checked is not None:
                 until_checked()
             with gpu_turn(device, exclusive=True) as turn:  # the timed rounds have the GPU alone
+                held = time.perf_counter()
                 run = time_pair(problem, pair, config, rng, ORIGINALS.key(problem, device, config, original.scope), first)
+            # what this measurement cost the node's other GPU tasks: every second they could not
+            # start a shared turn (a first prepare is a shared turn's, whatever the part's name)
+            parts["held_alone"] = parts.get("held_alone", 0.0) + time.perf_counter() - held
             run.notes, run.spare_runner = tuning + run.notes, candidate.spare
             parts["wait_gpu"] = turn["waited_s"]
             if after is not None:

@@ -16,7 +16,11 @@ from datetime import datetime
 from typing import Any, Literal
 
 DEVICE_KINDS = ("profile", "verify")  # the steps that run on the target's device
-# the parts of a paired measurement that hold the GPU alone (kernelband/sandbox/gpu_lock.py)
+# the exclusive GPU turns of a paired measurement (its tuning pass and its timing), measured as
+# held (kernelband/sandbox/gpu_lock.py)
+HELD_PART = "measure_held_alone"
+# results kept before HELD_PART was recorded: the parts then read as the exclusive turn's (their
+# prepare includes the first inputs' shared turn, so the share read from them is an upper bound)
 TIMED_PARTS = ("measure_calibrate", "measure_prepare", "measure_timed_rounds", "measure_verify")
 
 
@@ -72,7 +76,8 @@ class TargetThroughput:
 def timed_share(parts_total_s: Sequence[dict[str, float]], device_s: float) -> float:
     """Percent of `device_s` the GPU was held alone for paired measurements, from the summed
     parts of the profile and verify steps (`StageTime.parts_total_s`)."""
-    held = sum(parts.get(name, 0.0) for parts in parts_total_s for name in TIMED_PARTS)
+    held = sum(parts[HELD_PART] if HELD_PART in parts else sum(parts.get(name, 0.0) for name in TIMED_PARTS)
+               for parts in parts_total_s)
     return 100.0 * held / device_s if device_s > 0 else 0.0
 
 

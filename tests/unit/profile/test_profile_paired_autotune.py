@@ -89,3 +89,16 @@ def test_a_runner_that_will_not_say_gives_no_note() -> None:
     refused = Runners({("original", "autotune_picks"): OriginalRunnerError("original_runner_error", "no"),
                        ("candidate", "autotune_picks"): TimingRejected("runner_error", "no")})
     assert differing_picks(refused.ask) == []
+
+
+def test_the_tuning_pass_and_the_timing_are_the_exclusive_turns_counted_as_held_alone() -> None:
+    problem = load_problem((FIXTURES / "autotuned_problem.py").read_text(), "native", "autotuned_held_alone")
+    try:
+        first, again = (measure_speedup(problem, problem.editable, "cpu", target="cpu", device_name="host",
+                                        config=CONFIG).checks["parts_s"] for _ in range(2))
+    finally:
+        ORIGINALS.close_all()
+    assert first["tune"] > 0.0  # the first measurement of a problem picks its configs
+    assert first["held_alone"] >= first["tune"] + first["timed_rounds"]
+    assert first["load_original"] >= first["tune"]
+    assert "tune" not in again and again["held_alone"] >= again["timed_rounds"]

@@ -35,6 +35,13 @@ def test_the_gpu_held_alone_is_the_timed_parts_over_the_window() -> None:
     assert timed_share(parts, 0.0) == 0.0
 
 
+def test_the_gpu_held_alone_is_the_exclusive_turns_as_measured_where_a_result_has_them() -> None:
+    # a first prepare runs in a shared turn: only results kept before the measured part count it
+    parts = [{"measure_held_alone": 20.0, "measure_timed_rounds": 15.0, "measure_prepare": 30.0},
+             {"measure_timed_rounds": 10.0}]
+    assert timed_share(parts, 100.0) == pytest.approx(30.0)
+
+
 def test_the_figures_and_their_wording() -> None:
     cost = TargetThroughput("h200", judged=30, window_s=600.0, busy_s=540.0)
     assert cost.per_hour == pytest.approx(180.0) and cost.busy_pct == pytest.approx(90.0)
