@@ -83,7 +83,7 @@ def stage_times(session: Session, job_id: int | Sequence[int]) -> list[StageTime
         if started is not None and dispatched is not None:
             waits[kind].append(_seconds(dispatched, started))
         failed[kind] += state == "failed"
-        for name, seconds in _timings(result).items():
+        for name, seconds in result_timings(result).items():
             parts[kind][name].append(seconds)
     kinds = sorted(work, key=lambda k: (KIND_ORDER.index(k) if k in KIND_ORDER else 99, k))
     return [StageTime(kind, len(work[kind]), failed[kind], statistics.median(work[kind]),
@@ -103,7 +103,7 @@ def _p90(values: list[float]) -> float:
     return ordered[min(len(ordered) - 1, round(0.9 * (len(ordered) - 1)))]
 
 
-def _timings(result: Any) -> dict[str, float]:
+def result_timings(result: Any) -> dict[str, float]:
     """The numeric `timings` of a worker result; anything else is ignored."""
     raw = result.get("timings") if isinstance(result, dict) else None
     if not isinstance(raw, dict):
@@ -112,4 +112,4 @@ def _timings(result: Any) -> dict[str, float]:
             if isinstance(v, int | float) and not isinstance(v, bool) and v >= 0}
 
 
-__all__ = ["StageTime", "stage_times"]
+__all__ = ["StageTime", "result_timings", "stage_times"]
