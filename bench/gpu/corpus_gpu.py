@@ -75,7 +75,8 @@ def suite_phase(names: list[str], root: Path, target: str, budget: int,
         status += (f"; report as stored: {data['jobs_finished']} of {len(data['job_ids'])} jobs "
                    "finished (an unfinished job counts as not correct)")
     return {"problems": names, "budget": budget, "status": status,
-            "wall_s": time.monotonic() - start, "report": data, "output_tail": tail}
+            "wall_s": time.monotonic() - start, "report": data, "output_tail": tail,
+            "database": str(folder / "suite.db")}
 
 
 def stored_report(database: Path) -> dict[str, Any] | None:

@@ -18,13 +18,13 @@ import argparse
 import json
 import statistics
 import sys
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from sqlalchemy import create_engine, select
 from sqlalchemy.orm import Session
 
+from bench.gpu.corpus_gpu import stored_report
 from kernelband.db.models import Attempt, Job, Problem, Suite
 from kernelband.scheduling.stages import result_timings
 from kernelband.suite.store import suite_report, suite_steps, suite_throughput
@@ -83,12 +83,19 @@ def render(path: Path, session: Session, suite_id: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def rebuilt_report(session: Session, suite_id: str) -> dict[str, Any]:
+def rebuilt_report(database: Path) -> dict[str, Any]:
     """The suite's report with its steps and cost, in the shape `suite_twice` keeps a run."""
-    report = replace(suite_report(session, suite_id), steps=suite_steps(session, suite_id),
-                     throughput=suite_throughput(session, suite_id))
-    return {"problems": [p.problem for p in report.problems], "budget": report.settings.budget,
-            "status": "rebuilt from the suite database", "report": report.to_dict()}
+    report = stored_report(database) or {}
+    return {"problems": sorted({p["problem"] for p in report.get("problems", [])}),
+            "budget": (report.get("settings") or {}).get("budget"),
+            "status": "rebuilt from the suite database", "report": report}
+
+
+def steps_markdown(database: Path) -> str:
+    """The steps tables of one suite database (what `main` prints for it)."""
+    session, suite_id = _open(database)
+    with session:
+        return render(database, session, suite_id)
 
 
 def _open(path: Path) -> tuple[Session, str]:
@@ -107,14 +114,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, help="write the steps tables here (default: print them)")
     parser.add_argument("--report", type=Path, help="write the first database's rebuilt report here")
     args = parser.parse_args(argv)
-    texts = []
-    for index, path in enumerate(args.databases):
-        session, suite_id = _open(path)
-        with session:
-            texts.append(render(path, session, suite_id))
-            if args.report and index == 0:
-                args.report.write_text(json.dumps(rebuilt_report(session, suite_id), indent=1, default=str))
-    text = "\n".join(texts)
+    text = "\n".join(steps_markdown(path) for path in args.databases)
+    if args.report:
+        args.report.write_text(json.dumps(rebuilt_report(args.databases[0]), indent=1, default=str))
     if args.out:
         args.out.write_text(text)
     else:

@@ -6,13 +6,13 @@ inside its own 95% interval?
     python -m bench.gpu.suite_twice --target h200 --compare   # the table (also after each run)
 
 Each run is `kernelband suite` (rules generator, default policy, T = 4 by default) on 8 corpus
-TritonBench-G problems with their perf harnesses (bench.gpu.fleet.DEFAULT_PICKS), in its
-own SQLite database; the run's report is kept in suite-twice-<target>-<run>.json in the run folder
-(--out, default bench/gpu/runs/suite-twice-<target>-<date>). The comparison (suite-twice-<target>.md
-there) lists per problem both runs' best speedups with
-their intervals, whether they agree (within 5%, or overlapping intervals) and whether every
-reported point lies inside its own interval. Nothing here is estimated: on a machine without a
-GPU the script refuses to run.
+TritonBench-G problems with their perf harnesses (bench.gpu.fleet.DEFAULT_PICKS), in its own SQLite
+database; the run's report is kept in suite-twice-<target>-<run>.json in the run folder (--out,
+default bench/gpu/runs/suite-twice-<target>-<date>), every profile and verify step with its parts
+in steps-<target>-<run>.md beside it. The comparison (suite-twice-<target>.md there) lists per
+problem both runs' best speedups with their intervals, whether they agree (within 5%, or
+overlapping intervals) and whether every reported point lies inside its own interval. Nothing here
+is estimated: on a machine without a GPU the script refuses to run.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.gpu.fleet import DEFAULT_PICKS
+from bench.gpu.suite_steps import steps_markdown
 from bench.scenarios import run_folder
 
 AGREE_WITHIN = 0.05
@@ -121,6 +122,8 @@ def run_once(out: Path, target: str, run: str, names: list[str], budget: int,
     run_path(out, target, run).write_text(json.dumps(result, indent=1, default=str))
     print(f"run {run}: {result['status']}, wall {result['wall_s']:.0f} s -> "
           f"{run_path(out, target, run)}")
+    if Path(result["database"]).is_file():  # every step's parts, beside the report's medians
+        (out / f"steps-{target}-{run}.md").write_text(steps_markdown(Path(result["database"])))
     return 0
 
 
