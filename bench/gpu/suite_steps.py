@@ -28,7 +28,7 @@ from bench.gpu.corpus_gpu import stored_report
 from kernelband.db.models import Attempt, Job, Problem, Suite
 from kernelband.scheduling.stages import result_timings
 from kernelband.suite.store import suite_report, suite_steps, suite_throughput
-from kernelband.suite.throughput import timed_share
+from kernelband.suite.throughput import HELD_PART, timed_share
 
 # the columns of the steps table, in the order a step spends them; absent parts show as "-"
 COLUMNS = ("check", "check_wait", "measure_static", "measure_load_original", "measure_wait_shared",
@@ -59,9 +59,18 @@ def render(path: Path, session: Session, suite_id: str) -> str:
     rows = step_rows(session, suite_id)
     lines = [f"## {path.name}: {report.jobs_finished} of {len(report.job_ids)} jobs finished", ""]
     steps = suite_steps(session, suite_id)
+    parts = [s.parts_total_s for s in steps if s.kind in DEVICE_KINDS]
     for cost in suite_throughput(session, suite_id):
-        alone = timed_share([s.parts_total_s for s in steps if s.kind in DEVICE_KINDS], cost.device_s)
-        lines.append(f"- {cost.describe()}; the GPU held alone for timing {alone:.1f}% of it")
+        alone = timed_share(parts, cost.device_s)
+        if cost.estimated:  # no GPU: nothing was held
+            lines.append(f"- {cost.describe()}")
+        elif any(HELD_PART in p for p in parts):
+            lines.append(f"- {cost.describe()}; the GPU held alone {alone:.1f}% of it (as held)")
+        else:
+            rounds = 100.0 * sum(p.get("measure_timed_rounds", 0.0) for p in parts) / cost.device_s
+            lines.append(f"- {cost.describe()}; the GPU held alone at least {rounds:.1f}% of it (the timed "
+                         f"rounds) and at most {alone:.1f}% (results without the held part: calibrate, "
+                         "prepare, timed rounds and verify, whose prepare includes the first inputs' shared turn)")
     lines += ["", "| job | problem | kind | original | started | work | " + " | ".join(COLUMNS) + " |",
               "| --- " * (6 + len(COLUMNS)) + "|"]
     for r in rows:
