@@ -29,6 +29,7 @@ from kernelband.sandbox.device import detect_device
 from kernelband.sandbox.session import SessionError
 
 FEATURES_TIMEOUT_S = 300.0
+FEATURES_ERROR_CHARS = 200  # of the runner's own words in a note: enough to say what failed
 
 
 def config_from_settings(strict: bool = False) -> PairedConfig:
@@ -73,8 +74,11 @@ def _features_of_run(run: PairedRun, static: Features | None = None) -> dict[str
     time_ms = sum(_candidate_medians(run).values())
     if static is not None:
         return {"features": with_time(static, time_ms, "driver", STATIC_NOTE).to_dict()}
-    features = replace(reference_features(time_ms, "driver"), h_note=TIME_ONLY_NOTE)
-    return {"features": features.to_dict()}
+    return _time_only(time_ms, TIME_ONLY_NOTE)
+
+
+def _time_only(time_ms: float, note: str) -> dict[str, Any]:
+    return {"features": replace(reference_features(time_ms, "driver"), h_note=note).to_dict()}
 
 
 def _features_after(target: str, placeholder: bool) -> Any:
@@ -92,7 +96,9 @@ def _features_after(target: str, placeholder: bool) -> Any:
         except SessionError as exc:
             raise MeasureError(f"the candidate's runner failed while profiling ({exc.reason}): {exc}") from exc
         if not reply.value.get("ok"):
-            raise MeasureError(f"the candidate's features could not be read: {reply.value.get('error')}")
+            # the time is the judge's and stands without them: phi holds it alone, labelled
+            return _time_only(sum(medians.values()), "not measured: the runner's features pass failed ("
+                              f"{str(reply.value.get('error'))[:FEATURES_ERROR_CHARS]})")
         return reply.value
     return after
 

@@ -24,6 +24,9 @@ _TORCH_TO_TRITON = {
     "float8_e4m3fn": "fp8e4nv", "float8_e5m2": "fp8e5", "float8_e4m3fnuz": "fp8e4b8",
     "float8_e5m2fnuz": "fp8e5b16",
 }
+# a tensor wrapped by `triton.reinterpret` carries Triton's own dtype (str: "fp8e5"), as its launch
+# does: its pointer type is that name
+_TRITON_NAMES = frozenset(_TORCH_TO_TRITON.values()) | {"fp8e4b15"}
 _DIVISIBILITY = 16
 
 
@@ -178,6 +181,8 @@ def _interpreter_off(triton: Any) -> Iterator[None]:
 
 def _tensor_type(value: Any) -> str:
     name = str(value.dtype).replace("torch.", "")
+    if name in _TRITON_NAMES:
+        return "*" + name
     if name not in _TORCH_TO_TRITON:
         raise StaticProfileError(f"tensor dtype {name} has no Triton pointer type; use a float or int dtype")
     return "*" + _TORCH_TO_TRITON[name]

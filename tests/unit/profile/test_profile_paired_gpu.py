@@ -171,3 +171,14 @@ def test_without_the_compile_steps_features_a_static_report_stands_in_for_the_fe
     monkeypatch.setattr(sandboxed, "static_profile_candidate", broken)
     sandboxed.measure_candidate(problem, None, "h200", hardware_signature=False)
     assert seen["static"] is None  # the runner's features pass takes over
+
+
+def test_a_features_pass_the_runner_cannot_make_leaves_the_time_and_says_why() -> None:
+    class Session:
+        def request(self, command: dict[str, Any], timeout_s: float) -> Any:
+            return type("Reply", (), {"value": {"ok": False, "error": "StaticProfileError: no pointer type"}})()
+
+    candidate = type("Candidate", (), {"cases": ["a", "b"], "session": Session()})()
+    found = Features.from_dict(paired_gpu._features_after("h200", placeholder=False)(candidate, _run())["features"])
+    assert found.phi[0] == pytest.approx(math.log1p(2.5)) and found.phi_sources[0] == "driver"
+    assert "features pass failed" in found.h_note and "no pointer type" in found.h_note

@@ -118,3 +118,10 @@ def test_unknown_architecture_is_refused(kernels: ModuleType, data: torch.Tensor
 
     with pytest.raises(StaticProfileError, match="sm_75"):
         static_profile(dry(lambda: kernels.add(data[:N], data[:N])), 75)
+
+
+@pytest.mark.parametrize("cc", (89, 90))
+def test_a_tensor_reinterpreted_as_a_triton_dtype_keeps_that_dtype(kernels: ModuleType, cc: int) -> None:
+    raw = torch.zeros(N, dtype=torch.uint8)
+    p = profile(dry(lambda: kernels.fp8_upcast(raw)), cc)
+    assert p.signature["x_ptr"] == "*fp8e5" and p.signature["out_ptr"] == "*fp16"
