@@ -224,7 +224,7 @@ def evaluate_candidate(
     if seeds < 1:
         raise ValueError(f"seeds must be at least 1, got {seeds}")
     if editable is not None and static_checks:
-        found = check_source(editable)
+        found = check_source(editable, problem.editable)
         if found is not None:
             return Verdict.reject(found.reason, found.message, details={"line": found.line})
     device = device or detect_device()

@@ -10,6 +10,10 @@ ALLOWED_IMPORTS = frozenset({
     "torch", "triton", "math", "functools", "typing", "itertools", "operator", "dataclasses",
     "collections", "numpy", "__future__", "enum", "abc", "numbers",
 })
+# Modules that only report (they cannot reach a timer, a thread or the file system the checks
+# guard): a candidate may import them too where the original's own region does, so a rewrite
+# that keeps the original's imports is not refused for them.
+INHERITED_IMPORTS = frozenset({"warnings", "logging"})
 # ... except these submodules, which patch checks, spawn processes or compile native code.
 DENIED_IMPORTS = (
     "torch.testing", "triton.testing", "torch.multiprocessing", "torch.utils.cpp_extension",
@@ -41,17 +45,31 @@ class StaticRejection:
     message: str
 
 
-def _import_problem(module: str, line: int) -> StaticRejection | None:
+def _import_problem(module: str, line: int, inherited: frozenset[str] = frozenset()) -> StaticRejection | None:
     root = module.split(".")[0]
     denied = [d for d in DENIED_IMPORTS if module == d or module.startswith(d + ".")]
-    if root not in ALLOWED_IMPORTS or denied:
+    if (root not in ALLOWED_IMPORTS and root not in inherited) or denied:
         allowed = ", ".join(sorted(ALLOWED_IMPORTS - {"__future__"}))
         return StaticRejection(
             "forbidden_import", line,
             f"line {line} imports {module!r}; a candidate may import only {allowed} "
-            f"(not {', '.join(DENIED_IMPORTS)})",
+            f"(not {', '.join(DENIED_IMPORTS)}), and {' or '.join(sorted(INHERITED_IMPORTS))} "
+            "where the original imports them",
         )
     return None
+
+
+def _imported_roots(source: str) -> set[str]:
+    """The top-level modules `source` imports (nothing when it does not parse)."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return set()
+    roots = {alias.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import)
+             for alias in node.names}
+    roots |= {node.module.split(".")[0] for node in ast.walk(tree)
+              if isinstance(node, ast.ImportFrom) and node.module and not node.level}
+    return roots
 
 
 def _root_name(node: ast.expr) -> str | None:
@@ -61,9 +79,10 @@ def _root_name(node: ast.expr) -> str | None:
 
 
 class _Checker(ast.NodeVisitor):
-    def __init__(self) -> None:
+    def __init__(self, inherited: frozenset[str] = frozenset()) -> None:
         self.modules: set[str] = set()  # names bound to imported modules
         self.found: StaticRejection | None = None
+        self.inherited = inherited  # INHERITED_IMPORTS the original's region imports
 
     def _reject(self, reason: str, node: ast.AST, what: str) -> None:
         line = getattr(node, "lineno", 0)
@@ -72,7 +91,7 @@ class _Checker(ast.NodeVisitor):
 
     def visit_Import(self, node: ast.Import) -> None:
         for alias in node.names:
-            problem = _import_problem(alias.name, node.lineno)
+            problem = _import_problem(alias.name, node.lineno, self.inherited)
             if problem and self.found is None:
                 self.found = problem
             self.modules.add((alias.asname or alias.name).split(".")[0])
@@ -82,8 +101,8 @@ class _Checker(ast.NodeVisitor):
             self._reject("forbidden_import", node, "relative imports are not allowed in a candidate")
         module = node.module or ""
         for alias in node.names:
-            problem = _import_problem(f"{module}.{alias.name}", node.lineno)
-            problem = problem or _import_problem(module, node.lineno)
+            problem = _import_problem(f"{module}.{alias.name}", node.lineno, self.inherited)
+            problem = problem or _import_problem(module, node.lineno, self.inherited)
             if problem and self.found is None:
                 self.found = problem
             self.modules.add(alias.asname or alias.name)
@@ -147,8 +166,9 @@ def _safe_open(node: ast.Call) -> bool:
     return isinstance(path, str) and not path.startswith("/") and ".." not in path
 
 
-def check_source(source: str) -> StaticRejection | None:
-    """The first reason `source` may not run, or None when it passes."""
+def check_source(source: str, original: str | None = None) -> StaticRejection | None:
+    """The first reason `source` may not run, or None when it passes. `original`: the problem's
+    own region, whose INHERITED_IMPORTS the candidate may import too."""
     try:
         tree = ast.parse(source)
     except SyntaxError as exc:
@@ -156,6 +176,6 @@ def check_source(source: str) -> StaticRejection | None:
                                f"line {exc.lineno}: {exc.msg}; fix the candidate's Python syntax")
     except (ValueError, RecursionError, MemoryError) as exc:
         return StaticRejection("syntax_error", 0, f"the candidate cannot be parsed: {type(exc).__name__}")
-    checker = _Checker()
+    checker = _Checker(INHERITED_IMPORTS & frozenset(_imported_roots(original or "")))
     checker.visit(tree)
     return checker.found

@@ -79,7 +79,7 @@ def compile(payload: dict[str, Any]) -> dict[str, Any]:  # noqa: A001 - the cont
 def _static_checks_only(payload: dict[str, Any], then: str, static: bool = False) -> dict[str, Any]:
     """The static source checks (and with `static`, the static profile) without running the
     candidate: a pre-screen that would only repeat the profile step's check."""
-    found = check_source(payload["editable"])
+    found = check_source(payload["editable"], problem_of(payload).editable)
     if found is not None:
         return CompileResult(ok=False, reason=found.reason, message=found.message).to_dict()
     timings: dict[str, float] = {}
