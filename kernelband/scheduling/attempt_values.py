@@ -27,13 +27,13 @@ from typing import Any
 from sqlalchemy import JSON, Select, Table, bindparam, func, null, select, update
 from sqlalchemy import event as orm_events
 from sqlalchemy.orm import ORMExecuteState, Session
-from sqlalchemy.orm.attributes import set_committed_value
+from sqlalchemy.orm.attributes import instance_state
 
 from kernelband.db.models import Attempt, Candidate, Event, Job, Track
 from kernelband.db.row_buffer import row_value
 from kernelband.scheduling.events import prime_event_counters
 from kernelband.scheduling.ingest import LockedAttempt
-from kernelband.scheduling.row_updates import changed_columns, write_rows
+from kernelband.scheduling.row_updates import changed_columns, update_rows
 from kernelband.scheduling.state import WITHOUT_STORED_STATE
 
 _HELD = "kb_attempt_values"  # session.info: (transaction, the values it locked)
@@ -108,9 +108,13 @@ def write_attempt_changes(session: Session) -> int:
     postgres = session.get_bind().dialect.name == "postgresql"
     for keys, attempts in groups.items():
         if postgres:
-            write_rows(session, Attempt, keys, attempts)  # marks the written values committed
+            update_rows(session, Attempt, keys, attempts)
         else:
             _write_one_by_one(session, keys, attempts)
+        for attempt in attempts:
+            # What they hold is now written. No session tracks them, so forgetting the values
+            # they had before is all `set_committed_value` would do (at a twentieth of its cost).
+            instance_state(attempt).committed_state.clear()
     return sum(len(attempts) for attempts in groups.values())
 
 
@@ -122,8 +126,6 @@ def _write_one_by_one(session: Session, keys: tuple[str, ...], attempts: Sequenc
         values = {key: getattr(attempt, key) for key in keys}
         values.update({key: null() for key in keys if key in _JSON_NAMES and values[key] is None})
         connection.execute(update(_ATTEMPTS).where(_ATTEMPTS.c.id == attempt.id).values(values))
-        for key in keys:
-            set_committed_value(attempt, key, getattr(attempt, key))
 
 
 def _before_orm_statement(state: ORMExecuteState) -> None:

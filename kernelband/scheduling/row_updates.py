@@ -87,6 +87,19 @@ def write_rows(session: Session, model: type[Base], keys: tuple[str, ...],
                objs: Sequence[Any]) -> None:
     """One UPDATE of `keys` for every row (versioned for tracks); each row's values then count
     as committed, a track's version bumped."""
+    update_rows(session, model, keys, objs)
+    versioned = model is Track
+    for obj in objs:
+        for key in keys:
+            set_committed_value(obj, key, getattr(obj, key))
+        if versioned:
+            set_committed_value(obj, "version", obj.version + 1)
+
+
+def update_rows(session: Session, model: type[Base], keys: tuple[str, ...],
+                objs: Sequence[Any]) -> None:
+    """The UPDATE of `write_rows` alone (the objects' values are left as they are, changes and
+    all); raises `StaleDataError` when a row was not written."""
     table: Table = model.__table__  # type: ignore[assignment]
     versioned = model is Track
     head = ("id", "version") if versioned else ("id",)
@@ -103,11 +116,6 @@ def write_rows(session: Session, model: type[Base], keys: tuple[str, ...],
     if missing:
         raise StaleDataError(f"{table.name} {missing} were changed by another writer (version "
                              "mismatch); this transaction is rolled back")
-    for obj in objs:
-        for key in keys:
-            set_committed_value(obj, key, getattr(obj, key))
-        if versioned:
-            set_committed_value(obj, "version", obj.version + 1)
 
 
 @lru_cache(maxsize=128)
@@ -143,4 +151,4 @@ def _values_update(table: Table, keys: tuple[str, ...], rows: list[tuple[Any, ..
     return update(table).where(condition).values(assignments).returning(table.c.id)
 
 
-__all__ = ["BATCHED", "batch_row_updates", "changed_columns", "write_rows"]
+__all__ = ["BATCHED", "batch_row_updates", "changed_columns", "update_rows", "write_rows"]

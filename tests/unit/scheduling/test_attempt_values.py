@@ -14,6 +14,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from kernelband.config import Settings
 from kernelband.db.models import Attempt
 from kernelband.db.session import session_scope
+from kernelband.scheduling.attempt_values import lock_attempt_values
 from kernelband.scheduling.dispatch import InlineDispatcher, TaskResult
 from kernelband.scheduling.ingest_batch import apply_batch
 from kernelband.scheduling.lifecycle import start_queued_jobs
@@ -119,3 +120,38 @@ def test_a_lease_beat_in_a_batch_extends_the_lease(db_factory: sessionmaker[Sess
         assert attempt.lease_expires_at.replace(tzinfo=None) == (
             later + timedelta(seconds=60)).replace(tzinfo=None)
         assert attempt.started_at is not None
+
+
+def test_the_closing_updates_go_out_once_however_many_reads_follow(
+        db_factory: sessionmaker[Session]) -> None:
+    ctx, items = _generate_results(db_factory)
+    updates: list[str] = []
+
+    def record(_conn: object, _cursor: object, statement: str, *_rest: object) -> None:
+        if statement.lstrip().upper().startswith("UPDATE ATTEMPTS"):
+            updates.append(statement)
+
+    engine = db_factory.kw["bind"]
+    event.listen(engine, "before_cursor_execute", record)
+    try:
+        with fenced(ctx) as session:
+            apply_batch(session, items, ctx.clock(), 60.0, 3)
+            for _ in range(2):  # each read writes what changed before it
+                session.execute(select(Attempt.state).where(Attempt.id == items[0].attempt_id))
+    finally:
+        event.remove(engine, "before_cursor_execute", record)
+    postgres = engine.dialect.name == "postgresql"
+    assert len(updates) == (1 if postgres else len(items)), updates  # SQLite: one per row
+
+
+def test_a_value_changed_again_after_a_write_is_written_again(
+        db_factory: sessionmaker[Session]) -> None:
+    ctx, items = _generate_results(db_factory)
+    attempt_id = items[0].attempt_id
+    with fenced(ctx) as session:
+        attempt = lock_attempt_values(session, {attempt_id})[attempt_id][0]
+        attempt.reason = "first"
+        assert session.scalar(select(Attempt.reason).where(Attempt.id == attempt_id)) == "first"
+        attempt.reason = "second"
+    with session_scope(db_factory) as session:
+        assert session.get_one(Attempt, attempt_id).reason == "second"
