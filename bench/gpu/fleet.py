@@ -3,7 +3,8 @@
 Deploys the fleet (bench/gpu/fleet_deploy.py: Postgres and Redis from wheels, migrations, a team
 token, the API, one scheduler, Celery workers on `llm`, and per GPU one `cpu` and one measuring
 worker on `gpu.<target>`, `-c gpu_tasks_per_device`; `--target cpu` runs anywhere), submits the suite with
-`kernelband suite --server ... --format tritonbench` (rules generator), and at the end checks that
+`kernelband suite --server ... --format tritonbench` (rules generator; each problem with its
+performance harness where the corpus has one, as the embedded suites), and at the end checks that
 nothing was lost or doubled and reports pulls/s, the busy share of each measuring worker and of
 all of them, and the time per step (stages API). bench/gpu/fleet_scaling.py runs it at several
 GPU counts; that a worker killed -9 mid-measurement loses nothing is what
@@ -115,6 +116,9 @@ class Fleet:
         folder.mkdir()
         for path in p.problem_files:
             shutil.copy(path, folder / path.name)
+            if (harness := harness_of(path)) is not None:
+                shutil.copy(harness, folder / harness.name)
+        self.results["harnesses"] = sorted(h.stem for h in folder.glob("*_perf.py"))
         args = [str(folder), "--server", self.fleet.api_url, "--format", "tritonbench",
                 "--target", p.target, "--budget", str(p.budget), "--parallel", str(p.parallel),
                 "--json", str(p.out / "suite.json")]
@@ -194,6 +198,14 @@ class Fleet:
         if self.engine is not None:
             self.engine.dispose()
         self.results["exit_codes"] = self.fleet.stop()
+
+
+def harness_of(problem: Path) -> Path | None:
+    """A corpus problem's performance harness (tritonbench-g/perf/<name>_perf.py beside its
+    kernels/ folder), which the suite times as `kernelband suite` and bench.gpu.suite_twice do;
+    None where there is none (the test's calls are timed then)."""
+    harness = problem.parent.parent / "perf" / f"{problem.stem}_perf.py"
+    return harness if harness.is_file() else None
 
 
 def pick_problems(directory: Path, count: int, names: list[str] | None) -> list[Path]:

