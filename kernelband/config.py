@@ -73,6 +73,10 @@ class Settings(BaseSettings):
     # has up to 16 inputs, each timed in every round of both runners, so all of them cost most of
     # a candidate's exclusive GPU time; correctness runs still cover every public case
     measure_max_cases: int = 6
+    # a problem's tuning pass (its autotuned kernels' picks, timed alone on the GPU) first compiles
+    # every config in a shared turn, so the exclusive turn holds the timings only; off until an
+    # A/A and a suite on a GPU have measured it (docs/measurement.md)
+    measure_compile_before_tuning: bool = False
     # originals' runners a GPU worker keeps warm (one per problem), and so the jobs an embedded
     # GPU suite runs at once: each problem's original then stays warm between its candidates
     warm_originals: int = 8

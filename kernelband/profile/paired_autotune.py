@@ -53,12 +53,26 @@ def _ask(runner: Runner, role: str, command: dict[str, Any], timeout_s: float) -
 
 def _tune(runner: Runner, device: str, config: PairedConfig, parts: dict[str, float]) -> dict[str, Any]:
     """Every case prepared once (its first call autotunes), alone on the GPU; the picks. The
-    exclusive turn's length goes to `parts["tune"]` and `parts["held_alone"]`."""
+    exclusive turn's length goes to `parts["tune"]` and `parts["held_alone"]`.
+
+    `config.compile_before_tuning`: first, in a shared turn, every case prepared with the
+    autotuners running each config once and timing none (their compiles; `parts["tune_compile"]`),
+    so the exclusive turn times configs that are compiled already. The picks still come from
+    timings taken alone on the GPU."""
+    if config.compile_before_tuning:
+        started = time.perf_counter()
+        with gpu_turn(device, exclusive=False):
+            _ask(runner, "original", {"cmd": "autotune_compile_only", "on": True}, config.command_timeout_s)
+            for case in runner.cases:
+                _ask(runner, "original", {"cmd": "prepare", "case": case, "seed": TUNING_SEED}, config.load_timeout_s)
+            _ask(runner, "original", {"cmd": "autotune_compile_only", "on": False}, config.command_timeout_s)
+        parts["tune_compile"] = time.perf_counter() - started
     with gpu_turn(device, exclusive=True):
         held = time.perf_counter()
         try:
-            for case in runner.cases:
-                _ask(runner, "original", {"cmd": "prepare", "case": case, "seed": TUNING_SEED}, config.load_timeout_s)
+            for case in runner.cases:  # fresh: each case called again, its autotuners timing their configs
+                _ask(runner, "original", {"cmd": "prepare", "case": case, "seed": TUNING_SEED, "fresh": True},
+                     config.load_timeout_s)
             found = _ask(runner, "original", {"cmd": "autotune_picks"}, config.command_timeout_s).get("picks")
         finally:
             parts["tune"] = time.perf_counter() - held

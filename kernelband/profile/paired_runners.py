@@ -64,6 +64,7 @@ class PairedConfig:
     runner_share: float = RUNNER_SD_SHARE
     # time at most this many of the runner's cases, evenly spread (`spread_cases`); 0: every case
     max_cases: int = 0
+    compile_before_tuning: bool = False  # tuning compiles its configs in a shared turn first (paired_autotune)
 
     def __post_init__(self) -> None:
         if self.clock not in ("wall", "cpu"):

@@ -91,3 +91,50 @@ def pin(modules: Iterable[ModuleType], wanted: dict[str, Any]) -> list[str]:
         if taken:
             pinned.append(name)
     return pinned
+
+
+# The compile-only pass (`compile_only(True)` ... `compile_only(False)`): while it is on, every
+# autotuner that runs, found among a module's globals or not, calls each config once instead of
+# timing it, so the process compiles every config without holding the GPU for the timings; when
+# it ends, the timing is restored and the picks made meanwhile (from no timings) are forgotten,
+# so the next call of each key times configs that are compiled already. Nothing is written to
+# Triton's autotune disk cache meanwhile.
+_MISSING = object()
+_PASS: dict[int, tuple[Autotuner, set[Any], Any, bool]] = {}  # id -> (tuner, keys before, do_bench, cache_results)
+_UNPATCHED_RUN = Autotuner.run
+
+
+def _call_once(kernel_call: Any, quantiles: Any = None) -> list[float]:
+    kernel_call()
+    return [0.0, 0.0, 0.0]
+
+
+def _run_compiling(self: Autotuner, *args: Any, **kwargs: Any) -> Any:
+    if id(self) not in _PASS:
+        cache_results = bool(getattr(self, "cache_results", False))
+        _PASS[id(self)] = (self, set(self.cache), self.__dict__.get("do_bench", _MISSING), cache_results)
+        self.__dict__["do_bench"] = _call_once  # the instance's value shadows the cached property
+        if cache_results:
+            self.cache_results = False
+    return _UNPATCHED_RUN(self, *args, **kwargs)
+
+
+def compile_only(on: bool) -> int:
+    """Start (`on`) or end the compile-only pass; the number of autotuners it touched (at the end)."""
+    if on:
+        _PASS.clear()
+        Autotuner.run = _run_compiling  # type: ignore[method-assign]
+        return 0
+    Autotuner.run = _UNPATCHED_RUN  # type: ignore[method-assign]
+    touched = len(_PASS)
+    for tuner, before, do_bench, cache_results in _PASS.values():
+        if do_bench is _MISSING:
+            tuner.__dict__.pop("do_bench", None)
+        else:
+            tuner.__dict__["do_bench"] = do_bench
+        if cache_results:
+            tuner.cache_results = True
+        for key in set(tuner.cache) - before:
+            del tuner.cache[key]
+    _PASS.clear()
+    return touched

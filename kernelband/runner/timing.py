@@ -6,8 +6,9 @@ JSON lines on one FIFO, replies leave on another (see that module):
 - `load {problem, editable, device, seed, graphs, call}`: import the problem with `editable` as
   its region (None: the original); `call` "reference" times the reference instead of the
   region's entry. Replies the names of the timed cases.
-- `prepare {case, seed}`: build the case's inputs for `seed`, run it once (compiles, autotunes)
-  and synchronize; with `graphs`, capture one call as a CUDA graph.
+- `prepare {case, seed, fresh}`: build the case's inputs for `seed`, run it once (compiles,
+  autotunes) and synchronize; with `graphs`, capture one call as a CUDA graph. A case prepared
+  before only has its inputs refilled, unless `fresh`.
 - `run_batch {case, k, salt}`: overwrite a few input elements (chosen by `salt`, the same in
   both runners), k calls (or k graph replays), synchronize, reply. The judge times this command
   with its own clock; `runner_ms` is this process's own figure, which the judge only
@@ -18,6 +19,8 @@ JSON lines on one FIFO, replies leave on another (see that module):
 - `features {target, slowest, time_ms}` (GPU): phi, the Nsight Compute case, the Triton share.
 - `autotune_picks {}` / `pin_autotune {pins}`: the configs this runner's autotuned kernels
   picked; another runner's picks taken for unchanged kernels (kernelband/runner/autotune.py).
+  `autotune_compile_only {on}`: start or end a pass in which autotuners run each config once
+  (compiling it) and time none; the picks made meanwhile are forgotten at its end.
 - `ping {}`: an empty answer (the runner is up); `init_device {device}`: the device's context
   made before any code is loaded, so a runner started ahead of its candidate has paid for it.
 - `preload {problem, device, seed}`: a runner started ahead of a candidate (a spare) imports the
@@ -157,6 +160,8 @@ class TimingServer:
 
     def _prepare(self, msg: dict[str, Any], marks: list[float]) -> dict[str, Any]:
         name = str(msg["case"])
+        if msg.get("fresh"):  # called again even where the inputs could be refilled in place
+            self.cases.pop(name, None)
         pad = int(msg.get("pad") or 0)
         if pad and not self.graphs and self.device.startswith("cuda"):
             # free the case's inputs and last pad and hand the cached blocks back to the driver,
@@ -246,6 +251,9 @@ class TimingServer:
 
     def cmd_pin_autotune(self, msg: dict[str, Any]) -> dict[str, Any]:
         return {"pinned": autotune.pin([self.runtime.candidate_module], dict(msg.get("pins") or {}))}
+
+    def cmd_autotune_compile_only(self, msg: dict[str, Any]) -> dict[str, Any]:
+        return {"autotuners": autotune.compile_only(bool(msg.get("on")))}
 
     def _synchronize(self) -> None:
         if self.device.startswith("cuda"):

@@ -102,3 +102,43 @@ def test_the_tuning_pass_and_the_timing_are_the_exclusive_turns_counted_as_held_
     assert first["held_alone"] >= first["tune"] + first["timed_rounds"]
     assert first["load_original"] >= first["tune"]
     assert "tune" not in again and again["held_alone"] >= again["timed_rounds"]
+
+
+def test_with_compile_before_tuning_the_configs_compile_in_a_shared_turn_and_are_timed_alone() -> None:
+    from contextlib import contextmanager
+    from dataclasses import replace
+
+    from kernelband.profile import paired_autotune
+
+    problem = load_problem((FIXTURES / "autotuned_problem.py").read_text(), "native", "autotuned_compile_first")
+    turn = {"now": "none"}
+    asked: list[str] = []
+    ask = paired_autotune._ask
+
+    @contextmanager
+    def recording_turn(device: str, *, exclusive: bool) -> Iterator[dict[str, float]]:
+        turn["now"] = "exclusive" if exclusive else "shared"
+        try:
+            yield {"waited_s": 0.0}
+        finally:
+            turn["now"] = "none"
+
+    def spy(runner: Any, role: str, command: dict[str, Any], timeout_s: float) -> dict[str, Any]:
+        asked.append(f"{command['cmd']}{'+' if command.get('on') else ''}:{turn['now']}")
+        return ask(runner, role, command, timeout_s)
+
+    try:
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(paired_autotune, "gpu_turn", recording_turn)
+            patch.setattr(paired_autotune, "_ask", spy)
+            measured = measure_speedup(problem, problem.editable, "cpu", target="cpu", device_name="host",
+                                       config=replace(CONFIG, compile_before_tuning=True))
+    finally:
+        ORIGINALS.close_all()
+    tuning = asked[:asked.index("autotune_picks:exclusive") + 1]
+    assert tuning == ["autotune_compile_only+:shared", "prepare:shared", "autotune_compile_only:shared",
+                      "prepare:exclusive", "autotune_picks:exclusive"]
+    parts = measured.checks["parts_s"]
+    assert parts["tune_compile"] > 0.0 and parts["tune"] > 0.0
+    notes = measured.checks.get("notes") or []
+    assert any("in both runners: double_kernel" in n for n in notes), (notes, asked)

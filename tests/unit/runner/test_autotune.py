@@ -86,3 +86,58 @@ def test_a_key_that_is_not_plain_values_or_an_index_out_of_range_is_skipped(tmp_
                                 "picks": [["<object at 0x1>", 0], ["(5,)", 7], ["(6,)", 1]]}}
     assert autotune.pin([candidate], wanted) == ["double_kernel"]
     assert list(autotune.autotuners([candidate])["double_kernel"].cache) == [(6,)]
+
+
+HIDDEN = '''
+import torch, triton, triton.language as tl
+
+@triton.jit
+def _double(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n
+    tl.store(out_ptr + offsets, 2 * tl.load(x_ptr + offsets, mask=mask), mask=mask)
+
+KERNELS = {"double": triton.autotune(configs=[triton.Config({"BLOCK": 32}), triton.Config({"BLOCK": 64})],
+                                     key=["n"])(_double)}
+
+def entry(x):
+    out = torch.empty_like(x)
+    KERNELS["double"][lambda meta: (triton.cdiv(x.numel(), meta["BLOCK"]),)](x, out, x.numel())
+    return out
+'''
+
+
+@pytest.mark.parametrize("hidden", [False, True], ids=["module global", "not a module global"])
+def test_a_compile_only_pass_runs_every_config_once_times_none_and_forgets_its_picks(
+        tmp_path: Path, hidden: bool) -> None:
+    if hidden:  # an autotuner `autotuners()` cannot find is caught all the same
+        path = tmp_path / "hidden_tuner.py"
+        path.write_text(HIDDEN)
+        spec = importlib.util.spec_from_file_location("hidden_tuner", path)
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        tuner = module.KERNELS["double"]
+        assert autotune.autotuners([module]) == {}
+    else:
+        module = _module(tmp_path, "tuned_compile_only")
+        tuner = autotune.autotuners([module])["double_kernel"]
+    timed: list[int] = []
+
+    def bench(kernel_call: object, quantiles: object = None) -> list[float]:
+        kernel_call()  # type: ignore[operator]
+        timed.append(1)
+        return [1.0, 1.0, 1.0]
+
+    tuner.__dict__["do_bench"] = bench  # the interpreter has no benchmarker of its own
+    x = torch.randn(100)
+    autotune.compile_only(True)
+    try:
+        torch.testing.assert_close(module.entry(x), 2 * x)
+        ran = dict(tuner.configs_timings)
+    finally:
+        assert autotune.compile_only(False) == 1
+    assert set(ran) == set(tuner.configs) and timed == []  # each config ran once, none was timed
+    assert tuner.cache == {} and tuner.__dict__["do_bench"] is bench  # pick forgotten, timing back
+    torch.testing.assert_close(module.entry(x), 2 * x)
+    assert len(timed) == 2 and len(tuner.cache) == 1  # the next call times both configs
