@@ -121,8 +121,7 @@ def _run_compiling(self: Autotuner, *args: Any, **kwargs: Any) -> Any:
 
 def compile_only(on: bool) -> int:
     """Start (`on`) or end the compile-only pass; the number of autotuners it touched (at the end)."""
-    if on:
-        _PASS.clear()
+    if on:  # a pass already on goes on: what it saved is restored once, at its end
         Autotuner.run = _run_compiling  # type: ignore[method-assign]
         return 0
     Autotuner.run = _UNPATCHED_RUN  # type: ignore[method-assign]

@@ -141,3 +141,15 @@ def test_a_compile_only_pass_runs_every_config_once_times_none_and_forgets_its_p
     assert tuner.cache == {} and tuner.__dict__["do_bench"] is bench  # pick forgotten, timing back
     torch.testing.assert_close(module.entry(x), 2 * x)
     assert len(timed) == 2 and len(tuner.cache) == 1  # the next call times both configs
+
+
+def test_a_compile_only_pass_started_twice_still_restores_the_timing(tmp_path: Path) -> None:
+    module = _module(tmp_path, "tuned_twice")
+    tuner = autotune.autotuners([module])["double_kernel"]
+    autotune.compile_only(True)
+    try:
+        module.entry(torch.randn(100))
+        autotune.compile_only(True)
+    finally:
+        assert autotune.compile_only(False) == 1
+    assert "do_bench" not in tuner.__dict__ and tuner.cache == {}
