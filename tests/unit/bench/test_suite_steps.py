@@ -41,3 +41,30 @@ def test_every_device_step_of_a_suite_is_a_row_and_its_report_is_rebuilt(tmp_pat
 def test_a_missing_database_is_named(tmp_path: Path) -> None:
     with pytest.raises(SystemExit, match="no such suite database"):
         suite_steps.main([str(tmp_path / "absent.db")])
+
+
+def test_the_gpu_held_alone_is_read_as_held_or_given_as_bounds(tmp_path: Path) -> None:
+    from sqlalchemy import create_engine, select, update
+    from sqlalchemy.orm import Session
+
+    from kernelband.db.models import Attempt, Track
+
+    sources = [s for s in read_directory(EXAMPLES) if s.name == "vector_add"]
+    problems, failures = load_sources(sources, "native", load_problem_sandboxed)
+    database = tmp_path / "suite.db"
+    run_local_suite(Settings(database_url=f"sqlite:///{database}"), "held", "native", problems, failures,
+                    SuiteSettings(targets=("cpu",), budget=2))
+
+    def with_parts(parts: dict[str, float]) -> str:
+        """The suite as if its steps had run on an H200 with these parts each."""
+        with Session(create_engine(f"sqlite:///{database}")) as session:
+            session.execute(update(Track).values(target="h200"))
+            for attempt in session.scalars(select(Attempt).where(Attempt.kind == "profile")):
+                attempt.result = {**(attempt.result or {}), "timings": parts}
+            session.commit()
+        return suite_steps.steps_markdown(database)
+
+    bounds = with_parts({"measure_timed_rounds": 0.01, "measure_prepare": 0.02})
+    assert "GPU-hour" in bounds and "held alone at least" in bounds and "whose prepare includes" in bounds
+    held = with_parts({"measure_timed_rounds": 0.01, "measure_prepare": 0.02, "measure_held_alone": 0.015})
+    assert "(as held)" in held and "at least" not in held
