@@ -1,16 +1,17 @@
 """Locked attempts as plain values: a batch of results reads and closes its attempts without
 ORM objects.
 
-A batch applies hundreds of results a pass, and each attempt it locked cost the ORM a loaded
-object (identity map, attribute state, then the flush's bookkeeping) although the batch only
+A batch applies hundreds of results a pass, and each attempt it locked was an ORM object that
+the session's flushes and commit then tracked, compared and expired, although the batch only
 reads a few of its columns and closes it. `lock_attempt_values` reads the attempts' columns as
 plain values, locked as before (FOR UPDATE OF attempts, with the track, job and candidate rows
 the results need as ORM objects), and each attempt becomes an `Attempt` value that no session
 holds (`row_buffer.row_value`), so code that reads or changes an attempt works alike on both.
 What the transaction changes on these values is written by this module, one UPDATE per set of
-changed columns (`row_updates.write_rows`, a JSON recordset on Postgres): before any ORM
+changed columns (`row_updates.update_rows`, a JSON recordset on Postgres): before any ORM
 statement of the transaction (so its reads see the change, as autoflush would) and before it
-commits. A rollback drops them with the transaction.
+commits. A rollback drops them with the transaction. Building a value costs about what loading
+the ORM object did; what is saved is that bookkeeping (measured in bench/RESULTS.md).
 
 The row lock taken by the read is what keeps a result applied at most once; these values are
 only ever changed while this transaction holds it. Another read of the same attempt through
@@ -120,7 +121,7 @@ def write_attempt_changes(session: Session) -> int:
 
 def _write_one_by_one(session: Session, keys: tuple[str, ...], attempts: Sequence[Attempt]) -> None:
     """One UPDATE per attempt (SQLite: the recordset UPDATE is Postgres's); a None in a JSON
-    column is SQL NULL, as the ORM writes it."""
+    column is SQL NULL, as the recordset UPDATE writes it."""
     connection = session.connection()
     for attempt in attempts:
         values = {key: getattr(attempt, key) for key in keys}
