@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from kernelband.problem import load_problem
@@ -14,6 +15,22 @@ from kernelband.profile.paired_runners import ORIGINALS, PairedConfig
 FIXTURE = Path(__file__).parent / "fixtures" / "paired_problem.py"
 CONFIG = PairedConfig(rounds=12, batch_ms=80.0, seed=7, clock="cpu")
 LAUNCH = "    double_kernel[(triton.cdiv(x.numel(), 64),)](x, out, x.numel(), BLOCK=64)\n"
+
+
+class TurnRecorder:
+    """Stands in for `gpu_turn`: `now` is the turn held at the moment ("shared", "exclusive" or
+    "none"), for spies that note which turn a runner command ran in."""
+
+    def __init__(self) -> None:
+        self.now = "none"
+
+    @contextmanager
+    def __call__(self, device: str, *, exclusive: bool) -> Iterator[dict[str, float]]:
+        self.now = "exclusive" if exclusive else "shared"
+        try:
+            yield {"waited_s": 0.0}
+        finally:
+            self.now = "none"
 
 
 def paired_problem() -> Iterator[KernelProblem]:

@@ -105,31 +105,23 @@ def test_the_tuning_pass_and_the_timing_are_the_exclusive_turns_counted_as_held_
 
 
 def test_with_compile_before_tuning_the_configs_compile_in_a_shared_turn_and_are_timed_alone() -> None:
-    from contextlib import contextmanager
     from dataclasses import replace
 
     from kernelband.profile import paired_autotune
+    from tests.unit.profile.paired_examples import TurnRecorder
 
     problem = load_problem((FIXTURES / "autotuned_problem.py").read_text(), "native", "autotuned_compile_first")
-    turn = {"now": "none"}
+    turn = TurnRecorder()
     asked: list[str] = []
     ask = paired_autotune._ask
 
-    @contextmanager
-    def recording_turn(device: str, *, exclusive: bool) -> Iterator[dict[str, float]]:
-        turn["now"] = "exclusive" if exclusive else "shared"
-        try:
-            yield {"waited_s": 0.0}
-        finally:
-            turn["now"] = "none"
-
     def spy(runner: Any, role: str, command: dict[str, Any], timeout_s: float) -> dict[str, Any]:
-        asked.append(f"{command['cmd']}{'+' if command.get('on') else ''}:{turn['now']}")
+        asked.append(f"{command['cmd']}{'+' if command.get('on') else ''}:{turn.now}")
         return ask(runner, role, command, timeout_s)
 
     try:
         with pytest.MonkeyPatch.context() as patch:
-            patch.setattr(paired_autotune, "gpu_turn", recording_turn)
+            patch.setattr(paired_autotune, "gpu_turn", turn)
             patch.setattr(paired_autotune, "_ask", spy)
             measured = measure_speedup(problem, problem.editable, "cpu", target="cpu", device_name="host",
                                        config=replace(CONFIG, compile_before_tuning=True))

@@ -28,6 +28,7 @@ from tests.unit.profile.paired_examples import (
     FIXTURE,
     LAUNCH,
     SLOWER,
+    TurnRecorder,
     measure,
     paired_problem,
     with_prelude,
@@ -253,30 +254,20 @@ def test_a_pair_times_only_an_evenly_spread_subset_of_the_cases_and_says_so() ->
 
 def test_the_first_inputs_are_prepared_in_a_shared_turn_and_only_timing_holds_the_gpu_alone(
         problem: KernelProblem) -> None:
-    from contextlib import contextmanager
-
     from kernelband.profile import paired_commands, paired_timing
 
     held: list[str] = []  # the turn each runner command ran in
-    turn = {"now": "none"}
+    turn = TurnRecorder()
     exchange = paired_commands.RunnerPair.exchange
-
-    @contextmanager
-    def recording_turn(device: str, *, exclusive: bool) -> Iterator[dict[str, float]]:
-        turn["now"] = "exclusive" if exclusive else "shared"
-        try:
-            yield {"waited_s": 0.0}
-        finally:
-            turn["now"] = "none"
 
     def spy(self: paired_commands.RunnerPair, commands: list[tuple[str, dict[str, Any]]],
             timeout_s: float | None = None) -> Any:
-        held.extend(f"{command['cmd']}:{turn['now']}" for _, command in commands)
+        held.extend(f"{command['cmd']}:{turn.now}" for _, command in commands)
         return exchange(self, commands, timeout_s)
 
     quick = replace(CONFIG, rounds=3, min_rounds=3, batch_ms=10.0, seed=11)
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(paired_timing, "gpu_turn", recording_turn)
+        patch.setattr(paired_timing, "gpu_turn", turn)
         patch.setattr(paired_commands.RunnerPair, "exchange", spy)
         measure(problem, None, quick)
     first_batch = next(i for i, h in enumerate(held) if h.startswith("run_batch"))

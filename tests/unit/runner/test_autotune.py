@@ -36,9 +36,9 @@ def entry(x):
 '''
 
 
-def _module(tmp_path: Path, name: str, scale: str = "2") -> ModuleType:
+def _module(tmp_path: Path, name: str, scale: str = "2", source: str = SOURCE) -> ModuleType:
     path = tmp_path / f"{name}.py"
-    path.write_text(SOURCE.replace("SCALE", scale))
+    path.write_text(source.replace("SCALE", scale))
     spec = importlib.util.spec_from_file_location(name, path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
@@ -111,12 +111,7 @@ def entry(x):
 def test_a_compile_only_pass_runs_every_config_once_times_none_and_forgets_its_picks(
         tmp_path: Path, hidden: bool) -> None:
     if hidden:  # an autotuner `autotuners()` cannot find is caught all the same
-        path = tmp_path / "hidden_tuner.py"
-        path.write_text(HIDDEN)
-        spec = importlib.util.spec_from_file_location("hidden_tuner", path)
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
+        module = _module(tmp_path, "hidden_tuner", source=HIDDEN)
         tuner = module.KERNELS["double"]
         assert autotune.autotuners([module]) == {}
     else:
