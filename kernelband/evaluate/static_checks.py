@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import functools
 from dataclasses import dataclass
 
 # Candidates are kernels: these modules (and their submodules) are all they may import.
@@ -59,17 +60,18 @@ def _import_problem(module: str, line: int, inherited: frozenset[str] = frozense
     return None
 
 
-def _imported_roots(source: str) -> set[str]:
-    """The top-level modules `source` imports (nothing when it does not parse)."""
+@functools.lru_cache(maxsize=64)  # the same original is read for every candidate of its problem
+def _inherited(original: str) -> frozenset[str]:
+    """The INHERITED_IMPORTS `original` imports (none when it does not parse)."""
     try:
-        tree = ast.parse(source)
+        tree = ast.parse(original)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return set()
+        return frozenset()
     roots = {alias.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import)
              for alias in node.names}
     roots |= {node.module.split(".")[0] for node in ast.walk(tree)
               if isinstance(node, ast.ImportFrom) and node.module and not node.level}
-    return roots
+    return INHERITED_IMPORTS & frozenset(roots)
 
 
 def _root_name(node: ast.expr) -> str | None:
@@ -176,6 +178,6 @@ def check_source(source: str, original: str | None = None) -> StaticRejection | 
                                f"line {exc.lineno}: {exc.msg}; fix the candidate's Python syntax")
     except (ValueError, RecursionError, MemoryError) as exc:
         return StaticRejection("syntax_error", 0, f"the candidate cannot be parsed: {type(exc).__name__}")
-    checker = _Checker(INHERITED_IMPORTS & frozenset(_imported_roots(original or "")))
+    checker = _Checker(_inherited(original or ""))
     checker.visit(tree)
     return checker.found

@@ -59,20 +59,22 @@ def _tune(runner: Runner, device: str, config: PairedConfig, parts: dict[str, fl
     autotuners running each config once and timing none (their compiles; `parts["tune_compile"]`),
     so the exclusive turn times configs that are compiled already. The picks still come from
     timings taken alone on the GPU."""
+    def prepare_every_case() -> None:  # fresh: each case called again, where it was before
+        for case in runner.cases:
+            _ask(runner, "original", {"cmd": "prepare", "case": case, "seed": TUNING_SEED, "fresh": True},
+                 config.load_timeout_s)
+
     if config.compile_before_tuning:
         started = time.perf_counter()
         with gpu_turn(device, exclusive=False):
             _ask(runner, "original", {"cmd": "autotune_compile_only", "on": True}, config.command_timeout_s)
-            for case in runner.cases:
-                _ask(runner, "original", {"cmd": "prepare", "case": case, "seed": TUNING_SEED}, config.load_timeout_s)
+            prepare_every_case()
             _ask(runner, "original", {"cmd": "autotune_compile_only", "on": False}, config.command_timeout_s)
         parts["tune_compile"] = time.perf_counter() - started
     with gpu_turn(device, exclusive=True):
         held = time.perf_counter()
         try:
-            for case in runner.cases:  # fresh: each case called again, its autotuners timing their configs
-                _ask(runner, "original", {"cmd": "prepare", "case": case, "seed": TUNING_SEED, "fresh": True},
-                     config.load_timeout_s)
+            prepare_every_case()
             found = _ask(runner, "original", {"cmd": "autotune_picks"}, config.command_timeout_s).get("picks")
         finally:
             parts["tune"] = time.perf_counter() - held
