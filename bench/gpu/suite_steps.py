@@ -28,13 +28,12 @@ from bench.gpu.corpus_gpu import stored_report
 from kernelband.db.models import Attempt, Job, Problem, Suite
 from kernelband.scheduling.stages import result_timings
 from kernelband.suite.store import suite_report, suite_steps, suite_throughput
-from kernelband.suite.throughput import HELD_PART, timed_share
+from kernelband.suite.throughput import DEVICE_KINDS, HELD_PART, timed_share
 
 # the columns of the steps table, in the order a step spends them; absent parts show as "-"
 COLUMNS = ("check", "check_wait", "measure_static", "measure_load_original", "measure_wait_shared",
            "measure_load_candidate", "measure_prepare", "measure_wait_gpu", "measure_calibrate",
            "measure_timed_rounds", "measure_verify", "measure_tune", "measure_held_alone", "measure")
-DEVICE_KINDS = ("profile", "verify")
 
 
 def step_rows(session: Session, suite_id: str) -> list[dict[str, Any]]:
@@ -111,7 +110,8 @@ def _open(path: Path) -> tuple[Session, str]:
     if not path.is_file():
         raise SystemExit(f"{path}: no such suite database (a run's suite.db)")
     session = Session(create_engine(f"sqlite:///{path}"))
-    suite_id = session.scalars(select(Suite.id).order_by(Suite.created_at)).first()
+    # the newest suite, as corpus_gpu.stored_report reads it
+    suite_id = session.scalars(select(Suite.id).order_by(Suite.created_at.desc())).first()
     if suite_id is None:
         raise SystemExit(f"{path}: holds no suite")
     return session, suite_id
