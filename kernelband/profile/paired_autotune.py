@@ -71,7 +71,7 @@ def _tune(runner: Runner, device: str, config: PairedConfig, parts: dict[str, fl
             prepare_every_case()
             _ask(runner, "original", {"cmd": "autotune_compile_only", "on": False}, config.command_timeout_s)
         parts["tune_compile"] = time.perf_counter() - started
-    with gpu_turn(device, exclusive=True):
+    with gpu_turn(device, exclusive=True, own=(runner.session.pid,)):
         held = time.perf_counter()
         try:
             prepare_every_case()

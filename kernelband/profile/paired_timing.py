@@ -283,7 +283,8 @@ def _measure_once(problem: KernelProblem, editable: str | None, device: str, con
         try:
             if until_checked is not None:
                 until_checked()
-            with gpu_turn(device, exclusive=True) as turn:  # the timed rounds have the GPU alone
+            own = tuple(runner.session.pid for runner in pair.runners.values())
+            with gpu_turn(device, exclusive=True, own=own) as turn:  # the timed rounds have the GPU alone
                 held = time.perf_counter()
                 run = time_pair(problem, pair, config, rng, ORIGINALS.key(problem, device, config, original.scope), first)
             # what this measurement cost the node's other GPU tasks: every second they could not
@@ -291,6 +292,8 @@ def _measure_once(problem: KernelProblem, editable: str | None, device: str, con
             parts["held_alone"] = parts.get("held_alone", 0.0) + time.perf_counter() - held
             run.notes, run.spare_runner = tuning + run.notes, candidate.spare
             parts["wait_gpu"] = turn["waited_s"]
+            if turn.get("preempted"):
+                parts["preempted"] = turn["preempted"]  # other tasks' process groups stopped meanwhile
             if after is not None:
                 start = time.perf_counter()
                 with gpu_turn(device, exclusive=False):

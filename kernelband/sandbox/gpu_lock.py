@@ -7,6 +7,10 @@ other, but a paired measurement's timed rounds must have the GPU to themselves, 
 candidate's compile or check would enter another's time. A shared lock is held around every
 sandboxed run that uses the GPU, an exclusive one around timed rounds: `flock` on a file per
 GPU, so the rule holds across the worker processes of one node too.
+
+With KERNELBAND_GPU_PREEMPT_SHARED on, an exclusive turn does not wait for the shared turns
+already running: it stops their sandboxed processes for its length instead
+(kernelband/sandbox/preempt.py).
 """
 
 from __future__ import annotations
@@ -20,6 +24,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from kernelband.sandbox import preempt
+from kernelband.sandbox.settings import node_settings
+
 
 def _lock_path(suffix: str = "") -> Path:
     visible = os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")[0].strip() or "0"
@@ -27,9 +34,11 @@ def _lock_path(suffix: str = "") -> Path:
 
 
 @contextmanager
-def gpu_turn(device: str, *, exclusive: bool) -> Iterator[dict[str, float]]:
+def gpu_turn(device: str, *, exclusive: bool, own: tuple[int, ...] = ()) -> Iterator[dict[str, float]]:
     """Hold this node's GPU shared or exclusive while the block runs (nothing on a CPU
-    device). Yields {"waited_s": ...}: how long the turn took to come.
+    device). Yields {"waited_s": ..., "preempted": ...}: how long the turn took to come and how
+    many sandboxed process groups an exclusive turn stopped (`own`: the process groups of the
+    runners it times, never stopped).
 
     `flock` grants a new shared lock while others hold one, even with an exclusive request
     waiting, so with several tasks checking and compiling on a node the timed rounds could
@@ -37,7 +46,7 @@ def gpu_turn(device: str, *, exclusive: bool) -> Iterator[dict[str, float]]:
     through it (held shared only until its turn comes), an exclusive one holds it while it
     waits, so once timed rounds are waiting no new shared turn starts. Turns never nest: a
     shared turn asked for inside another would wait behind the timed rounds that wait for it."""
-    waited = {"waited_s": 0.0}
+    waited = {"waited_s": 0.0, "preempted": 0.0}
     if not device.startswith("cuda"):
         yield waited
         return
@@ -45,7 +54,8 @@ def gpu_turn(device: str, *, exclusive: bool) -> Iterator[dict[str, float]]:
         raise RuntimeError("a GPU turn was asked for while this thread holds one: turns never nest")
     _held.turn = True
     try:
-        with _turn(exclusive) as waited:
+        preempting = exclusive and node_settings().gpu_preempt_shared
+        with _preempting_turn(own) if preempting else _turn(exclusive) as waited:
             yield waited
     finally:
         _held.turn = False
@@ -55,13 +65,36 @@ _held = threading.local()  # whether this thread holds a turn
 
 
 @contextmanager
+def _preempting_turn(own: tuple[int, ...]) -> Iterator[dict[str, float]]:
+    """Exclusive turns one after another (their own file), each holding the queue for its
+    length, so no shared turn starts; the shared turns already running are stopped."""
+    waited = {"waited_s": 0.0, "preempted": 0.0}
+    with open(_lock_path("-exclusive"), "a+") as alone, open(_lock_path("-queue"), "a+") as queue:
+        start = time.perf_counter()
+        fcntl.flock(alone, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(queue, fcntl.LOCK_EX)
+            try:
+                preempt.recover()
+                with preempt.preempting(own) as stopped:
+                    waited["waited_s"] = time.perf_counter() - start
+                    waited["preempted"] = float(stopped)
+                    yield waited
+            finally:
+                fcntl.flock(queue, fcntl.LOCK_UN)
+        finally:
+            fcntl.flock(alone, fcntl.LOCK_UN)
+
+
+@contextmanager
 def _turn(exclusive: bool) -> Iterator[dict[str, float]]:
-    waited = {"waited_s": 0.0}
+    waited = {"waited_s": 0.0, "preempted": 0.0}
     # each holder opens its own file descriptions: flock then orders threads of one process too
     with open(_lock_path("-queue"), "a+") as queue, open(_lock_path(), "a+") as handle:
         start = time.perf_counter()
         fcntl.flock(queue, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
         try:
+            preempt.recover()
             fcntl.flock(handle, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
         finally:
             fcntl.flock(queue, fcntl.LOCK_UN)

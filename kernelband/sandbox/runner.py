@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from kernelband.sandbox import jail, pool, privileges
+from kernelband.sandbox import jail, pool, preempt, privileges
 from kernelband.sandbox.limits import SandboxLimits, SandboxResult, triton_cache_dir
 from kernelband.sandbox.watch import kill_session, session_usage, signal_reason
 
@@ -237,12 +237,17 @@ def run_sandboxed(
                    "workdir": workdir, "jailed": jailed, "triton_cache": triton_cache_dir(limits)}, f)
     start = time.monotonic()
     handle = pool.spawn(request_path, limits, workdir, jailed)
+    listed = preempt.enabled()
+    if listed:
+        preempt.arrive(handle.pid)
     collected: Any = None
     try:
         code, reason, out = _supervise(handle, limits)
         if collect is not None and not reason:
             collected = collect(workdir)
     finally:
+        if listed:
+            preempt.leave(handle.pid)
         for fd in (handle.result_r, handle.stderr_r, handle.status_r):
             if fd is not None:
                 os.close(fd)

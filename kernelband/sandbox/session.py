@@ -23,7 +23,7 @@ import time
 from dataclasses import dataclass, replace
 from typing import Any
 
-from kernelband.sandbox import pool
+from kernelband.sandbox import pool, preempt
 from kernelband.sandbox.limits import SandboxLimits, SandboxResult, triton_cache_dir
 from kernelband.sandbox.runner import prepare_run
 from kernelband.sandbox.watch import kill_session, session_members, session_usage
@@ -75,6 +75,9 @@ class RunnerSession:
         self._replies = os.open(os.path.join(self.workdir, REPLIES_FIFO), os.O_RDWR | os.O_NONBLOCK)
         self.started = time.monotonic()
         self.handle = pool.spawn(request_path, self.limits, self.workdir, jailed)
+        self._listed = preempt.enabled()  # other measurements' timed rounds may stop it
+        if self._listed:
+            preempt.arrive(self.handle.pid)
         os.set_blocking(self.handle.stderr_r, False)
         self._stderr = bytearray()
         self._buffer = bytearray()
@@ -180,8 +183,11 @@ class RunnerSession:
         """Stop every process of the runner's session (SIGSTOP to its process group); returns
         once they are stopped, since the signal is delivered asynchronously."""
         if not self.paused and self.closed is None:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(self.handle.pid, signal.SIGSTOP)
+            if self._listed:
+                preempt.pause_group(self.handle.pid)
+            else:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(self.handle.pid, signal.SIGSTOP)
             self.paused = True
             deadline = time.monotonic() + PAUSE_WAIT_S
             while not self._all_stopped() and time.monotonic() < deadline:
@@ -192,8 +198,11 @@ class RunnerSession:
 
     def resume(self) -> None:
         if self.paused and self.closed is None:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(self.handle.pid, signal.SIGCONT)
+            if self._listed:  # stays stopped while another measurement's timed rounds run
+                preempt.resume_group(self.handle.pid)
+            else:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(self.handle.pid, signal.SIGCONT)
         self.paused = False
 
     def close(self) -> SandboxResult:
@@ -226,6 +235,8 @@ class RunnerSession:
                 os.killpg(self.handle.pid, signal.SIGCONT)
         kill_session(self.handle.pid)
         self._wait_exit()
+        if self._listed:
+            preempt.leave(self.handle.pid)
         for fd in (self._commands, self._replies, self.handle.result_r, self.handle.stderr_r,
                    self.handle.status_r):
             if fd is not None:

@@ -84,7 +84,7 @@ def test_a_warm_original_is_taken_without_waiting_for_a_gpu_turn(
     turns: list[bool] = []
 
     @contextmanager
-    def recording_turn(device: str, *, exclusive: bool) -> Iterator[dict[str, float]]:
+    def recording_turn(device: str, *, exclusive: bool, own: tuple[int, ...] = ()) -> Iterator[dict[str, float]]:
         turns.append(exclusive)
         yield {"waited_s": 0.0}
 

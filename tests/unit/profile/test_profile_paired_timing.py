@@ -282,7 +282,7 @@ def test_the_wait_for_a_shared_turn_is_its_own_part_not_the_candidates_start(pro
     from kernelband.profile import paired_timing
 
     @contextmanager
-    def busy_gpu(device: str, *, exclusive: bool) -> Iterator[dict[str, float]]:
+    def busy_gpu(device: str, *, exclusive: bool, own: tuple[int, ...] = ()) -> Iterator[dict[str, float]]:
         start = time.perf_counter()
         if not exclusive:  # another candidate's timed rounds hold the GPU for a while
             time.sleep(0.3)

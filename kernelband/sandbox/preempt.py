@@ -1,0 +1,213 @@
+"""Timed rounds that pause the GPU's other sandboxed work instead of waiting for it to end.
+
+A shared GPU turn (a correctness check, a runner's start and first inputs, a problem's load)
+can last seconds, mostly compiling on the CPU. Waiting for every such turn to end before a
+measurement's timed rounds, with no new one starting meanwhile, leaves the GPU idle behind
+the slowest of them. With preemption on (KERNELBAND_GPU_PREEMPT_SHARED) an exclusive turn
+stops every other sandboxed process group on its GPU with SIGSTOP, lets their queued GPU work
+drain, times its own runners, and starts them again with SIGCONT: nothing they started runs
+during the timed rounds, and their work continues where it stopped.
+
+Every sandbox child on a GPU node is listed while it lives (`arrive`/`leave`: a file per
+process group under `_groups_dir`). The state of a preemption (who holds it, what it stopped,
+what arrived meanwhile) is a JSON file beside it, changed only under one `flock`, so a child
+started or resumed by another thread or worker process during the timed rounds stays stopped
+until they end (`arrive`, `resume_group`). If the holder dies, the next turn on the GPU finds
+its state file and starts what it stopped (`recover`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import signal
+import tempfile
+import time
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+
+def enabled() -> bool:
+    """Whether this node's sandbox children are listed (a GPU node with the setting on)."""
+    from kernelband.sandbox.device import detect_device
+    from kernelband.sandbox.settings import node_settings
+
+    return detect_device().startswith("cuda") and node_settings().gpu_preempt_shared
+
+
+SETTLE_S = 0.1  # after the stop: GPU work the stopped groups had queued finishes meanwhile
+STOP_WAIT_S = 0.1  # SIGSTOP is delivered asynchronously: how long to wait for a group to stop
+
+
+def _gpu_key() -> str:
+    return os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")[0].strip() or "0"
+
+
+def _groups_dir() -> Path:
+    return Path(tempfile.gettempdir()) / f"kernelband-gpu-{_gpu_key()}-groups"
+
+
+def _state_path() -> Path:
+    return Path(tempfile.gettempdir()) / f"kernelband-gpu-{_gpu_key()}-preempt.json"
+
+
+@contextmanager
+def _locked() -> Iterator[None]:
+    path = Path(tempfile.gettempdir()) / f"kernelband-gpu-{_gpu_key()}-preempt.lock"
+    with open(path, "a+") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _start_time(pid: int) -> str:
+    """The process's start time in clock ticks ("" if gone): a pid the kernel reused has another."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            raw = f.read().decode(errors="replace")
+    except OSError:
+        return ""
+    return raw[raw.rfind(")") + 2:].split()[19]
+
+
+def _state(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            raw = f.read().decode(errors="replace")
+    except OSError:
+        return ""
+    return raw[raw.rfind(")") + 2:].split()[0]
+
+
+def _signal(pid: int, sig: signal.Signals) -> None:
+    """The group, and its leader by pid (a child forked a moment ago may not lead a group yet)."""
+    for send in (os.killpg, os.kill):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            send(pid, sig)
+
+
+def _read() -> dict[str, list[int]] | None:
+    try:
+        value = json.loads(_state_path().read_text())
+    except (OSError, ValueError):
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def _write(state: dict[str, list[int]] | None) -> None:
+    path = _state_path()
+    if state is None:
+        path.unlink(missing_ok=True)
+        return
+    tmp = path.with_suffix(f".{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(state))
+    tmp.replace(path)
+
+
+def arrive(pid: int) -> None:
+    """List a sandbox child just started on this GPU; stopped at once while timed rounds run."""
+    folder = _groups_dir()
+    folder.mkdir(exist_ok=True)
+    with _locked():
+        (folder / str(pid)).write_text(_start_time(pid))
+        state = _read()
+        if state is not None and pid not in state["own"]:
+            _signal(pid, signal.SIGSTOP)
+            state["arrived"].append(pid)
+            _write(state)
+            _wait_stopped([pid])
+
+
+def leave(pid: int) -> None:
+    """The child has ended: no longer listed."""
+    (_groups_dir() / str(pid)).unlink(missing_ok=True)
+
+
+def resume_group(pid: int) -> None:
+    """SIGCONT for a runner its judge paused, unless another measurement's timed rounds are
+    running: then it starts again when they end."""
+    if _state_path().exists():
+        with _locked():
+            state = _read()
+            if state is not None and pid not in state["own"]:
+                if pid not in state["arrived"]:
+                    state["arrived"].append(pid)
+                    _write(state)
+                return
+    _signal(pid, signal.SIGCONT)
+
+
+def pause_group(pid: int) -> None:
+    """SIGSTOP from the runner's own judge: it stays stopped when timed rounds that stopped it end."""
+    if _state_path().exists():
+        with _locked():
+            state = _read()
+            if state is not None:
+                state["stopped"] = [p for p in state["stopped"] if p != pid]
+                state["arrived"] = [p for p in state["arrived"] if p != pid]
+                _write(state)
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGSTOP)
+
+
+def _listed() -> list[int]:
+    """Listed groups still alive as the processes they were (a reused pid is not ours)."""
+    folder = _groups_dir()
+    alive = []
+    for entry in folder.iterdir() if folder.exists() else ():
+        if not entry.name.isdigit():
+            continue
+        pid = int(entry.name)
+        with contextlib.suppress(OSError):
+            if _start_time(pid) and _start_time(pid) == entry.read_text():
+                alive.append(pid)
+                continue
+            entry.unlink(missing_ok=True)
+    return alive
+
+
+def _wait_stopped(pids: list[int]) -> None:
+    deadline = time.monotonic() + STOP_WAIT_S
+    while time.monotonic() < deadline and any(_state(pid) not in ("T", "t", "") for pid in pids):
+        time.sleep(0.001)
+
+
+def recover() -> None:
+    """A holder that died during its timed rounds left its state: start what it stopped. Called
+    by a turn that got the GPU's queue, which a live holder keeps until it has resumed them."""
+    if not _state_path().exists():
+        return
+    with _locked():
+        state = _read()
+        _write(None)
+    for pid in (state or {}).get("stopped", []) + (state or {}).get("arrived", []):
+        _signal(pid, signal.SIGCONT)
+
+
+@contextmanager
+def preempting(own: Iterable[int], settle_s: float = SETTLE_S) -> Iterator[int]:
+    """Stop every other listed group on this GPU for the block (the caller holds the GPU's
+    queue, so no turn starts meanwhile); yields how many were stopped. Groups already stopped
+    (a runner its judge paused) are left as they are."""
+    mine = sorted(set(own))
+    with _locked():
+        stopped = [pid for pid in _listed() if pid not in mine and _state(pid) not in ("T", "t")]
+        _write({"holder": [os.getpid()], "own": mine, "stopped": stopped, "arrived": []})
+        for pid in stopped:
+            _signal(pid, signal.SIGSTOP)
+    try:
+        _wait_stopped(stopped)
+        if stopped:
+            time.sleep(settle_s)
+        yield len(stopped)
+    finally:
+        with _locked():
+            state = _read() or {"stopped": stopped, "arrived": []}
+            _write(None)
+        for pid in state["stopped"] + state["arrived"]:
+            _signal(pid, signal.SIGCONT)
