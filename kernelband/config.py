@@ -77,10 +77,10 @@ class Settings(BaseSettings):
     # every config in a shared turn, so the exclusive turn holds the timings only; off until an
     # A/A and a suite on a GPU have measured it (docs/measurement.md)
     measure_compile_before_tuning: bool = False
-    # an exclusive GPU turn (timed rounds, a tuning pass) stops the sandboxed processes of the
-    # shared turns already running (SIGSTOP, SIGCONT after) instead of waiting for them to end
-    # (kernelband/sandbox/preempt.py)
-    gpu_preempt_shared: bool = False
+    # an exclusive GPU turn (timed rounds, a tuning pass) stops the node's other sandboxed
+    # processes (SIGSTOP, SIGCONT after) instead of waiting for the shared turns to end
+    # (kernelband/sandbox/preempt.py; measured in docs/measurement.md); false: it waits
+    gpu_preempt_shared: bool = True
     # originals' runners a GPU worker keeps warm (one per problem), and so the jobs an embedded
     # GPU suite runs at once: each problem's original then stays warm between its candidates
     warm_originals: int = 8

@@ -8,7 +8,7 @@ candidate's compile or check would enter another's time. A shared lock is held a
 sandboxed run that uses the GPU, an exclusive one around timed rounds: `flock` on a file per
 GPU, so the rule holds across the worker processes of one node too.
 
-With KERNELBAND_GPU_PREEMPT_SHARED on, an exclusive turn does not wait for the shared turns
+With KERNELBAND_GPU_PREEMPT_SHARED on (the default), an exclusive turn does not wait for the shared turns
 already running: it stops their sandboxed processes for its length instead
 (kernelband/sandbox/preempt.py).
 """
@@ -25,7 +25,6 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from kernelband.sandbox import preempt
-from kernelband.sandbox.settings import node_settings
 
 
 def _lock_path(suffix: str = "") -> Path:
@@ -54,7 +53,7 @@ def gpu_turn(device: str, *, exclusive: bool, own: tuple[int, ...] = ()) -> Iter
         raise RuntimeError("a GPU turn was asked for while this thread holds one: turns never nest")
     _held.turn = True
     try:
-        preempting = exclusive and node_settings().gpu_preempt_shared
+        preempting = exclusive and preempt.enabled()
         with _preempting_turn(own) if preempting else _turn(exclusive) as waited:
             yield waited
     finally:

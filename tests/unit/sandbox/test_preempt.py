@@ -194,3 +194,19 @@ def test_sandboxed_runs_are_listed_while_they_live_and_stopped_by_timed_rounds()
         ended = time.perf_counter()
     thread.join()
     assert done and done[0] > ended
+
+
+def test_with_the_setting_off_timed_rounds_wait_and_stop_nothing(
+        monkeypatch: pytest.MonkeyPatch, children: list[subprocess.Popen[bytes]]) -> None:
+    monkeypatch.setenv("KERNELBAND_GPU_PREEMPT_SHARED", "false")
+    get_settings.cache_clear()
+    assert not preempt.enabled()
+    other = _busy(children)
+    entered = threading.Event()
+    check = threading.Thread(target=_hold_shared, args=(0.6, entered))
+    check.start()
+    entered.wait(5)
+    with gpu_turn("cuda", exclusive=True) as turn:
+        assert turn["waited_s"] >= 0.4 and turn["preempted"] == 0.0
+        assert not _stopped(other)
+    check.join()
