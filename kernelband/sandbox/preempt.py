@@ -29,6 +29,8 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from kernelband.sandbox.watch import stat_fields
+
 
 def enabled() -> bool:
     """Whether this node's sandbox children are listed (a GPU node with the setting on)."""
@@ -67,21 +69,13 @@ def _locked() -> Iterator[None]:
 
 def _start_time(pid: int) -> str:
     """The process's start time in clock ticks ("" if gone): a pid the kernel reused has another."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            raw = f.read().decode(errors="replace")
-    except OSError:
-        return ""
-    return raw[raw.rfind(")") + 2:].split()[19]
+    fields = stat_fields(str(pid))
+    return fields[19] if fields else ""
 
 
 def _state(pid: int) -> str:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            raw = f.read().decode(errors="replace")
-    except OSError:
-        return ""
-    return raw[raw.rfind(")") + 2:].split()[0]
+    fields = stat_fields(str(pid))
+    return fields[0] if fields else ""
 
 
 def _signal(pid: int, sig: signal.Signals) -> None:

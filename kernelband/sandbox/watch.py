@@ -9,7 +9,8 @@ import signal
 _PAGE = os.sysconf("SC_PAGE_SIZE")
 
 
-def _stat_fields(pid: str) -> list[str] | None:
+def stat_fields(pid: str) -> list[str] | None:
+    """/proc/PID/stat after the command name (state first), or None for a process gone."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
             raw = f.read().decode(errors="replace")
@@ -25,7 +26,7 @@ def session_members(sid: int) -> list[tuple[int, int]]:
     for name in os.listdir("/proc"):
         if not name.isdigit():
             continue
-        fields = _stat_fields(name)
+        fields = stat_fields(name)
         # fields[0] is the state (index 2 of stat); session is stat field 6, rss field 24
         if fields and int(fields[3]) == sid and fields[0] != "Z":
             members.append((int(name), int(fields[21]) * _PAGE))
