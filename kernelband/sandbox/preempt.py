@@ -28,6 +28,7 @@ import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from kernelband.sandbox.watch import stat_fields
 
@@ -85,7 +86,10 @@ def _signal(pid: int, sig: signal.Signals) -> None:
             send(pid, sig)
 
 
-def _read() -> dict[str, list[int]] | None:
+State = dict[str, Any]  # {"own": [pid, ...], "since": {"pid": monotonic seconds it was stopped at}}
+
+
+def _read() -> State | None:
     try:
         value = json.loads(_state_path().read_text())
     except (OSError, ValueError):
@@ -93,7 +97,7 @@ def _read() -> dict[str, list[int]] | None:
     return value if isinstance(value, dict) else None
 
 
-def _write(state: dict[str, list[int]] | None) -> None:
+def _write(state: State | None) -> None:
     path = _state_path()
     if state is None:
         path.unlink(missing_ok=True)
@@ -101,6 +105,29 @@ def _write(state: dict[str, list[int]] | None) -> None:
     tmp = path.with_suffix(f".{os.getpid()}.tmp")
     tmp.write_text(json.dumps(state))
     tmp.replace(path)
+
+
+def _credit(pid: int, seconds: float) -> None:
+    """Add to the seconds `pid` spent stopped by preemption (its supervisor's deadlines move)."""
+    path = _groups_dir() / f"{pid}.stopped"
+    if (_groups_dir() / str(pid)).exists():
+        path.write_text(str(_credited(pid) + max(0.0, seconds)))
+
+
+def stopped_s(pid: int) -> float:
+    """Seconds the group `pid` has spent stopped by other measurements' timed rounds so far, a
+    stop still going on included: time its wall limits do not count."""
+    state = _read() if _state_path().exists() else None
+    since = (state or {}).get("since", {}).get(str(pid))
+    ongoing = time.monotonic() - float(since) if since is not None else 0.0
+    return _credited(pid) + ongoing
+
+
+def _credited(pid: int) -> float:
+    try:
+        return float((_groups_dir() / f"{pid}.stopped").read_text())
+    except (OSError, ValueError):
+        return 0.0
 
 
 def arrive(pid: int) -> None:
@@ -112,14 +139,15 @@ def arrive(pid: int) -> None:
         state = _read()
         if state is not None and pid not in state["own"]:
             _signal(pid, signal.SIGSTOP)
-            state["arrived"].append(pid)
+            state["since"][str(pid)] = time.monotonic()
             _write(state)
             _wait_stopped([pid])
 
 
 def leave(pid: int) -> None:
     """The child has ended: no longer listed."""
-    (_groups_dir() / str(pid)).unlink(missing_ok=True)
+    for name in (str(pid), f"{pid}.stopped"):
+        (_groups_dir() / name).unlink(missing_ok=True)
 
 
 def resume_group(pid: int) -> None:
@@ -129,9 +157,8 @@ def resume_group(pid: int) -> None:
         with _locked():
             state = _read()
             if state is not None and pid not in state["own"]:
-                if pid not in state["arrived"]:
-                    state["arrived"].append(pid)
-                    _write(state)
+                state["since"].setdefault(str(pid), time.monotonic())
+                _write(state)
                 return
     _signal(pid, signal.SIGCONT)
 
@@ -141,9 +168,8 @@ def pause_group(pid: int) -> None:
     if _state_path().exists():
         with _locked():
             state = _read()
-            if state is not None:
-                state["stopped"] = [p for p in state["stopped"] if p != pid]
-                state["arrived"] = [p for p in state["arrived"] if p != pid]
+            if state is not None and str(pid) in state["since"]:
+                _credit(pid, time.monotonic() - state["since"].pop(str(pid)))
                 _write(state)
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pid, signal.SIGSTOP)
@@ -161,7 +187,7 @@ def _listed() -> list[int]:
             if _start_time(pid) and _start_time(pid) == entry.read_text():
                 alive.append(pid)
                 continue
-            entry.unlink(missing_ok=True)
+            leave(pid)
     return alive
 
 
@@ -169,6 +195,15 @@ def _wait_stopped(pids: list[int]) -> None:
     deadline = time.monotonic() + STOP_WAIT_S
     while time.monotonic() < deadline and any(_state(pid) not in ("T", "t", "") for pid in pids):
         time.sleep(0.001)
+
+
+def _end(state: State | None) -> None:
+    """Start again every group the state stopped, crediting each with the time it was stopped
+    (called under the lock, with the state file already removed)."""
+    now = time.monotonic()
+    for pid, since in (state or {}).get("since", {}).items():
+        _credit(int(pid), now - float(since))
+        _signal(int(pid), signal.SIGCONT)
 
 
 def recover() -> None:
@@ -179,8 +214,7 @@ def recover() -> None:
     with _locked():
         state = _read()
         _write(None)
-    for pid in (state or {}).get("stopped", []) + (state or {}).get("arrived", []):
-        _signal(pid, signal.SIGCONT)
+        _end(state)
 
 
 @contextmanager
@@ -191,7 +225,8 @@ def preempting(own: Iterable[int], settle_s: float = SETTLE_S) -> Iterator[int]:
     mine = sorted(set(own))
     with _locked():
         stopped = [pid for pid in _listed() if pid not in mine and _state(pid) not in ("T", "t")]
-        _write({"holder": [os.getpid()], "own": mine, "stopped": stopped, "arrived": []})
+        now = time.monotonic()
+        _write({"holder": os.getpid(), "own": mine, "since": {str(pid): now for pid in stopped}})
         for pid in stopped:
             _signal(pid, signal.SIGSTOP)
     try:
@@ -201,7 +236,6 @@ def preempting(own: Iterable[int], settle_s: float = SETTLE_S) -> Iterator[int]:
         yield len(stopped)
     finally:
         with _locked():
-            state = _read() or {"stopped": stopped, "arrived": []}
+            state = _read() or {"since": {str(pid): now for pid in stopped}}  # a state file removed by hand
             _write(None)
-        for pid in state["stopped"] + state["arrived"]:
-            _signal(pid, signal.SIGCONT)
+            _end(state)

@@ -67,8 +67,9 @@ def _exit_code(handle: pool.ChildHandle, out: _Outputs) -> int | None:
 
 
 def _watch_reason(handle: pool.ChildHandle, limits: SandboxLimits, deadline: float,
-                  out: _Outputs) -> str:
-    if time.monotonic() >= deadline:
+                  out: _Outputs, listed: bool = False) -> str:
+    # time another measurement's timed rounds kept the child stopped is not its own
+    if time.monotonic() >= deadline and (not listed or time.monotonic() >= deadline + preempt.stopped_s(handle.pid)):
         return "timeout"
     nprocs, rss = session_usage(handle.pid)
     out.rss = max(out.rss, rss)
@@ -80,7 +81,8 @@ def _watch_reason(handle: pool.ChildHandle, limits: SandboxLimits, deadline: flo
     return ""
 
 
-def _supervise(handle: pool.ChildHandle, limits: SandboxLimits) -> tuple[int | None, str, _Outputs]:
+def _supervise(handle: pool.ChildHandle, limits: SandboxLimits,
+               listed: bool = False) -> tuple[int | None, str, _Outputs]:
     """Pump the pipes until the child ends or a limit is hit; returns (code, kill reason, out)."""
     out = _Outputs()
     sel = selectors.DefaultSelector()
@@ -96,7 +98,7 @@ def _supervise(handle: pool.ChildHandle, limits: SandboxLimits) -> tuple[int | N
                 sel.unregister(key.fd)
         code = _exit_code(handle, out)
         reason = "result_too_large" if out.too_large else ""
-        reason = reason or (_watch_reason(handle, limits, deadline, out) if code is None else "")
+        reason = reason or (_watch_reason(handle, limits, deadline, out, listed) if code is None else "")
         if reason:
             break
     kill_session(handle.pid)  # stragglers the child left behind die with it
@@ -242,7 +244,7 @@ def run_sandboxed(
         preempt.arrive(handle.pid)
     collected: Any = None
     try:
-        code, reason, out = _supervise(handle, limits)
+        code, reason, out = _supervise(handle, limits, listed)
         if collect is not None and not reason:
             collected = collect(workdir)
     finally:

@@ -133,6 +133,8 @@ class RunnerSession:
             if len(self._buffer) > MAX_REPLY_BYTES:
                 self._fail("bad_reply", f"the runner's reply to {what} exceeds {MAX_REPLY_BYTES} bytes")
             left = deadline_perf - time.perf_counter()
+            if left <= 0 and self._listed:  # time stopped by others' timed rounds is not its own
+                left += preempt.stopped_s(self.handle.pid)
             if left <= 0:
                 self._fail("timeout", f"the runner did not answer {what} in time")
             readable, _, _ = select.select([self._replies, self.handle.stderr_r], [], [], min(left, 0.05))

@@ -14,6 +14,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -210,3 +211,24 @@ def test_with_the_setting_off_timed_rounds_wait_and_stop_nothing(
         assert turn["waited_s"] >= 0.4 and turn["preempted"] == 0.0
         assert not _stopped(other)
     check.join()
+
+
+def test_time_stopped_by_timed_rounds_does_not_count_against_a_runs_wall_limit() -> None:
+    limits = SandboxLimits(wall_s=1.5, cpu_s=60, audit=False)
+    results: list[Any] = []
+
+    def check() -> None:
+        with gpu_turn("cuda", exclusive=False):
+            results.append(run_sandboxed("kernelband.sandbox.probes:compile_then_run", {"run": 0.8}, limits))
+
+    thread = threading.Thread(target=check)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not preempt._listed() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    pid = preempt._listed()[0]
+    with gpu_turn("cuda", exclusive=True):
+        time.sleep(2.0)  # longer than the run's whole wall limit
+    thread.join()
+    assert results[0].ok, results[0]  # 0.8 s of its own within 1.5 s, though 2.8 s passed
+    assert preempt.stopped_s(pid) == 0.0  # its listing ended with it
