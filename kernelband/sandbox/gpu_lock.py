@@ -16,7 +16,6 @@ already running: it stops their sandboxed processes for its length instead
 from __future__ import annotations
 
 import fcntl
-import os
 import tempfile
 import threading
 import time
@@ -28,8 +27,7 @@ from kernelband.sandbox import preempt
 
 
 def _lock_path(suffix: str = "") -> Path:
-    visible = os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")[0].strip() or "0"
-    return Path(tempfile.gettempdir()) / f"kernelband-gpu-{visible}{suffix}.lock"
+    return Path(tempfile.gettempdir()) / f"kernelband-gpu-{preempt.gpu_key()}{suffix}.lock"
 
 
 @contextmanager

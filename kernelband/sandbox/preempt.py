@@ -13,7 +13,8 @@ process group under `_groups_dir`). The state of a preemption (who holds it, wha
 what arrived meanwhile) is a JSON file beside it, changed only under one `flock`, so a child
 started or resumed by another thread or worker process during the timed rounds stays stopped
 until they end (`arrive`, `resume_group`). If the holder dies, the next turn on the GPU finds
-its state file and starts what it stopped (`recover`).
+its state file and starts what it stopped (`recover`). The seconds a group spent stopped are
+kept (`stopped_s`): its supervisor's wall limits do not count them.
 """
 
 from __future__ import annotations
@@ -30,14 +31,13 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from kernelband.sandbox.device import detect_device
+from kernelband.sandbox.settings import node_settings
 from kernelband.sandbox.watch import stat_fields
 
 
 def enabled() -> bool:
     """Whether this node's sandbox children are listed (a GPU node with the setting on)."""
-    from kernelband.sandbox.device import detect_device
-    from kernelband.sandbox.settings import node_settings
-
     return detect_device().startswith("cuda") and node_settings().gpu_preempt_shared
 
 
@@ -45,21 +45,22 @@ SETTLE_S = 0.1  # after the stop: GPU work the stopped groups had queued finishe
 STOP_WAIT_S = 0.1  # SIGSTOP is delivered asynchronously: how long to wait for a group to stop
 
 
-def _gpu_key() -> str:
+def gpu_key() -> str:
+    """The GPU a node's files are kept for: the first one this process sees."""
     return os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")[0].strip() or "0"
 
 
 def _groups_dir() -> Path:
-    return Path(tempfile.gettempdir()) / f"kernelband-gpu-{_gpu_key()}-groups"
+    return Path(tempfile.gettempdir()) / f"kernelband-gpu-{gpu_key()}-groups"
 
 
 def _state_path() -> Path:
-    return Path(tempfile.gettempdir()) / f"kernelband-gpu-{_gpu_key()}-preempt.json"
+    return Path(tempfile.gettempdir()) / f"kernelband-gpu-{gpu_key()}-preempt.json"
 
 
 @contextmanager
 def _locked() -> Iterator[None]:
-    path = Path(tempfile.gettempdir()) / f"kernelband-gpu-{_gpu_key()}-preempt.lock"
+    path = Path(tempfile.gettempdir()) / f"kernelband-gpu-{gpu_key()}-preempt.lock"
     with open(path, "a+") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
         try:
