@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
@@ -103,10 +104,18 @@ def _features_after(target: str, placeholder: bool) -> Any:
     return after
 
 
+def _static_or_runner_pass(later: Callable[[], Features | None], runner_pass: Any) -> Any:
+    """Features from a static report made beside the measurement, else the runner's pass."""
+    def after(candidate: Runner, run: PairedRun) -> dict[str, Any]:
+        static = later()
+        return _features_of_run(run, static) if static is not None else runner_pass(candidate, run)
+    return after
+
+
 def measure_paired_on_gpu(
     problem: KernelProblem, editable: str | None, target: str, *, config: PairedConfig | None = None,
     strict: bool = False, limits: Any = None, baseline_ms: float | None = None, features: bool = True,
-    static: Features | None = None, until_checked: UntilChecked | None = None,
+    static: Features | Callable[[], Features | None] | None = None, until_checked: UntilChecked | None = None,
 ) -> tuple[Measurement, Features, dict[str, Any] | None]:
     """(Measurement with its paired speedup, Features, the Nsight Compute case) for `editable`.
 
@@ -114,17 +123,24 @@ def measure_paired_on_gpu(
     back. `strict` (the implausibility gate's re-measure): fresh runners, every round checked.
     `features=False` (a re-measure, an A/A run): no features pass, the time alone. `static`: the
     compile step's static features for this target, taken with the measured time instead of a
-    features pass (no Nsight Compute case then). `until_checked`: see `measure_paired_runners`."""
+    features pass (no Nsight Compute case then); or a call that returns them once made beside this
+    measurement (None: the runner's features pass after all). `until_checked`: see
+    `measure_paired_runners`."""
     config = config or config_from_settings(strict)
     limits = limits or SandboxLimits.from_settings()
     if strict:
         limits = replace(limits, warm=False)
-    features_pass = features and static is None
+    later = static if callable(static) else None
+    known = None if callable(static) else static
+    after = None
+    if features and (static is None or later is not None):
+        after = _features_after(target, timed_call(problem, editable) == "reference")
+        if later is not None:
+            after = _static_or_runner_pass(later, after)
     run = measure_paired_runners(problem, editable, "cuda", config, limits=limits, keep_original=not strict,
-                                 after=_features_after(target, timed_call(problem, editable) == "reference")
-                                 if features_pass else None, until_checked=until_checked)
-    if not features_pass:
-        run.extras = _features_of_run(run, static if features else None)
+                                 after=after, until_checked=until_checked)
+    if after is None:
+        run.extras = _features_of_run(run, known if features else None)
     measurement = measurement_of(problem, run, device_name=gpu_name(target), target=target, config=config,
                                  baseline_ms=baseline_ms)
     gpu = resolve_target(target if target != "cpu" else "h100")

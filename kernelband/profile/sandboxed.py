@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextvars
 import logging
+import threading
 import time
 from dataclasses import replace
 from textwrap import shorten
@@ -76,14 +78,18 @@ def measure_candidate(
     on_gpu = _on_gpu(target)
     skipped = _signature_skipped(hardware_signature, limits) if on_gpu else ""
     static = None  # phi and h from a static profile: only where no runner features pass is needed
+    beside: StaticBeside | None = None
     if on_gpu and paired and features and skipped:
         placeholder = editable is None and problem.needs_translation  # no Triton kernel to profile
-        if not static_features and not placeholder:
-            static_features = _static_features(problem, editable, target, limits, timings)
-        static = Features.from_dict(static_features) if static_features else None
+        if static_features:
+            static = Features.from_dict(static_features)
+        elif not placeholder:
+            beside = StaticBeside(problem, editable, target, limits, timings)
     if on_gpu and paired:
         measurement, found, case = _measure_paired(problem, editable, target, strict, limits, baseline_ms,
-                                                   paired_config, timings, features, static, until_checked)
+                                                   paired_config, timings, features, beside or static,
+                                                   until_checked)
+        static = beside() if beside is not None else static
     else:
         if until_checked is not None:
             until_checked()
@@ -101,19 +107,39 @@ def measure_candidate(
     return measurement, found
 
 
-def _static_features(problem: KernelProblem, editable: str | None, target: str, limits: Any,
-                     timings: dict[str, float] | None) -> dict[str, Any] | None:
+class StaticBeside:
     """phi and the estimated h from a static profile report (a sandbox run on the CPU, no GPU
-    turn: cheaper than a features pass in the runner); None when it cannot be built."""
-    start = time.perf_counter()
-    try:
-        found = static_profile_candidate(problem, editable, target, limits=limits).get("features")
-    except (MeasureError, StaticProfileError) as exc:
-        log.info("no static features, the candidate's runner takes them: %s", exc)
-        found = None
-    if timings is not None:
-        timings["measure_static"] = time.perf_counter() - start
-    return found if isinstance(found, dict) else None
+    turn: cheaper than a features pass in the runner), made in a thread beside the measurement,
+    which asks for it once the timing is done (`beside()`: None when it could not be built;
+    the runner's features pass then takes over). An original has no compile step to make it
+    ahead, and its measurement starts its runner and tunes meanwhile; its own seconds go to
+    `timings["measure_static"]`."""
+
+    def __init__(self, problem: KernelProblem, editable: str | None, target: str, limits: Any,
+                 timings: dict[str, float] | None) -> None:
+        self.found: Features | None = None
+        args = (problem, editable, target, limits, timings)
+        # the job's limits live in a context variable: the thread runs in a copy of this context
+        context = contextvars.copy_context()
+        self.thread = threading.Thread(target=context.run, args=(self._make, *args), name="static-profile",
+                                       daemon=True)
+        self.thread.start()
+
+    def _make(self, problem: KernelProblem, editable: str | None, target: str, limits: Any,
+              timings: dict[str, float] | None) -> None:
+        start = time.perf_counter()
+        try:
+            found = static_profile_candidate(problem, editable, target, limits=limits).get("features")
+        except (MeasureError, StaticProfileError) as exc:
+            log.info("no static features, the candidate's runner takes them: %s", exc)
+            found = None
+        if timings is not None:
+            timings["measure_static"] = time.perf_counter() - start
+        self.found = Features.from_dict(found) if isinstance(found, dict) else None
+
+    def __call__(self) -> Features | None:
+        self.thread.join()
+        return self.found
 
 
 def _signature_skipped(hardware_signature: bool, limits: Any) -> str:
@@ -141,7 +167,7 @@ def _measure_in_child(problem: KernelProblem, editable: str | None, target: str,
 
 def _measure_paired(problem: KernelProblem, editable: str | None, target: str, strict: bool, limits: Any,
                     baseline_ms: float | None, config: Any, timings: dict[str, float] | None,
-                    features: bool = True, static: Features | None = None,
+                    features: bool = True, static: Features | StaticBeside | None = None,
                     until_checked: UntilChecked | None = None) -> tuple[Measurement, Features, Any]:
     """Two live runners, judge-timed (kernelband/profile/paired_gpu.py); parts into `timings`."""
     # both load torch, which importing this package must not: only the GPU path needs them

@@ -5,6 +5,7 @@ test_profile_paired_timing.py; on a GPU: bench/gpu/paired_aa.py)."""
 from __future__ import annotations
 
 import math
+import time
 from pathlib import Path
 from typing import Any
 
@@ -162,15 +163,58 @@ def test_without_the_compile_steps_features_a_static_report_stands_in_for_the_fe
                         lambda problem, editable, target, limits=None: {"features": static.to_dict()})
     problem = load_problem(FIXTURE.read_text(), "native", "p")
     timings: dict[str, float] = {}
-    sandboxed.measure_candidate(problem, None, "h200", hardware_signature=False, timings=timings)
-    assert seen["static"] == static and "measure_static" in timings  # the original: no compile step
+    _, found = sandboxed.measure_candidate(problem, None, "h200", hardware_signature=False, timings=timings)
+    assert seen["static"]() == static and "measure_static" in timings  # the original: no compile step
+    assert "no Nsight Compute pass" in found.h_note  # the static report's features were taken
 
     def broken(problem: Any, editable: Any, target: str, limits: Any = None) -> Any:
         raise MeasureError("profiling failed in the sandbox")
 
     monkeypatch.setattr(sandboxed, "static_profile_candidate", broken)
-    sandboxed.measure_candidate(problem, None, "h200", hardware_signature=False)
-    assert seen["static"] is None  # the runner's features pass takes over
+    _, found = sandboxed.measure_candidate(problem, None, "h200", hardware_signature=False)
+    assert seen["static"]() is None  # the runner's features pass takes over
+    assert "no Nsight Compute pass" not in found.h_note
+
+
+def test_the_originals_static_report_is_made_beside_its_measurement(monkeypatch: pytest.MonkeyPatch) -> None:
+    from kernelband.profile import paired_gpu, sandboxed
+
+    static = Features((0.5, 40.0, 2.0, 7.0, 50.0), ("estimate",) + ("static",) * 4,
+                      (60.0, 30.0, 10.0), ("estimate",) * 3)
+    measured = Measurement("measured", "judge clock", "NVIDIA H200", "h200", 2.5, {"a": 0.5})
+
+    def slow_report(problem: Any, editable: Any, target: str, limits: Any = None) -> Any:
+        time.sleep(0.6)
+        return {"features": static.to_dict()}
+
+    def slow_measurement(problem: Any, editable: Any, target: str, **kwargs: Any) -> Any:
+        time.sleep(0.6)  # the runner's start and the timed rounds
+        return measured, kwargs["static"]() or static, None
+
+    monkeypatch.setattr(sandboxed, "_on_gpu", lambda target: True)
+    monkeypatch.setattr(paired_gpu, "measure_paired_on_gpu", slow_measurement)
+    monkeypatch.setattr(sandboxed, "static_profile_candidate", slow_report)
+    problem = load_problem(FIXTURE.read_text(), "native", "p")
+    timings: dict[str, float] = {}
+    started = time.perf_counter()
+    sandboxed.measure_candidate(problem, None, "h200", hardware_signature=False, timings=timings)
+    assert time.perf_counter() - started < 1.0  # 0.6 s each, side by side
+    assert timings["measure_static"] >= 0.6
+
+
+def test_a_static_report_made_beside_decides_the_features_after_the_timing() -> None:
+    static = Features((0.5, 40.0, 2.0, 7.0, 50.0), ("estimate",) + ("static",) * 4,
+                      (60.0, 30.0, 10.0), ("estimate",) * 3)
+    runner_asked: list[bool] = []
+
+    def runner_pass(candidate: Any, run: Any) -> dict[str, Any]:
+        runner_asked.append(True)
+        return {"features": static.to_dict(), "from": "runner"}
+
+    made = paired_gpu._static_or_runner_pass(lambda: static, runner_pass)(None, _run())
+    assert not runner_asked and Features.from_dict(made["features"]).h == static.h
+    failed = paired_gpu._static_or_runner_pass(lambda: None, runner_pass)(None, _run())
+    assert runner_asked and failed["from"] == "runner"
 
 
 def test_a_features_pass_the_runner_cannot_make_leaves_the_time_and_says_why() -> None:
