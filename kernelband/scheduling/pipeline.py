@@ -159,12 +159,22 @@ class StepReport:
 @contextmanager
 def fenced(ctx: EngineContext) -> Iterator[Session]:
     """A transaction that refuses to commit unless this scheduler is still the leader.
-    Its changed rows are written one statement per table and flush (`row_updates`)."""
-    with session_scope(ctx.factory) as session:
-        verify_epoch(session, ctx.leader_epoch)
-        batch_row_updates(session)
-        keep_states_hot(session, ctx.state_writeback_s)
-        yield session
+    Its changed rows are written one statement per table and flush (`row_updates`).
+
+    What the transaction kept in `session.info` (the attempt values it locked, rows held for
+    its commit, prefetched candidates) is dropped once it has ended: the session's listeners
+    and the session refer to each other, so it otherwise waited for a garbage collection,
+    about 3,500 objects a pass at 100 jobs x 1,000 candidates."""
+    session: Session | None = None
+    try:
+        with session_scope(ctx.factory) as session:
+            verify_epoch(session, ctx.leader_epoch)
+            batch_row_updates(session)
+            keep_states_hot(session, ctx.state_writeback_s)
+            yield session
+    finally:
+        if session is not None:
+            session.info.clear()
 
 
 def step(ctx: EngineContext, drain_timeout_s: float = 0.0) -> StepReport:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import gc
+import weakref
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -22,11 +24,11 @@ from kernelband.db import repository
 from kernelband.db.models import ArmStat, Attempt, Candidate, Job, Track, utcnow
 from kernelband.db.session import session_scope
 from kernelband.scheduling import ingest
-from kernelband.scheduling.attempts import ACTIVE_ATTEMPT_STATES
+from kernelband.scheduling.attempts import ACTIVE_ATTEMPT_STATES, send_on_commit
 from kernelband.scheduling.dispatch import InboxDispatcher, InlineDispatcher, TaskMessage
 from kernelband.scheduling.fencing import FencingError, claim_leadership
 from kernelband.scheduling.lifecycle import job_is_finished
-from kernelband.scheduling.pipeline import EngineContext, ingest_result, step
+from kernelband.scheduling.pipeline import EngineContext, fenced, ingest_result, step
 from kernelband.scheduling.results import CompileResult, GenerateResult, ProfileResult, VerifyResult
 from kernelband.scheduling.state import load_state
 
@@ -393,3 +395,23 @@ def test_every_ingest_step_receives_its_kinds_typed_result(
     assert seen == {"apply_generate": {GenerateResult}, "apply_compile": {CompileResult},
                     "apply_baseline": {ProfileResult}, "apply_profile": {ProfileResult},
                     "apply_verify": {VerifyResult}}
+
+
+class Kept:
+    """Something a transaction keeps in its session's info."""
+
+
+def test_what_a_fenced_transaction_kept_goes_when_it_ends_without_a_collection(
+        sqlite_factory: sessionmaker[Session]) -> None:
+    ctx = EngineContext(sqlite_factory, InlineDispatcher(FAKE_TASKS), Settings())
+    gc.disable()  # as between the scheduler's collections
+    try:
+        with fenced(ctx) as session:
+            send_on_commit(session)  # a listener on the session, as a pass registers
+            kept = Kept()
+            session.info["kept"] = kept
+            gone = weakref.ref(kept)
+            del kept
+        assert gone() is None
+    finally:
+        gc.enable()
