@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import gc
 
-from kernelband.scheduling.collector import COLLECT_EVERY_S, THAW_EVERY_S, PassCollector
+from kernelband.scheduling.collector import (
+    COLLECT_EVERY_S,
+    THAW_EVERY_S,
+    YOUNG_EVERY_S,
+    PassCollector,
+)
 
 
 class FakeClock:
@@ -47,15 +52,19 @@ class Cycle:
         self.me = self
 
 
-def test_cycles_of_a_pass_are_collected_when_it_ends() -> None:
-    collector = PassCollector(FakeClock())
+def test_cycles_of_passes_are_collected_at_the_first_pass_end_a_second_later() -> None:
+    clock = FakeClock()
+    collector = PassCollector(clock)
     collector.start()
     try:
         collector.between_passes()  # the first full collection
         gc.collect()
         made = [Cycle() for _ in range(5_000)]  # well past the automatic young threshold
         del made
+        clock.now += YOUNG_EVERY_S / 2
+        collector.between_passes()  # too soon: passes back to back share one collection
         assert sum(isinstance(o, Cycle) for o in gc.get_objects()) == 5_000  # still there
+        clock.now += YOUNG_EVERY_S / 2
         collector.between_passes()  # not a full one: the young generations
         assert collector.full_collections == 1
         assert not any(isinstance(o, Cycle) for o in gc.get_objects())
