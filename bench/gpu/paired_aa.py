@@ -12,17 +12,27 @@ runner, calibration, timed rounds, output checks, features) are printed per prob
 
 Writes paired-aa-<target>.json and .md to --out (default bench/gpu/runs/paired-aa-<target>-<date>). `--cpu` rehearses the same
 flow on the CPU interpreter (runner CPU time as the clock; not kernel timings).
+
+`--beside N` runs the A/A under load: an N-problem corpus suite (bench.gpu.suite_twice, T = 4)
+starts on the same GPU `--beside-lead-s` seconds before the A/A and is stopped when it ends, so
+shared GPU work (checks, runner starts, compiles) is running or waiting whenever the A/A times:
+the test of how exclusive turns keep other work out of the timed rounds (docs/measurement.md).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import os
+import signal
 import statistics
+import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -178,26 +188,55 @@ def corpus_missing(corpus: Path) -> bool:
     return True
 
 
+@contextmanager
+def suite_beside(problems: int, target: str, out: Path, lead_s: float) -> Iterator[str]:
+    """An N-problem suite on this GPU while the block runs; yields how the A/A ran ("" for alone)."""
+    if problems <= 0:
+        yield ""
+        return
+    out.mkdir(parents=True, exist_ok=True)
+    argv = [sys.executable, "-m", "bench.gpu.suite_twice", "--target", target, "--out", str(out / "beside-suite"),
+            "--run", "A", "--problems", str(problems), "--timeout", "3600"]
+    with (out / "beside-suite.log").open("w") as log:
+        suite = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT, start_new_session=True)
+        try:
+            time.sleep(lead_s)  # its first problems are loading when the A/A starts
+            yield f"beside a {problems}-problem suite on the same GPU (started {lead_s:g} s before)"
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(suite.pid, signal.SIGTERM)
+            try:
+                suite.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(suite.pid, signal.SIGKILL)
+                suite.wait()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = corpus_parser(__doc__.splitlines()[0])
     parser.add_argument("--graphs", action="store_true", help="also measure with CUDA-graph replays")
     parser.add_argument("--spares", action="store_true",
                         help="measure each original in a runner started ahead (a spare), as later candidates are")
     parser.add_argument("--tag", default="", help="a suffix for the output files (one per configuration)")
+    parser.add_argument("--beside", type=int, default=0,
+                        help="under load: a suite of this many corpus problems on the same GPU meanwhile")
+    parser.add_argument("--beside-lead-s", type=float, default=20.0, help="the suite's head start")
     args = parser.parse_args(argv)
     if corpus_missing(args.corpus):
         return 2
     target = "cpu" if args.cpu else _target()
     names = _problems(args.corpus, args.problems, [n for n in args.only.split(",") if n])
     rows = []
-    for name in names:
-        for graphs in ((False, True) if args.graphs else (False,)):
-            rows.append(measure_one(name, args.corpus, target, graphs, args.cpu, args.spares))
-            print(table(rows[-1:]).splitlines()[-1], flush=True)
-    text = (f"# A/A paired timing on {target} ({rows[0].get('device', '?') if rows else '?'})\n\n"
+    out = Path(args.out) if args.out else run_folder("paired-aa", target)
+    with suite_beside(args.beside, target, out, args.beside_lead_s) as load:
+        for name in names:
+            for graphs in ((False, True) if args.graphs else (False,)):
+                rows.append(measure_one(name, args.corpus, target, graphs, args.cpu, args.spares))
+                print(table(rows[-1:]).splitlines()[-1], flush=True)
+    how = f"Ran {load}.\n\n" if load else ""
+    text = (f"# A/A paired timing on {target} ({rows[0].get('device', '?') if rows else '?'})\n\n{how}"
             f"{table(rows)}\n\n{summary(rows)}\n\n## Profile step parts (seconds)\n\n{parts_table(rows)}\n")
     print("\n" + text)
-    out = Path(args.out) if args.out else run_folder("paired-aa", target)
     out.mkdir(parents=True, exist_ok=True)
     stem = f"paired-aa-{target}" + (f"-{args.tag}" if args.tag else "")
     (out / f"{stem}.json").write_text(json.dumps(rows, indent=1, default=str))
