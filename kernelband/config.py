@@ -98,7 +98,7 @@ class Settings(BaseSettings):
     max_tries: int = 3
     # tasks an embedded suite runs at once per GPU queue: a paired measurement's timed rounds
     # still have the GPU alone (kernelband/sandbox/gpu_lock.py takes it exclusively), while
-    # the other tasks' checks, runner starts and compiles overlap them instead of waiting
+    # the other tasks' checks, runner starts and compiles overlap everything else
     gpu_tasks_per_device: int = 3
     poll_interval_s: float = 0.2
     # the leader starts queued jobs, expires leases and finishes tracks at most this often
