@@ -10,15 +10,20 @@ import hashlib
 import math
 import re
 import time
+from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
+from kernelband.config import Settings
 from kernelband.db import repository
-from kernelband.db.models import Candidate, Event
+from kernelband.db.models import Candidate, Event, utcnow
 from kernelband.db.session import session_scope
 from kernelband.problem.model import Case, KernelProblem
+from kernelband.scheduling.dispatch import InlineDispatcher
+from kernelband.scheduling.lifecycle import job_is_finished
+from kernelband.scheduling.pipeline import EngineContext, step
 
 # Strategy effects on time: tiling helps a lot, fusion a little, the rest slightly hurt.
 EFFECT = {"tiling": 0.8, "fusion": 0.95}
@@ -112,3 +117,29 @@ def make_job(factory: sessionmaker[Session], targets: tuple[str, ...] = ("cpu",)
         options.setdefault("parallelism", 1)
         options.setdefault("seed", 7)
         return repository.create_job(session, team.id, problem.id, targets, **options).id
+
+
+class Clock:
+    """A clock the test moves by hand (lease expiry without sleeping)."""
+
+    def __init__(self) -> None:
+        self.now = utcnow()
+
+    def __call__(self) -> datetime:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += timedelta(seconds=seconds)
+
+
+def context(factory: sessionmaker[Session], dispatcher: Any = None, **settings: Any) -> EngineContext:
+    return EngineContext(factory, dispatcher or InlineDispatcher(FAKE_TASKS),
+                         Settings(**settings), clock=Clock())
+
+
+def run_to_end(ctx: EngineContext, job_id: int, max_steps: int = 300) -> int:
+    for steps in range(1, max_steps + 1):
+        step(ctx)
+        if job_is_finished(ctx.factory, job_id):
+            return steps
+    raise AssertionError(f"job {job_id} did not finish in {max_steps} steps")

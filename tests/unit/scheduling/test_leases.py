@@ -3,14 +3,14 @@ resends at once the tries that were never sent."""
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import timedelta
 
-from scheduling_fakes import FAKE_TASKS, make_job
+from scheduling_fakes import FAKE_TASKS, Clock, make_job
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from kernelband.config import Settings
-from kernelband.db.models import Attempt, utcnow
+from kernelband.db.models import Attempt
 from kernelband.db.session import session_scope
 from kernelband.scheduling.budgets import as_utc
 from kernelband.scheduling.dispatch import InboxDispatcher, TaskMessage
@@ -32,14 +32,6 @@ class HeldGenerates(InboxDispatcher):
         else:
             self.deliver(task.attempt_id, FAKE_TASKS[task.kind](task.payload))
         return task.task_id
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = utcnow()
-
-    def __call__(self) -> datetime:
-        return self.now
 
 
 def generate_attempt(factory: sessionmaker[Session]) -> Attempt:

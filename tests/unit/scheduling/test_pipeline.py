@@ -4,46 +4,30 @@ from __future__ import annotations
 
 import gc
 import weakref
-from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
 from scheduling_fakes import (
     FAKE_TASKS,
-    STATIC_FEATURES,
     TOKENS_PER_GENERATION,
+    context,
     decisions,
     fake_generate,
     make_job,
+    run_to_end,
 )
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from kernelband.config import Settings
 from kernelband.db import repository
-from kernelband.db.models import ArmStat, Attempt, Candidate, Job, Track, utcnow
+from kernelband.db.models import ArmStat, Attempt, Candidate, Job, Track
 from kernelband.db.session import session_scope
-from kernelband.scheduling import ingest
 from kernelband.scheduling.attempts import ACTIVE_ATTEMPT_STATES, send_on_commit
 from kernelband.scheduling.dispatch import InboxDispatcher, InlineDispatcher, TaskMessage
 from kernelband.scheduling.fencing import FencingError, claim_leadership
-from kernelband.scheduling.lifecycle import job_is_finished
 from kernelband.scheduling.pipeline import EngineContext, fenced, ingest_result, step
-from kernelband.scheduling.results import CompileResult, GenerateResult, ProfileResult, VerifyResult
 from kernelband.scheduling.state import load_state
-
-
-class Clock:
-    """A clock the test moves by hand (lease expiry without sleeping)."""
-
-    def __init__(self) -> None:
-        self.now = utcnow()
-
-    def __call__(self) -> datetime:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += timedelta(seconds=seconds)
 
 
 class DroppingDispatcher(InboxDispatcher):
@@ -58,19 +42,6 @@ class DroppingDispatcher(InboxDispatcher):
         if task.kind not in self.drop:
             self.deliver(task.attempt_id, FAKE_TASKS[task.kind](task.payload))
         return task.task_id
-
-
-def context(factory: sessionmaker[Session], dispatcher: Any = None, **settings: Any) -> EngineContext:
-    return EngineContext(factory, dispatcher or InlineDispatcher(FAKE_TASKS),
-                         Settings(**settings), clock=Clock())
-
-
-def run_to_end(ctx: EngineContext, job_id: int, max_steps: int = 300) -> int:
-    for steps in range(1, max_steps + 1):
-        step(ctx)
-        if job_is_finished(ctx.factory, job_id):
-            return steps
-    raise AssertionError(f"job {job_id} did not finish in {max_steps} steps")
 
 
 def attempts_by_kind(session: Session, job_id: int) -> dict[str, int]:
@@ -325,76 +296,6 @@ def test_arm_view_masks_saturated_dimensions(db_factory: sessionmaker[Session]) 
         masked = {a.strategy for a in arms if a.masked}
         assert masked == {"vectorization", "fusion", "access_layout"}
         assert all(a.ucb_score is not None for a in arms)
-
-
-@pytest.mark.parametrize(("policy", "signature"), [("kernelband", True), ("ucb1", False)])
-def test_profile_tasks_ask_for_a_hardware_signature_only_when_the_policy_reads_it(
-    db_factory: sessionmaker[Session], policy: str, signature: bool,
-) -> None:
-    job_id = make_job(db_factory, targets=("h100",), budget_iterations=2, policy=policy)
-    ctx = context(db_factory)
-    run_to_end(ctx, job_id)
-    profiles = [m for m in ctx.dispatcher.submitted if m.kind == "profile"]  # type: ignore[attr-defined]
-    assert len(profiles) >= 2  # the original and at least one child
-    assert {m.payload["hardware_signature"] for m in profiles} == {signature}
-
-
-def test_every_task_of_a_job_carries_its_sandbox_limits(db_factory: sessionmaker[Session]) -> None:
-    limits = {"compile_s": 900.0, "run_s": 30.0}
-    job_id = make_job(db_factory, targets=("h100",), budget_iterations=2, limits=limits)
-    plain_id = make_job(db_factory, targets=("h100",), budget_iterations=2)
-    ctx = context(db_factory)
-    run_to_end(ctx, job_id)
-    run_to_end(ctx, plain_id)
-    sent = ctx.dispatcher.submitted  # type: ignore[attr-defined]
-    mine = [m for m in sent if m.payload["job_id"] == job_id]
-    assert {m.kind for m in mine} >= {"generate", "compile", "profile"}
-    assert all(m.payload["limits"] == limits for m in mine)
-    assert all("limits" not in m.payload for m in sent if m.payload["job_id"] == plain_id)
-
-
-def test_compile_and_profile_payloads_carry_the_child_and_its_parents_code(
-        db_factory: sessionmaker[Session]) -> None:
-    job_id = make_job(db_factory, targets=("h100",), budget_iterations=2)
-    ctx = context(db_factory)
-    run_to_end(ctx, job_id)
-    with session_scope(db_factory) as session:
-        code = {c.id: (c.editable, c.parent_id) for c in session.scalars(select(Candidate))}
-    sent = ctx.dispatcher.submitted  # type: ignore[attr-defined]
-    children = [m for m in sent if m.kind in ("compile", "profile") and m.payload.get("editable")
-                and m.payload["editable"] != "ORIGINAL"]
-    assert {m.kind for m in children} == {"compile", "profile"}
-    by_code = {editable: parent for editable, parent in code.values()}
-    for message in children:
-        parent_code = code[by_code[message.payload["editable"]]][0]
-        if message.kind == "profile":
-            assert message.payload["parent_editable"] == parent_code
-            # the compile step's phi and h travel on: a GPU node need not profile them again
-            assert message.payload["static_features"] == STATIC_FEATURES
-        else:
-            assert "parent_editable" not in message.payload
-    originals = [m for m in sent if m.kind == "profile" and m.payload.get("editable") == "ORIGINAL"]
-    assert originals and all("static_features" not in m.payload for m in originals)
-
-
-def test_every_ingest_step_receives_its_kinds_typed_result(
-    db_factory: sessionmaker[Session], monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    seen: dict[str, set[type]] = {}
-    for name in ("apply_generate", "apply_compile", "apply_profile", "apply_baseline",
-                 "apply_verify"):
-        original = getattr(ingest, name)
-
-        def spy(*args: Any, _name: str = name, _original: Any = original, **rows: Any) -> None:
-            seen.setdefault(_name, set()).add(type(args[-1]))  # rows: the candidate read with it
-            _original(*args, **rows)
-
-        monkeypatch.setattr(ingest, name, spy)
-    job_id = make_job(db_factory, budget_iterations=6, parallelism=2)
-    run_to_end(context(db_factory), job_id)  # the fakes answer with plain JSON dicts
-    assert seen == {"apply_generate": {GenerateResult}, "apply_compile": {CompileResult},
-                    "apply_baseline": {ProfileResult}, "apply_profile": {ProfileResult},
-                    "apply_verify": {VerifyResult}}
 
 
 class Kept:
