@@ -153,7 +153,8 @@ def leave(pid: int) -> None:
 
 def resume_group(pid: int) -> None:
     """SIGCONT for a runner its judge paused, unless another measurement's timed rounds are
-    running: then it starts again when they end."""
+    running: then it starts again when they end. (Without preemption on the node there is never
+    a state file, and this is the plain SIGCONT.)"""
     if _state_path().exists():
         with _locked():
             state = _read()

@@ -185,11 +185,7 @@ class RunnerSession:
         """Stop every process of the runner's session (SIGSTOP to its process group); returns
         once they are stopped, since the signal is delivered asynchronously."""
         if not self.paused and self.closed is None:
-            if self._listed:
-                preempt.pause_group(self.handle.pid)
-            else:
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.killpg(self.handle.pid, signal.SIGSTOP)
+            preempt.pause_group(self.handle.pid)
             self.paused = True
             deadline = time.monotonic() + PAUSE_WAIT_S
             while not self._all_stopped() and time.monotonic() < deadline:
@@ -200,11 +196,7 @@ class RunnerSession:
 
     def resume(self) -> None:
         if self.paused and self.closed is None:
-            if self._listed:  # stays stopped while another measurement's timed rounds run
-                preempt.resume_group(self.handle.pid)
-            else:
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.killpg(self.handle.pid, signal.SIGCONT)
+            preempt.resume_group(self.handle.pid)  # not while another measurement's timed rounds run
         self.paused = False
 
     def close(self) -> SandboxResult:
