@@ -40,7 +40,7 @@ from typing import Any
 from bench.scenarios import ROOT, RUNS, run_folder
 
 WITHIN = 0.03
-PARTS = ("load", "correctness", "spare_start", "load_original", "wait_shared", "load_candidate", "calibrate", "prepare", "timed_rounds", "verify",
+PARTS = ("load", "correctness", "spare_start", "load_original", "wait_shared", "load_candidate", "calibrate", "prepare", "inputs", "timed_rounds", "verify",
          "after", "tune", "held_alone", "measure")
 
 

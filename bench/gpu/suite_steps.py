@@ -33,7 +33,7 @@ from kernelband.suite.throughput import DEVICE_KINDS, HELD_PART, timed_share
 # the columns of the steps table, in the order a step spends them; absent parts show as "-"
 COLUMNS = ("check", "check_wait", "measure_static", "measure_load_original", "measure_wait_shared",
            "measure_load_candidate", "measure_prepare", "measure_wait_gpu", "measure_preempted", "measure_calibrate",
-           "measure_timed_rounds", "measure_verify", "measure_tune", "measure_held_alone", "measure")
+           "measure_inputs", "measure_timed_rounds", "measure_verify", "measure_tune", "measure_held_alone", "measure")
 
 
 def step_rows(session: Session, suite_id: str) -> list[dict[str, Any]]:

@@ -161,7 +161,7 @@ def time_pair(problem: KernelProblem, pair: RunnerPair, config: PairedConfig, rn
     run.notes = [f"{role}'s runner {r.unpinned}" for role, r in pair.runners.items() if r.unpinned]
     run.case_original_ms = {c: [] for c in cases}
     run.case_candidate_ms = {c: [] for c in cases}
-    run.parts_s = {"calibrate": calibrate_s, "prepare": prepared_s, "timed_rounds": 0.0, "verify": 0.0}
+    run.parts_s = {"calibrate": calibrate_s, "prepare": prepared_s, "inputs": 0.0, "timed_rounds": 0.0, "verify": 0.0}
     for round_no in range(config.rounds):
         _one_round(problem, pair, run, config, rng, round_no)
         if _settled(run, config):
@@ -199,7 +199,7 @@ def _one_round(problem: KernelProblem, pair: RunnerPair, run: PairedRun, config:
     shuffle = config.shuffle_layout and config.clock == "wall"  # on a GPU: placement varies too
     if run.verifiable or shuffle:  # fresh inputs per round (a harness draws its next ones)
         pair.prepare(cases, rng.randrange(1, 1 << 30), rng if shuffle else None)
-    run.parts_s["prepare"] += time.perf_counter() - started
+    run.parts_s["inputs"] += time.perf_counter() - started
     order = ("original", "candidate") if round_no % 2 == 0 else ("candidate", "original")
     started = time.perf_counter()
     checked = rng.choice(cases)  # drawn now, revealed only after both batches replied

@@ -43,6 +43,59 @@ def test_the_idle_runner_is_stopped_while_the_other_is_timed(problem: KernelProb
     assert result.ok, result.message
 
 
+FORKS_LATER = '''
+import os as _os
+import threading as _threading
+import time as _time
+
+def _fork_a_spinner():
+    _time.sleep(2.0)  # after the judge's first pause, so its scan of /proc could not see it
+    if _os.fork() == 0:
+        while True:
+            pass
+
+_threading.Thread(target=_fork_a_spinner, daemon=True).start()
+'''
+
+
+def test_a_pause_scans_proc_once_and_still_stops_a_process_started_since(
+        problem: KernelProblem, monkeypatch: pytest.MonkeyPatch) -> None:
+    from kernelband.profile.paired_runners import start_runner
+    from kernelband.sandbox import SandboxLimits
+    from kernelband.sandbox import session as session_module
+    from kernelband.sandbox.watch import session_members
+
+    scans: list[int] = []
+
+    def counted(sid: int) -> list[tuple[int, int]]:
+        scans.append(sid)
+        return session_members(sid)
+
+    monkeypatch.setattr(session_module, "session_members", counted)
+    monkeypatch.setattr(session_module, "MEMBERS_RESCAN_S", 3600.0)
+    # the audit hook refuses a candidate's fork: turned off here to have a process the scan missed
+    unaudited = replace(SandboxLimits.from_settings(interpret=True), audit=False)
+    runner = start_runner(problem, with_prelude(problem, FORKS_LATER), "cpu", CONFIG, unaudited)
+    try:
+        runner.session.pause()
+        scanned = {pid for pid, _ in session_members(runner.session.pid)}  # before the spinner's fork
+        runner.session.resume()
+        deadline = time.monotonic() + 20
+        while len(session_members(runner.session.pid)) <= len(scanned) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        spinner = {pid for pid, _ in session_members(runner.session.pid)} - scanned
+        assert spinner, "the prelude's process was not forked"
+        for _ in range(20):
+            runner.session.resume()
+            runner.session.pause()
+        assert len(scans) == 1, scans  # one scan of /proc for 21 pauses
+        # the spinner was never in a scan, yet the process group's SIGSTOP stopped it
+        assert {_state(pid) for pid in spinner} == {"T"}
+    finally:
+        result = runner.close()
+    assert result.ok, result.message
+
+
 def _state(pid: int) -> str:
     raw = Path(f"/proc/{pid}/stat").read_text()
     return raw[raw.rfind(")") + 2 :].split()[0]
