@@ -75,9 +75,7 @@ class Policy:
         rng = rng_restore(new.rng)
         self._learn(new, decision, child, r)
         if child is not None:
-            # new lists: the input state shares the old ones (`PolicyState.successor`)
-            new.frontier = [*new.frontier, child]
-            new.labels = [*new.labels, 0]
+            new.append_entry(child)  # new lists: the input state shares the old ones
             new.since_recluster += 1
             self._on_join(new, rng)
         new.t += 1
