@@ -238,6 +238,9 @@ class Candidate(Base):
     """A kernel variant in a track: the original (depth 0) or a generated child."""
 
     __tablename__ = "candidates"
+    # The duplicate lookup probes (source, track) pairs (`loop.dedupe`): a source shared by
+    # many tracks is read for the track asked about only.
+    __table_args__ = (Index("ix_candidates_source_hash_track", "source_hash", "track_id"),)
     id: Mapped[int] = mapped_column(primary_key=True)
     track_id: Mapped[int] = mapped_column(ForeignKey("tracks.id", ondelete="CASCADE"), index=True)
     parent_id: Mapped[int | None] = mapped_column(
@@ -250,7 +253,7 @@ class Candidate(Base):
     reason: Mapped[str | None] = mapped_column(Text, default=None)
     lineage_depth: Mapped[int] = mapped_column(Integer, default=0)
     # sha256 of the normalised source (kernelband.generate.normalize): duplicates share it.
-    source_hash: Mapped[str | None] = mapped_column(String(64), default=None, index=True)
+    source_hash: Mapped[str | None] = mapped_column(String(64), default=None)
     duplicate_of: Mapped[int | None] = mapped_column(
         ForeignKey("candidates.id", ondelete="SET NULL"), default=None
     )

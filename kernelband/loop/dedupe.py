@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import String, bindparam, func, select, true
+from sqlalchemy import Integer, String, bindparam, func, select, true
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.orm import Session, aliased
 
@@ -21,15 +21,17 @@ def prefetch_same_source(session: Session, children: list[Candidate]) -> None:
     if not keys:
         return
     found: dict[tuple[int, str], list[Candidate]] = {key: [] for key in keys}
-    wanted = {"tracks": sorted({t for t, _ in keys}), "hashes": sorted({h for _, h in keys})}
+    pairs = sorted(keys)  # the tracks and hashes side by side: pair i is (tracks[i], hashes[i])
+    wanted = {"tracks": [t for t, _ in pairs], "hashes": [h for _, h in pairs]}
     for candidate in session.scalars(_same_source(session), wanted):
         found.get((candidate.track_id, candidate.source_hash or ""), []).append(candidate)
     session.info.setdefault(_PREFETCHED, {}).update(found)
 
 
 def _same_source(session: Session) -> Any:
-    """The read of the candidates of `:tracks` with one of the sources `:hashes` (duplicates
-    left out), by id, for this session's database."""
+    """The read of the candidates of the (track, source) pairs `:tracks` and `:hashes`
+    (duplicates left out), by id, for this session's database (on SQLite also those of a
+    track with another pair's source, which the caller ignores)."""
     if session.get_bind().dialect.name != "postgresql":  # no lateral join (SQLite: tests)
         return _SAME_SOURCE
     return _SAME_SOURCE_PROBED
@@ -37,18 +39,21 @@ def _same_source(session: Session) -> Any:
 
 # The tracks are a filter, not an index read: their index holds every candidate a track ever
 # had (thousands, more with every pull), while each source hash matches a few rows.
-_OF_TRACKS = ((Candidate.track_id + 0).in_(bindparam("tracks", expanding=True)),
-              Candidate.status != "duplicate")
 _SAME_SOURCE = (select(Candidate)
-                .where(Candidate.source_hash.in_(bindparam("hashes", expanding=True)), *_OF_TRACKS)
+                .where(Candidate.source_hash.in_(bindparam("hashes", expanding=True)),
+                       (Candidate.track_id + 0).in_(bindparam("tracks", expanding=True)),
+                       Candidate.status != "duplicate")
                 .order_by(Candidate.id))
-# On Postgres each hash is its own probe of the source-hash index (a lateral join kept one by
-# `OFFSET 0`): for an IN list of 60 hashes a planner without fresh statistics guessed thousands
-# of rows and read the whole table (22 ms at 133,000 candidates), a read that grew every pull.
-_WANTED = func.unnest(bindparam("hashes", type_=ARRAY(String))).table_valued(
-    "hash").render_derived(name="wanted")
+# On Postgres each pair is its own probe of the (source, track) index (a lateral join kept one
+# by `OFFSET 0`): for an IN list of 60 hashes a planner without fresh statistics guessed
+# thousands of rows and read the whole table (22 ms at 133,000 candidates), a read that grew
+# every pull; and a probe by source alone read that source's rows of every track.
+_WANTED = func.unnest(bindparam("hashes", type_=ARRAY(String)),
+                      bindparam("tracks", type_=ARRAY(Integer))).table_valued(
+    "hash", "track").render_derived(name="wanted")
 _SAME = aliased(Candidate, select(Candidate)
-                .where(Candidate.source_hash == _WANTED.c.hash, *_OF_TRACKS)
+                .where(Candidate.source_hash == _WANTED.c.hash,
+                       Candidate.track_id == _WANTED.c.track, Candidate.status != "duplicate")
                 .offset(0).lateral("same"))
 _SAME_SOURCE_PROBED = select(_SAME).select_from(_WANTED).join(_SAME, true()).order_by(_SAME.id)
 
