@@ -4,31 +4,22 @@ Selecting a pull reads the whole frontier (cluster members, each cluster's repre
 every member's headroom); at 1,000s of entries a Python loop over the entries on every pull
 was most of a selection. The index holds those values as arrays and travels with the state
 (`PolicyState.derived`, shared by its copies). Before use it is checked against the state's
-own lists, so a stale index is never read: a frontier that grew at its end extends the arrays
-by its new entries only; changed labels (a new entry placed, a re-clustering) rebuild the
-per-cluster part; anything else rebuilds all. The arrays reproduce the plain loops exactly
-(same members in the same order, first index on ties), so decisions are identical with or
-without the index.
-
-The check costs the same at any frontier size when the state's lists are the ones the index
-was last found to describe, or copies made from them (`PolicyState.growth`, which an update
-that appends an entry keeps): a frontier or labels list is only ever appended to in place
-(a change anywhere else is made on a new list), so the items an index described are still
-there. Lists of unknown origin are compared item by item (a pointer walk when they hold the
-same objects), as every check was before, at a few microseconds per thousand entries and
-several checks a pull.
+own lists (a pointer walk when they hold the same objects), so a stale index is never read:
+a frontier that grew at its end extends the arrays by its new entries only; changed labels
+(a new entry placed, a re-clustering) rebuild the per-cluster part; anything else rebuilds all.
+The arrays reproduce the plain loops exactly (same members in the same order, first index on
+ties), so decisions are identical with or without the index.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 
 from kernelband.bandit.arms import open_row
 from kernelband.bandit.frontier_rows import FrontierRows
-from kernelband.bandit.state import Growth, PolicyState
+from kernelband.bandit.state import PolicyState
 from kernelband.bandit.strategies import STRATEGY_NAMES
 from kernelband.bandit.types import FrontierEntry
 
@@ -76,65 +67,16 @@ class ClusterIndex:
     softmax: dict[tuple[int, int, float, float], tuple[np.ndarray, np.ndarray]] = field(
         default_factory=dict)  # (cluster, dim, theta, temperature) -> (scored, cdf), scope "all"
     masks: dict[bytes, np.ndarray] = field(default_factory=dict)  # theta -> `open_mask`
-    # The last frontier and labels lists found to begin with `frontier.entries` and `labels`
-    # (`_begins_with`); hints only, so a copy sharing the index may move them
-    frontier_list: list[FrontierEntry] | None = field(default=None, repr=False)
-    labels_list: list[int] | None = field(default=None, repr=False)
 
 
-def _begins_with(current: list[Any], known: list[Any] | None, size: int,
-                 growth: Growth | None, labels: bool) -> bool:
-    """Whether `current` is known, without comparing items, to begin with the first `size`
-    items of `known`: it is `known` (appended to since, if at all), or a copy of it a few
-    copies deep (`growth`; its frontier lists, or with `labels` its labels lists)."""
-    limit = len(current)
-    while current is not known:
-        if growth is None or known is None:
-            return False
-        made, base = ((growth.labels, growth.base_labels) if labels
-                      else (growth.frontier, growth.base_frontier))
-        if made is not current:
-            return False
-        limit = min(limit, growth.size)
-        current, growth = base, growth.previous
-    return size <= limit
-
-
-def _frontier_known(state: PolicyState, index: ClusterIndex) -> bool:
-    """Whether the state's frontier begins with the index's entries, checked (and noted for
-    the next check) without a comparison per entry whenever `_begins_with` can."""
-    entries = index.frontier.entries
-    if (_begins_with(state.frontier, index.frontier_list, len(entries), state.growth, False)
-            or _same_items(state.frontier, entries)):
-        index.frontier_list = state.frontier
-        return True
-    return False
-
-
-def _labels_known(state: PolicyState, index: ClusterIndex) -> bool:
-    """`_frontier_known` of the state's labels and the index's."""
-    if (_begins_with(state.labels, index.labels_list, len(index.labels), state.growth, True)
-            or _same_items(state.labels, index.labels)):
-        index.labels_list = state.labels
-        return True
-    return False
-
-
-def _same_items(current: list[Any], items: list[Any]) -> bool:
-    """Whether `current` begins with `items`, item by item: the check of lists of unknown
-    origin, whose cost grows with their length."""
-    return len(items) <= len(current) and current[:len(items)] == items
-
-
-def frontier_arrays(entries: list[FrontierEntry], previous: FrontierArrays | None = None,
-                    prefix: bool = False) -> FrontierArrays:
-    """Arrays of `entries`, extending `previous` when it describes a prefix of them (`prefix`:
-    known to, no comparison): the rows of the new entries are written after those of the
-    prefix (`FrontierRows`), not copied."""
+def frontier_arrays(entries: list[FrontierEntry],
+                    previous: FrontierArrays | None = None) -> FrontierArrays:
+    """Arrays of `entries`, extending `previous` when it describes a prefix of them: the rows
+    of the new entries are written after those of the prefix (`FrontierRows`), not copied."""
     start = 0
     if previous is not None:
         done = len(previous.entries)
-        if (prefix and done <= len(entries)) or _same_items(entries, previous.entries):
+        if done <= len(entries) and entries[:done] == previous.entries:
             if done == len(entries):
                 return previous
             start = done
@@ -159,11 +101,12 @@ def in_frontier(state: PolicyState, kernel_id: str) -> bool:
     for the entries the index describes (when they are still the frontier's first ones) and
     a scan of those appended since (no arrays are built for them: an update asks this before
     each child joins, and the next selection's `cluster_index` extends the index anyway)."""
-    if isinstance(state.derived, ClusterIndex) and _frontier_known(state, state.derived):
+    if isinstance(state.derived, ClusterIndex):
         indexed = state.derived.frontier
         done = len(indexed.entries)
-        return indexed.position(kernel_id) is not None or any(
-            entry.kernel_id == kernel_id for entry in state.frontier[done:])
+        if done <= len(state.frontier) and state.frontier[:done] == indexed.entries:
+            return indexed.position(kernel_id) is not None or any(
+                entry.kernel_id == kernel_id for entry in state.frontier[done:])
     return any(entry.kernel_id == kernel_id for entry in state.frontier)
 
 
@@ -183,9 +126,8 @@ def entry_of(state: PolicyState, kernel_id: str) -> FrontierEntry:
 def frontier_arrays_of(state: PolicyState) -> FrontierArrays:
     """The arrays of the state's frontier, extending those of its index when it has one (the
     index itself is left as it is; `cluster_index` extends it again, by the new entries only)."""
-    if not isinstance(state.derived, ClusterIndex) or not _frontier_known(state, state.derived):
-        return frontier_arrays(state.frontier)
-    return frontier_arrays(state.frontier, state.derived.frontier, prefix=True)
+    cached = state.derived.frontier if isinstance(state.derived, ClusterIndex) else None
+    return frontier_arrays(state.frontier, cached)
 
 
 def label_array(labels: list[int]) -> np.ndarray:
@@ -199,32 +141,20 @@ def label_array(labels: list[int]) -> np.ndarray:
 def cluster_index(state: PolicyState, k: int) -> ClusterIndex:
     """The state's index of clusters 0..k-1, reused or rebuilt as the state requires."""
     cached = state.derived if isinstance(state.derived, ClusterIndex) else None
-    if cached is None:
-        return _rebuilt(state, frontier_arrays(state.frontier), k)
-    same_labels = len(cached.labels) == len(state.labels) and _labels_known(state, cached)
-    known = _frontier_known(state, cached)
-    arrays = frontier_arrays(state.frontier, cached.frontier if known else None, prefix=known)
-    if same_labels and len(cached.members) == k:
+    if cached is not None and cached.labels == state.labels and len(cached.members) == k:
+        arrays = frontier_arrays(state.frontier, cached.frontier)
         if arrays is cached.frontier:
             return cached
-    elif known and len(state.labels) > len(cached.labels) and _labels_known(state, cached):
-        extended = _extended(cached, arrays, state.labels, k)
+    else:
+        arrays = frontier_arrays(state.frontier, None if cached is None else cached.frontier)
+        extended = _extended(cached, arrays, state.labels, k) if cached is not None else None
         if extended is not None:
-            return _described(state, extended)
-    return _rebuilt(state, arrays, k)
-
-
-def _rebuilt(state: PolicyState, arrays: FrontierArrays, k: int) -> ClusterIndex:
-    """A new index of the state's frontier (`arrays`) and labels."""
+            state.derived = extended
+            return extended
     labels = label_array(state.labels)
     members = [np.flatnonzero(labels == cluster) for cluster in range(k)]
-    return _described(state, ClusterIndex(arrays, list(state.labels), members,
-                                          [_representative(arrays, m) for m in members]))
-
-
-def _described(state: PolicyState, index: ClusterIndex) -> ClusterIndex:
-    """`index`, built from the state's own lists, as the state's index."""
-    index.frontier_list, index.labels_list = state.frontier, state.labels
+    index = ClusterIndex(arrays, list(state.labels), members,
+                         [_representative(arrays, m) for m in members])
     state.derived = index
     return index
 
@@ -233,16 +163,15 @@ def _extended(cached: ClusterIndex, arrays: FrontierArrays, labels: list[int],
               k: int) -> ClusterIndex | None:
     """`cached` extended by the entries appended to its frontier, each placed in its cluster
     with the labels of the earlier ones unchanged (a child joined: the pull after an update);
-    None when that is not the case. The caller has checked that `arrays` (the frontier) and
-    `labels` begin with the cached index's entries and labels. A scheduler selects right after
-    an update nearly every time, and rebuilding every cluster's members, representative and
-    weights read the whole frontier again. The same members, representatives and (for the
-    clusters left unchanged) kept weights as a rebuild: members stay ascending, and a new entry
-    becomes representative only when strictly faster (the first on ties), as
-    `_representative`'s argmin does."""
+    None when that is not the case. A scheduler selects right after an update nearly every
+    time, and rebuilding every cluster's members, representative and weights read the whole
+    frontier again. The same members, representatives and (for the clusters left unchanged)
+    kept weights as a rebuild: members stay ascending, and a new entry becomes representative
+    only when strictly faster (the first on ties), as `_representative`'s argmin does."""
     done = len(cached.labels)
     if (len(cached.members) != k or len(cached.frontier.entries) != done
             or len(arrays.entries) != len(labels) or len(labels) <= done
+            or labels[:done] != cached.labels or arrays.entries[:done] != cached.frontier.entries
             or not arrays.nan_free()):
         return None
     added: dict[int, list[int]] = {}

@@ -75,7 +75,9 @@ class Policy:
         rng = rng_restore(new.rng)
         self._learn(new, decision, child, r)
         if child is not None:
-            new.append_entry(child)  # new lists: the input state shares the old ones
+            # new lists: the input state shares the old ones (`PolicyState.successor`)
+            new.frontier = [*new.frontier, child]
+            new.labels = [*new.labels, 0]
             new.since_recluster += 1
             self._on_join(new, rng)
         new.t += 1

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import threading
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -12,9 +12,6 @@ import numpy as np
 from kernelband.bandit.types import Decision, FrontierEntry, PolicyStateError
 
 STATE_VERSION = 1
-# Copies a state's `growth` keeps track of: enough for the results a scheduler applies to one
-# track between two selections, and few enough that the old lists it keeps alive stay few.
-GROWTH_DEPTH = 3
 _FROM_DIGITS = bytes.maketrans(b"0123456789", bytes(range(10)))
 
 
@@ -71,43 +68,6 @@ def parse_labels(value: Any) -> list[int]:
     return [int(v) for v in value]
 
 
-@dataclass(frozen=True)
-class Growth:
-    """How a state's `frontier` and `labels` lists were made: as copies of `base_frontier` and
-    `base_labels`, whose first `size` items they begin with, maybe followed by new ones
-    (`previous`: the base state's own growth, `depth` links in all). Lists are only appended
-    to in place, so values derived from a base list's first n items (n <= size) describe the
-    first n items of these lists too, without comparing them (`frontier_index`)."""
-
-    frontier: list[FrontierEntry]
-    labels: list[int]
-    base_frontier: list[FrontierEntry]
-    base_labels: list[int]
-    size: int
-    previous: Growth | None = None
-    depth: int = 1
-
-    @classmethod
-    def of(cls, state: PolicyState, frontier: list[FrontierEntry], labels: list[int]) -> Growth:
-        """`frontier` and `labels`, made from the state's lists by copying (and appending)."""
-        previous = state.growth
-        if previous is not None and (previous.frontier is not state.frontier
-                                     or previous.labels is not state.labels):
-            previous = None  # it describes lists the state no longer has
-        previous = previous.newest(GROWTH_DEPTH - 1) if previous is not None else None
-        return cls(frontier, labels, state.frontier, state.labels, len(state.frontier),
-                   previous, 1 if previous is None else previous.depth + 1)
-
-    def newest(self, links: int) -> Growth | None:
-        """This growth with its `links` newest links only (None: none)."""
-        if links <= 0:
-            return None
-        if self.depth <= links:
-            return self
-        previous = self.previous.newest(links - 1) if self.previous is not None else None
-        return replace(self, previous=previous, depth=1 + (previous.depth if previous else 0))
-
-
 @dataclass
 class PolicyState:
     """Mutable bookkeeping of one bandit track; policies return fresh copies, never mutate input."""
@@ -134,9 +94,6 @@ class PolicyState:
     # Values derived from the frontier and labels (`frontier_index`), shared by copies and
     # checked against them before use; never serialized, never compared.
     derived: Any = field(default=None, compare=False, repr=False)
-    # Where the frontier and labels lists were copied from (`Growth`): lets `derived` be
-    # checked against them in constant time. Never serialized, never compared.
-    growth: Growth | None = field(default=None, compare=False, repr=False)
 
     def copy(self) -> PolicyState:
         """A copy whose containers can be changed without touching this state.
@@ -146,7 +103,6 @@ class PolicyState:
         Python's attribute access is fastest on, which a copy through `__dict__` gave up."""
         new = self.copy_without_frontier()
         new.frontier, new.labels = list(self.frontier), list(self.labels)
-        new.growth = Growth.of(self, new.frontier, new.labels)
         return new
 
     def successor(self) -> PolicyState:
@@ -155,20 +111,11 @@ class PolicyState:
         input state is left as it was; the other containers are its own. A selection then
         copies nothing whose size grows with the frontier."""
         new = self.copy_without_frontier()
-        new.frontier, new.labels, new.growth = self.frontier, self.labels, self.growth
+        new.frontier, new.labels = self.frontier, self.labels
         return new
 
-    def append_entry(self, entry: FrontierEntry, label: int = 0) -> None:
-        """Give the state new frontier and labels lists, its own with `entry` and `label`
-        appended: the old lists may be shared with other states (`successor`), which must not
-        change. The new lists' `growth` says they begin with the old ones."""
-        frontier, labels = [*self.frontier, entry], [*self.labels, label]
-        self.growth = Growth.of(self, frontier, labels)
-        self.frontier, self.labels = frontier, labels
-
     def copy_without_frontier(self) -> PolicyState:
-        """`copy` with empty frontier and labels (and no `growth`), for a caller that sets
-        them."""
+        """`copy` with empty frontier and labels, for a caller that sets them."""
         return PolicyState(
             policy=self.policy, seed=self.seed, rng=dict(self.rng), frontier=[],
             arm_n=[list(row) for row in self.arm_n], arm_mu=[list(row) for row in self.arm_mu],
