@@ -151,6 +151,20 @@ def postgres_url() -> Iterator[str]:
     admin.dispose()
 
 
+@pytest.fixture
+def empty_postgres_url(postgres_url: str) -> Iterator[str]:
+    """A second, empty database beside the run's (a migration test starts from nothing)."""
+    admin = make_engine(postgres_url, isolation_level="AUTOCOMMIT")
+    name = f"kb_empty_{os.getpid()}_{uuid.uuid4().hex[:8]}"
+    with admin.connect() as conn:
+        conn.execute(text(f'CREATE DATABASE "{name}"'))
+    yield make_url(normalize_url(postgres_url)).set(database=name).render_as_string(
+        hide_password=False)
+    with admin.connect() as conn:
+        conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+    admin.dispose()
+
+
 @pytest.fixture(scope="session")
 def postgres_engine(postgres_url: str) -> Iterator[Engine]:
     """One engine on the test run's Postgres database."""

@@ -2,13 +2,7 @@
 
 from __future__ import annotations
 
-import os
-import uuid
-from collections.abc import Iterator
-
-import pytest
 from sqlalchemy import inspect, select, text
-from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session, sessionmaker
 
 from kernelband.db.json_rows import insert_rows
@@ -16,7 +10,6 @@ from kernelband.db.models import Candidate, Measurement, utcnow
 from kernelband.db.session import (
     downgrade_database,
     make_engine,
-    normalize_url,
     session_scope,
     upgrade_database,
 )
@@ -28,20 +21,6 @@ MEASUREMENT_COLUMNS = {"speedup", "speedup_low", "speedup_high", "speedup_rounds
                        "speedup_method", "speedup_baseline"}
 TRACK_COLUMNS = {"best_speedup_low", "best_speedup_high", "best_speedup_method",
                  "best_speedup_final"}
-
-
-@pytest.fixture
-def empty_postgres_url(postgres_url: str) -> Iterator[str]:
-    """A second, empty database beside the run's (migrations start from nothing)."""
-    admin = make_engine(postgres_url, isolation_level="AUTOCOMMIT")
-    name = f"kb_paired_{os.getpid()}_{uuid.uuid4().hex[:8]}"
-    with admin.connect() as conn:
-        conn.execute(text(f'CREATE DATABASE "{name}"'))
-    yield make_url(normalize_url(postgres_url)).set(database=name).render_as_string(
-        hide_password=False)
-    with admin.connect() as conn:
-        conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-    admin.dispose()
 
 
 def _columns(url: str, table: str) -> set[str]:

@@ -3,32 +3,14 @@ on Postgres and SQLite, with the rows already there."""
 
 from __future__ import annotations
 
-import os
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from sqlalchemy import inspect, text
-from sqlalchemy.engine import make_url
 
-from kernelband.db.session import downgrade_database, make_engine, normalize_url, upgrade_database
+from kernelband.db.session import downgrade_database, make_engine, upgrade_database
 
 BEFORE = "0012_attempts_finished_at_index"
-
-
-@pytest.fixture
-def empty_postgres_url(postgres_url: str) -> Iterator[str]:
-    """A second, empty database beside the run's (migrations start from nothing)."""
-    admin = make_engine(postgres_url, isolation_level="AUTOCOMMIT")
-    name = f"kb_srcidx_{os.getpid()}_{uuid.uuid4().hex[:8]}"
-    with admin.connect() as conn:
-        conn.execute(text(f'CREATE DATABASE "{name}"'))
-    yield make_url(normalize_url(postgres_url)).set(database=name).render_as_string(
-        hide_password=False)
-    with admin.connect() as conn:
-        conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-    admin.dispose()
 
 
 def _indexes(url: str) -> dict[str, list[str | None]]:
