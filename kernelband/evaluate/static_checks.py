@@ -6,6 +6,8 @@ import ast
 import functools
 from dataclasses import dataclass
 
+from kernelband.parse import parse
+
 # Candidates are kernels: these modules (and their submodules) are all they may import.
 ALLOWED_IMPORTS = frozenset({
     "torch", "triton", "math", "functools", "typing", "itertools", "operator", "dataclasses",
@@ -64,7 +66,7 @@ def _import_problem(module: str, line: int, inherited: frozenset[str] = frozense
 def _inherited(original: str) -> frozenset[str]:
     """The INHERITED_IMPORTS `original` imports (none when it does not parse)."""
     try:
-        tree = ast.parse(original)
+        tree = parse(original)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return frozenset()
     roots = {alias.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import)
@@ -172,7 +174,7 @@ def check_source(source: str, original: str | None = None) -> StaticRejection | 
     """The first reason `source` may not run, or None when it passes. `original`: the problem's
     own region, whose INHERITED_IMPORTS the candidate may import too."""
     try:
-        tree = ast.parse(source)
+        tree = parse(source)
     except SyntaxError as exc:
         return StaticRejection("syntax_error", exc.lineno or 0,
                                f"line {exc.lineno}: {exc.msg}; fix the candidate's Python syntax")

@@ -6,6 +6,8 @@ import ast
 import re
 from dataclasses import dataclass
 
+from kernelband.parse import parse
+
 _FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[ \t]*\n(.*?)```", re.DOTALL)
 _OPEN_FENCE = re.compile(r"```[ \t]*(python|py)?[ \t]*\n", re.IGNORECASE)
 _BEGIN = "# kernelband: editable begin"
@@ -59,7 +61,7 @@ def check_region(code: str, entry: str) -> Extraction:
     """Parse `code`; it must define `entry` (function or class) and a @triton.jit kernel at
     top level."""
     try:
-        tree = ast.parse(code)
+        tree = parse(code)
     except SyntaxError as exc:
         return _fail(f"syntax_error:line {exc.lineno}", f"the code does not parse: {exc.msg}")
     functions = [n for n in tree.body if isinstance(n, ast.FunctionDef)]

@@ -8,6 +8,8 @@ import json
 from functools import lru_cache
 from pathlib import Path
 
+from kernelband.parse import parse
+
 # Failure reasons of the model call itself (llm.failure_reason, after its retries): the model,
 # provider, key or server is wrong or unreachable. A reply without usable code is not one of
 # them (the model works). A job whose every generation failed so ends failed, not completed.
@@ -29,7 +31,7 @@ def _litellm_names() -> tuple[frozenset[str], frozenset[str]] | None:
         return None
     root = Path(spec.origin).parent
     try:
-        tree = ast.parse((root / "types" / "utils.py").read_text())
+        tree = parse((root / "types" / "utils.py").read_text())
         names = json.loads((root / "model_prices_and_context_window_backup.json").read_text())
     except (OSError, SyntaxError, ValueError):
         return None

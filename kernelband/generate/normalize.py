@@ -10,6 +10,8 @@ import ast
 import hashlib
 from typing import Any
 
+from kernelband.parse import parse
+
 _DOCUMENTED = (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 # The fields that hold statement lists (a docstring's owner is always a statement, or the
 # module): If/For/While/With/Try bodies, their else and finally blocks, except handlers, cases.
@@ -63,12 +65,12 @@ def _ast_dump(tree: ast.AST) -> str:
     return ast.dump(tree, annotate_fields=False, include_attributes=False)
 
 
-_PROBE = ast.parse('"""doc"""\nimport a as b\nasync def f(x: int = 1, *a, k=None, **kw) -> None:\n'
-                   '    """doc"""\n    global g\n    try:\n        y = [i async for i in x if i]\n'
-                   '    except (E, F) as e:\n        raise\n    finally:\n        return {1: ...}\n'
-                   'class C(B, metaclass=M):\n    match p:\n        case [1, *r] if r: pass\n'
-                   '        case {"k": v, **rest}: pass\n        case P(x=1) | None: pass\n'
-                   'lambda: (yield)\nprint(f"{x!r:>{w}}", sep=b"")\n')
+_PROBE = parse('"""doc"""\nimport a as b\nasync def f(x: int = 1, *a, k=None, **kw) -> None:\n'
+               '    """doc"""\n    global g\n    try:\n        y = [i async for i in x if i]\n'
+               '    except (E, F) as e:\n        raise\n    finally:\n        return {1: ...}\n'
+               'class C(B, metaclass=M):\n    match p:\n        case [1, *r] if r: pass\n'
+               '        case {"k": v, **rest}: pass\n        case P(x=1) | None: pass\n'
+               'lambda: (yield)\nprint(f"{x!r:>{w}}", sep=b"")\n')
 # The text is what stored hashes were made from: if this Python's ast.dump writes a tree
 # otherwise (its format changed across versions), ast.dump is used.
 _SAME_AS_AST_DUMP = _dump(_PROBE) == _ast_dump(_PROBE)
@@ -81,7 +83,7 @@ def normalized_source(code: str) -> str:
     a copy that differs only in trailing whitespace.
     """
     try:
-        tree = ast.parse(code)
+        tree = parse(code)
     except (SyntaxError, ValueError, RecursionError):
         return "\n".join(line.rstrip() for line in code.strip().splitlines())
     _drop_docstrings(tree)

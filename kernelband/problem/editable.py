@@ -13,6 +13,7 @@ import ast
 import re
 from typing import Protocol
 
+from kernelband.parse import parse
 from kernelband.problem.errors import ProblemLoadError
 
 BEGIN_MARKER = "# kernelband: editable begin"
@@ -139,7 +140,7 @@ def _looks_like_whole_problem(names: set[str], format: str) -> bool:
 def parse_region(region: str, what: str = "candidate") -> ast.Module:
     """Parse `region`, turning a SyntaxError into a ProblemLoadError with its line."""
     try:
-        return ast.parse(region)
+        return parse(region)
     except SyntaxError as exc:
         raise ProblemLoadError(
             f"{what} has a syntax error: {exc.msg}; fix the code and submit it again",

@@ -6,6 +6,7 @@ import ast
 from pathlib import Path
 from types import ModuleType
 
+from kernelband.parse import parse
 from kernelband.problem.cases import (
     check_unique,
     parse_cases,
@@ -34,7 +35,7 @@ def region_kernels(
 def parse_source(source: str) -> ast.Module:
     """Parse a whole problem file, reporting a syntax error with its line."""
     try:
-        return ast.parse(source)
+        return parse(source)
     except SyntaxError as exc:
         raise ProblemLoadError(
             f"syntax error: {exc.msg}; fix the problem file", line=exc.lineno

@@ -23,6 +23,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from kernelband.parse import parse
 from kernelband.problem.devices import device_scope
 from kernelband.problem.model import KernelProblem
 from kernelband.profile import perf_utils
@@ -39,7 +40,7 @@ class HarnessError(ValueError):
 def check_harness_source(source: str) -> None:
     """Static check of a NAME_perf.py text: parses and defines `performance_metrics`."""
     try:
-        tree = ast.parse(source)
+        tree = parse(source)
     except SyntaxError as exc:
         raise HarnessError(f"the performance harness has a syntax error at line {exc.lineno}: "
                            f"{exc.msg}") from exc
@@ -69,7 +70,7 @@ def with_perf_harness(problem: KernelProblem, source: str) -> KernelProblem:
 
 def _kernel_module_names(source: str) -> list[str]:
     names = []
-    for node in ast.parse(source).body:
+    for node in parse(source).body:
         if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("TritonBench_v1"):
             names.append(node.module or "")
         elif isinstance(node, ast.Import):
@@ -162,7 +163,7 @@ def _clone(value: Any) -> Any:
 
 def region_functions(problem: KernelProblem, module: ModuleType) -> list[str]:
     """Top-level plain functions of the region (not its Triton kernels) the module defines."""
-    tree = ast.parse(problem.editable)
+    tree = parse(problem.editable)
     names = [n.name for n in tree.body if isinstance(n, ast.FunctionDef)]
     return [n for n in names if n not in problem.kernel_names and callable(getattr(module, n, None))]
 

@@ -6,6 +6,7 @@ import ast
 from dataclasses import dataclass
 
 from kernelband.generate.rules.analysis import KernelInfo, Region, is_blockish
+from kernelband.parse import parse
 
 
 @dataclass(frozen=True)
@@ -132,6 +133,6 @@ def _default_knobs(region: Region) -> list[Knob]:
 
 def find_knobs(region: Region, code: str) -> list[Knob]:
     """Every block-size knob whose launched kernel masks its partial blocks."""
-    tree = ast.parse(code)
+    tree = parse(code)
     knobs = _constant_knobs(region, tree) + _literal_knobs(region, tree) + _default_knobs(region)
     return [k for k in knobs if region.kernels[k.kernel].masked and not region.kernels[k.kernel].autotuned]

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import ast
 
+from kernelband.parse import parse
 from kernelband.problem.model import Case, KernelProblem, ProblemLoadError
 
 
 def parsing_loader(source: str, format: str, name: str) -> KernelProblem:
     """Test double of the sandboxed loader: parses (never executes) and names the problem."""
     try:
-        tree = ast.parse(source)
+        tree = parse(source)
     except SyntaxError as exc:
         raise ProblemLoadError(f"syntax error: {exc.msg}", exc.lineno) from exc
     funcs = [n.name for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)]
