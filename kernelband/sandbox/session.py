@@ -208,12 +208,7 @@ class RunnerSession:
         if now - self._members_scanned >= MEMBERS_RESCAN_S:
             self._members = [pid for pid, _ in session_members(self.handle.pid)]
             self._members_scanned = now
-        found = []
-        for pid in self._members:
-            fields = stat_fields(str(pid))
-            if fields and int(fields[3]) == self.handle.pid and fields[0] != "Z":
-                found.append(fields)
-        return found
+        return _stats_in_session(self.handle.pid, self._members)
 
     def resume(self) -> None:
         if self.paused and self.closed is None:
@@ -276,14 +271,17 @@ class RunnerSession:
 
 def _members_stat(sid: int) -> list[list[str]]:
     """/proc/PID/stat fields (from the state on) of every live process of the session."""
+    return _stats_in_session(sid, [pid for pid, _ in session_members(sid)])
+
+
+def _stats_in_session(sid: int, pids: list[int]) -> list[list[str]]:
+    """/proc/PID/stat fields of those of `pids` still alive in session `sid` (a pid the kernel
+    reused for another process is not a member)."""
     found = []
-    for pid, _ in session_members(sid):
-        try:
-            with open(f"/proc/{pid}/stat", "rb") as f:
-                raw = f.read().decode(errors="replace")
-        except OSError:
-            continue  # it ended meanwhile
-        found.append(raw[raw.rfind(")") + 2 :].split())
+    for pid in pids:
+        fields = stat_fields(str(pid))
+        if fields and int(fields[3]) == sid and fields[0] != "Z":
+            found.append(fields)
     return found
 
 
