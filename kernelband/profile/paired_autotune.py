@@ -24,11 +24,12 @@ from kernelband.profile.paired_runners import (
     ORIGINALS,
     OriginalRunnerError,
     PairedConfig,
-    PerProblem,
     Runner,
     runner_error,
     start_runner,
+    start_spare,
 )
+from kernelband.profile.per_problem import PerProblem
 from kernelband.sandbox.gpu_lock import gpu_turn
 from kernelband.sandbox.limits import SandboxLimits
 from kernelband.sandbox.session import SessionError
@@ -90,6 +91,7 @@ def tuned_original(problem: KernelProblem, device: str, config: PairedConfig, li
     key = ORIGINALS.key(problem, device, config, (limits or SandboxLimits.from_settings()).cache_scope)
     runner = ORIGINALS.take_idle(problem, device, config, limits) if keep else None
     if runner is None:  # only a new runner uses the GPU: a warm one is taken without a turn
+        start_spare(problem, device, config, limits)  # the candidate's runner, meanwhile
         with gpu_turn(device, exclusive=False):
             runner = start_runner(problem, None, device, config, limits, role="original")
     picks = PICKS.get(key)

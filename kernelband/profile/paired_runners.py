@@ -204,6 +204,12 @@ def start_runner(problem: KernelProblem, editable: str | None, device: str, conf
     return _loaded(session, reply, role, False)
 
 
+def start_spare(problem: KernelProblem, device: str, config: PairedConfig, limits: SandboxLimits | None) -> None:
+    """Start the runner a candidate of `problem` will take, now (a spare, where spares are kept):
+    called as an original's runner starts, so the two start side by side, not one after the other."""
+    SPARES.start_soon(problem, device, config, runner_limits(limits, device, config))
+
+
 def _loaded(session: RunnerSession, reply: dict[str, Any], role: str, spare: bool) -> Runner:
     if not reply.get("ok"):
         session.close()
@@ -287,7 +293,9 @@ class SpareRunners:
         self.gpu_only = gpu_only
         self.ready: OrderedDict[str, tuple[RunnerSession, float]] = OrderedDict()
         self.starting: set[str] = set()
+        self.in_turn: set[str] = set()  # starting, and holding their shared GPU turn
         self.lock = threading.Lock()
+        self.changed = threading.Condition(self.lock)
 
     @property
     def size(self) -> int:
@@ -302,9 +310,13 @@ class SpareRunners:
 
     def take(self, problem: KernelProblem, device: str, config: PairedConfig,
              limits: SandboxLimits) -> RunnerSession | None:
-        """The problem's spare, if one is ready and young enough to serve a whole measurement."""
-        with self.lock:
-            spare = self.ready.pop(self.key(problem, device, config, limits), None)
+        """The problem's spare, if one is ready and young enough to serve a whole measurement.
+        One still starting inside its GPU turn is waited for: it is further along than a fresh
+        runner would be, and it needs no lock that the caller's turn could keep from it."""
+        key = self.key(problem, device, config, limits)
+        with self.changed:
+            self.changed.wait_for(lambda: key not in self.in_turn, config.load_timeout_s)
+            spare = self.ready.pop(key, None)
         if spare is None:
             return None
         session, started = spare
@@ -337,6 +349,8 @@ class SpareRunners:
             started = time.monotonic()
             session = RunnerSession(RUNNER_TARGET, {"cores": list(config.cores) or None}, limits)
             with gpu_turn(device, exclusive=False):  # a context made while another is timed would disturb it
+                with self.lock:
+                    self.in_turn.add(key)
                 for command in ({"cmd": "init_device", "device": device},
                                 {"cmd": "preload", "problem": problem.to_dict(), "device": device,
                                  "seed": HARNESS_SEED}):
@@ -347,12 +361,16 @@ class SpareRunners:
             log.info("no spare runner for %s: it failed to start", problem.name, exc_info=True)
             if session is not None:
                 close_soon(Runner(session, [], False))
-            with self.lock:
+            with self.changed:
                 self.starting.discard(key)
+                self.in_turn.discard(key)
+                self.changed.notify_all()
             return
-        with self.lock:
+        with self.changed:
             self.starting.discard(key)
+            self.in_turn.discard(key)
             self.ready[key] = (session, started)
+            self.changed.notify_all()
             evicted = [self.ready.pop(next(iter(self.ready)))[0] for _ in range(len(self.ready) - self.size)]
         for old in evicted:
             close_soon(Runner(old, [], False))
@@ -366,30 +384,6 @@ class SpareRunners:
 
 def _worn(runner: Runner) -> bool:
     return runner.session.cpu_seconds() > RECYCLE_CPU_SHARE * runner.session.limits.cpu_s
-
-
-class PerProblem:
-    """What a judge decides once per problem and keeps for its later candidates (batch sizes,
-    autotune picks), by key; the least recently used go first past `size`."""
-
-    def __init__(self, size: int = 256) -> None:
-        self.size = size
-        self.known: OrderedDict[str, dict[str, Any]] = OrderedDict()
-        self.lock = threading.Lock()
-
-    def get(self, key: str) -> dict[str, Any] | None:
-        with self.lock:
-            found = self.known.get(key)
-            if found is not None:
-                self.known.move_to_end(key)
-            return dict(found) if found is not None else None
-
-    def keep(self, key: str, value: dict[str, Any]) -> None:
-        with self.lock:
-            self.known[key] = dict(value)
-            self.known.move_to_end(key)
-            while len(self.known) > self.size:
-                self.known.popitem(last=False)
 
 
 ORIGINALS = OriginalRunners()

@@ -37,12 +37,12 @@ from kernelband.profile.paired_runners import (
     ORIGINALS,
     OriginalRunnerError,
     PairedConfig,
-    PerProblem,
     Runner,
     close_soon,
     spread_cases,
     start_runner,
 )
+from kernelband.profile.per_problem import PerProblem
 from kernelband.sandbox.gpu_lock import gpu_turn
 from kernelband.sandbox.limits import SandboxLimits
 

@@ -125,15 +125,45 @@ def test_a_problem_whose_preload_fails_gets_no_spare_and_its_candidates_are_stil
     assert not spares.ready
     measured = measure_speedup(broken, None, "cpu", target="cpu", device_name="host", config=QUICK,
                                keep_original=False)
-    assert measured.speedup is not None and not measured.checks["spare_runner"]
+    # the harness fails in the original's runner too: measured with the test's calls instead,
+    # whose candidate may take a spare of its own; the broken harness never left one ready
+    assert measured.speedup is not None
+    for limits in (_limits(), paired_runners.runner_limits(None, "cpu", QUICK)):
+        assert spares.key(broken, "cpu", QUICK, limits) not in spares.ready
 
 
-def test_a_measurement_says_whether_its_candidate_took_a_spare(problem, spares) -> None:
+def test_a_measurement_says_whether_its_candidate_took_a_spare(problem, spares, monkeypatch) -> None:
+    # a new original's runner starts the candidate's beside it: the first measurement takes it too
     first = measure_speedup(problem, None, "cpu", target="cpu", device_name="host", config=QUICK, keep_original=False)
     _wait_ready(spares)
     second = measure_speedup(problem, None, "cpu", target="cpu", device_name="host", config=QUICK, keep_original=False)
-    assert not first.checks["spare_runner"] and second.checks["spare_runner"]
+    assert first.checks["spare_runner"] and second.checks["spare_runner"]
     assert second.speedup is not None and second.speedup.rounds == 3
+    spares.close_all()
+    alone = SpareRunners(size=0, gpu_only=False)  # no spares kept: every candidate's runner is its own
+    monkeypatch.setattr(paired_runners, "SPARES", alone)
+    third = measure_speedup(problem, None, "cpu", target="cpu", device_name="host", config=QUICK, keep_original=False)
+    assert not third.checks["spare_runner"] and not alone.starting and not alone.ready
+
+
+def test_a_candidate_that_comes_while_its_spare_starts_waits_for_it_instead_of_starting_another(
+        problem, spares) -> None:
+    slow = replace(problem, perf_source=HARNESS.replace(
+        "self.input_tensors =", "import time; time.sleep(3); self.input_tensors ="))
+    limits = _limits()
+    spares.start_soon(slow, "cpu", QUICK, limits)
+    key = spares.key(slow, "cpu", QUICK, limits)
+    deadline = time.monotonic() + 60
+    while key not in spares.in_turn and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert key in spares.in_turn, "the spare never reached its GPU turn"
+    taken = start_runner(slow, None, "cpu", QUICK, limits)
+    try:
+        assert taken.spare and key not in spares.in_turn
+        drew = sorted(p.name for p in Path(taken.session.workdir).glob("*.drew"))
+        assert drew == ["kernelband_perf_preloaded.drew"]  # the spare's start served it: drawn once
+    finally:
+        taken.close()
 
 
 def test_spares_are_started_only_for_a_gpu_by_default(problem) -> None:
