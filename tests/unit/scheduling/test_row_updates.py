@@ -8,13 +8,14 @@ from datetime import UTC, datetime
 
 import pytest
 from scheduling_fakes import make_job
-from sqlalchemy import select, update
+from sqlalchemy import select, text, update
 from sqlalchemy.orm import Session, sessionmaker
 
+from kernelband.db.json_rows import records_param
 from kernelband.db.models import Attempt, Track
 from kernelband.db.session import ConflictError, session_scope
 from kernelband.scheduling.lifecycle import start_queued_jobs
-from kernelband.scheduling.row_updates import batch_row_updates
+from kernelband.scheduling.row_updates import _recordset_update, batch_row_updates
 from tests.utils.sql_log import sent_statements
 
 
@@ -123,3 +124,22 @@ def test_closed_attempts_of_a_flush_go_out_in_one_update(
                                  .order_by(Attempt.id)).all()
     assert [tuple(row) for row in stored] == [
         ("done", when, {"ok": True, "n": n, "none": None}) for n in range(len(attempts))]
+
+
+def test_a_batched_update_finds_its_rows_by_primary_key_in_a_table_never_analyzed(
+        postgres_factory: sessionmaker[Session]) -> None:
+    """The planner cannot tell how many records the JSON parameter holds (it assumes 100): a
+    join on it alone scanned the whole table, dead versions included, to write two rows."""
+    three_tracks(postgres_factory)
+    columns = "job_id, track_id, kind, state, queue, tries, payload, created_at"
+    with session_scope(postgres_factory) as session:  # copies of the baselines, written twice
+        session.execute(text(f"INSERT INTO attempts ({columns}) SELECT {columns} "
+                             "FROM attempts, generate_series(1, 700)"))
+        session.execute(text("UPDATE attempts SET state = 'dispatched'"))
+        ids = list(session.scalars(select(Attempt.id).order_by(Attempt.id.desc()).limit(2)))
+    statement = _recordset_update("attempts", ("state",), False)
+    rows = records_param([{"id": attempt_id, "state": "done"} for attempt_id in ids])
+    with session_scope(postgres_factory) as session:
+        plan = "\n".join(session.scalars(text(f"EXPLAIN {statement.text}"), {**rows, "ids": ids}))
+        session.rollback()
+    assert "pk_attempts" in plan and "Seq Scan on attempts" not in plan, plan
