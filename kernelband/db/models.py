@@ -165,7 +165,9 @@ class Track(Base):
     """One bandit run of a job on one target; `version` fences concurrent writers."""
 
     __tablename__ = "tracks"
-    __table_args__ = (UniqueConstraint("job_id", "target", name="uq_tracks_job_target"),)
+    # Small rows rewritten in place where nothing vacuums (migration 0014_tracks_hot_updates)
+    __table_args__ = (UniqueConstraint("job_id", "target", name="uq_tracks_job_target"),
+                      {"postgresql_with": {"fillfactor": 50, "toast_tuple_target": 128}})
     id: Mapped[int] = mapped_column(primary_key=True)
     job_id: Mapped[int] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"), index=True)
     target: Mapped[str] = mapped_column(String(16))
