@@ -49,7 +49,8 @@ import threading as _threading
 import time as _time
 
 def _fork_a_spinner():
-    _time.sleep(2.0)  # after the judge's first pause, so its scan of /proc could not see it
+    while not _os.path.exists("fork-now"):  # written after the judge's first pause and its scan
+        _time.sleep(0.02)
     if _os.fork() == 0:
         while True:
             pass
@@ -79,6 +80,7 @@ def test_a_pause_scans_proc_once_and_still_stops_a_process_started_since(
     try:
         runner.session.pause()
         scanned = {pid for pid, _ in session_members(runner.session.pid)}  # before the spinner's fork
+        (Path(runner.session.workdir) / "fork-now").touch()
         runner.session.resume()
         deadline = time.monotonic() + 20
         while len(session_members(runner.session.pid)) <= len(scanned) and time.monotonic() < deadline:
@@ -89,7 +91,11 @@ def test_a_pause_scans_proc_once_and_still_stops_a_process_started_since(
             runner.session.resume()
             runner.session.pause()
         assert len(scans) == 1, scans  # one scan of /proc for 21 pauses
-        # the spinner was never in a scan, yet the process group's SIGSTOP stopped it
+        # the spinner was never in a scan, yet the process group's SIGSTOP stops it (delivered
+        # asynchronously: the pause did not wait for a process it did not know)
+        deadline = time.monotonic() + 5
+        while {_state(pid) for pid in spinner} != {"T"} and time.monotonic() < deadline:
+            time.sleep(0.01)
         assert {_state(pid) for pid in spinner} == {"T"}
     finally:
         result = runner.close()
