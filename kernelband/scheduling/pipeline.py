@@ -99,6 +99,9 @@ class EngineContext:
     # `claimed_upto - CLAIM_WINDOW` only. Back to 0 whenever tries expire (an expired try
     # is claimed again, whatever its id). In memory; a new scheduler starts from 0.
     claimed_upto: int = 0
+    # The `now` of the last committed lease expiry: the next looks at leases ending since
+    # (`expire_leases`). In memory; a new scheduler looks at every lease first.
+    leases_seen_to: datetime | None = None
     # The highest id of an attempt this scheduler inserted already claimed (`send_on_commit`)
     # in a committed transaction: a claim that leaves nothing pending may move `claimed_upto`
     # up to it, so the next search does not walk those ids again.
@@ -186,10 +189,14 @@ def step(ctx: EngineContext, drain_timeout_s: float = 0.0) -> StepReport:
             report.started_jobs = start_queued_jobs(session, ctx.settings.max_job_starts_per_team,
                                                     ctx.settings.max_in_flight_per_team,
                                                     ctx.settings.max_running_jobs_per_team or None)
+        now = ctx.clock()
+        # a clock set back: leases written since may end before the last look, so all are read
+        since = ctx.leases_seen_to if ctx.leases_seen_to and ctx.leases_seen_to <= now else None
         with fenced(ctx) as session:
-            report.expired = expire_leases(session, ctx.clock(), ctx.settings.max_tries,
+            report.expired = expire_leases(session, now, ctx.settings.max_tries,
                                            ctx.settings.lease_s, ctx.dispatcher.waiting,
-                                           ctx.settings.queue_timeout_s)
+                                           ctx.settings.queue_timeout_s, since)
+        ctx.leases_seen_to = now  # committed
         if report.expired:
             ctx.claimed_upto = 0  # their tries are claimed again, whatever their ids
     # Results in: each is read into its kind's typed value and applied once (ingest.apply_result);

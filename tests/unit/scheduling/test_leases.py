@@ -1,5 +1,6 @@
-"""Leases: heartbeats extend only the current try, the result applies once, and a new leader
-resends at once the tries that were never sent."""
+"""Leases: heartbeats extend only the current try, the result applies once, a new leader
+resends at once the tries that were never sent, and each expiry looks only at the leases that
+ended since the last."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from kernelband.db.models import Attempt
 from kernelband.db.session import session_scope
 from kernelband.scheduling.budgets import as_utc
 from kernelband.scheduling.dispatch import InboxDispatcher, TaskMessage
-from kernelband.scheduling.leases import recheck_untaken
+from kernelband.scheduling.leases import expire_leases, recheck_untaken
 from kernelband.scheduling.pipeline import EngineContext, fenced, step
 from kernelband.scheduling.results import GenerateResult
 
@@ -124,3 +125,30 @@ def test_a_reported_try_keeps_its_lease_after_a_takeover(db_factory: sessionmake
     step(ctx)
     attempt = generate_attempt(db_factory)
     assert attempt.state == "dispatched" and attempt.tries == 1
+
+
+def test_an_expiry_looks_only_at_leases_that_ended_since_the_last_one(
+        db_factory: sessionmaker[Session]) -> None:
+    ctx, _, clock = one_held_pull(db_factory, lease_s=60, max_tries=3)
+    ends = as_utc(generate_attempt(db_factory).lease_expires_at)  # type: ignore[arg-type]
+    later = ends + timedelta(seconds=30)
+    with fenced(ctx) as session:  # the last look was after it ended: it was seen then
+        assert expire_leases(session, later, 3, 60, since=ends + timedelta(seconds=1)) == 0
+    with fenced(ctx) as session:
+        assert expire_leases(session, later, 3, 60, since=ends) == 1
+    assert generate_attempt(db_factory).state == "expired"
+
+
+def test_steps_expire_a_lease_that_ends_between_them_and_after_the_clock_is_set_back(
+        db_factory: sessionmaker[Session]) -> None:
+    ctx, dispatcher, clock = one_held_pull(db_factory, lease_s=60, max_tries=3)
+    assert ctx.leases_seen_to == clock.now  # each step's housekeeping looked
+    clock.now += timedelta(seconds=61)
+    assert step(ctx).expired == 1
+    # The clock ran an hour ahead at the last look and is set back: leases written since end
+    # before that look, so the next one reads them all.
+    ctx.leases_seen_to = clock.now + timedelta(hours=1)
+    clock.now += timedelta(seconds=61)
+    assert step(ctx).expired == 1
+    assert generate_attempt(db_factory).tries == 3  # sent a second and a third time
+    assert ctx.leases_seen_to == clock.now
