@@ -165,6 +165,14 @@ def empty_postgres_url(postgres_url: str) -> Iterator[str]:
     admin.dispose()
 
 
+@pytest.fixture(params=["postgres", "sqlite"])
+def empty_database_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """An empty database of each kind a migration must run on: its test runs once per kind."""
+    if request.param == "postgres":
+        return str(request.getfixturevalue("empty_postgres_url"))
+    return f"sqlite:///{tmp_path / 'kb.sqlite'}"
+
+
 @pytest.fixture(scope="session")
 def postgres_engine(postgres_url: str) -> Iterator[Engine]:
     """One engine on the test run's Postgres database."""

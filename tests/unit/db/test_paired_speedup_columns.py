@@ -15,7 +15,7 @@ from kernelband.db.session import (
 )
 from kernelband.profile.paired import PairedSpeedup
 from kernelband.speedups import of_measurement, paired_columns
-from tests.utils.db_rows import new_track
+from tests.utils.db_rows import new_track, old_schema_track
 
 MEASUREMENT_COLUMNS = {"speedup", "speedup_low", "speedup_high", "speedup_rounds",
                        "speedup_method", "speedup_baseline"}
@@ -35,18 +35,8 @@ def test_migration_adds_and_removes_the_columns_on_postgres(empty_postgres_url: 
     upgrade_database(empty_postgres_url, "0008_job_limits")
     engine = make_engine(empty_postgres_url)
     with engine.begin() as conn:  # a track from before paired speedups
-        conn.execute(text("INSERT INTO teams (name, skill_library, created_at) "
-                          "VALUES ('t', true, now())"))
-        conn.execute(text("INSERT INTO problems (team_id, name, format, content_hash, source, "
-                          "loaded, created_at) VALUES (1, 'p', 'native', 'h', 's', '{}', now())"))
-        conn.execute(text("INSERT INTO jobs (team_id, problem_id, status, targets, policy, "
-                          "policy_params, generator, model, seed, budget_iterations, parallelism, "
-                          "cancel_requested, tokens_used, cost_usd, cost_known, created_at) VALUES "
-                          "(1, 1, 'completed', '[\"h200\"]', 'kernelband', '{}', 'rules', '', 0, "
-                          "2, 1, false, 0, 0, true, now())"))
-        conn.execute(text("INSERT INTO tracks (job_id, target, status, iterations_dispatched, "
-                          "iterations_done, version, best_speedup, best_label) "
-                          "VALUES (1, 'h200', 'completed', 2, 2, 1, 5.0, 'measured')"))
+        old_schema_track(conn, "completed", "h200", iterations_dispatched=2, iterations_done=2, best_speedup=5.0,
+                         best_label="measured")
     upgrade_database(empty_postgres_url, "0009_paired_speedups")
     assert _columns(empty_postgres_url, "measurements") >= MEASUREMENT_COLUMNS
     assert _columns(empty_postgres_url, "tracks") >= TRACK_COLUMNS
