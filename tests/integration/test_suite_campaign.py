@@ -61,9 +61,9 @@ def _all_finished(factory: sessionmaker[Session]) -> bool:
     return all(status in FINISHED_JOB_STATUSES for status in _jobs(factory).values())
 
 
-# the run's 600 s per test is less than this test's own waits (480 s + 600 s): on a 2-core machine
-# about 2.5 times slower than the one above, beside the rest of the suite, it was cut at 600 s
-# still finishing jobs (229 s alone, at this tree and at the one before alike)
+# The run's 600 s per test is less than this test's own waits (480 s, then 600 s): on a 2-core
+# machine whose Python ran 2.5 to 4 times slower than where those waits were set, beside the rest
+# of the suite, it was cut at 600 s with jobs still finishing (229 s when run alone).
 @pytest.mark.timeout(1200)
 def test_suite_campaign_survives_a_scheduler_kill(
     factory: sessionmaker[Session], workers: list[ManagedProcess],
