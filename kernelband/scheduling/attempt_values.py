@@ -25,14 +25,14 @@ import typing
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import JSON, Select, Table, bindparam, func, null, select, update
+from sqlalchemy import JSON, Select, Table, bindparam, null, select, update
 from sqlalchemy import event as orm_events
 from sqlalchemy.orm import ORMExecuteState, Session
 from sqlalchemy.orm.attributes import instance_state
 
-from kernelband.db.models import Attempt, Candidate, Event, Job, Track
+from kernelband.db.models import Attempt, Candidate, Job, Track
 from kernelband.db.row_buffer import row_value
-from kernelband.scheduling.events import prime_event_counters
+from kernelband.scheduling.events import hold_event_counters
 from kernelband.scheduling.ingest import LockedAttempt
 from kernelband.scheduling.row_updates import changed_columns, update_rows
 from kernelband.scheduling.state import WITHOUT_STORED_STATE
@@ -44,11 +44,9 @@ _JSON_NAMES = frozenset(column.key for column in _ATTEMPTS.c if isinstance(colum
 
 
 def _locking_read() -> Select[Any]:
-    """The attempts of `:ids` (their columns), locked, with their track, job, candidate and
-    job's last event number; built once."""
-    last_event = (select(func.max(Event.seq)).where(Event.job_id == _ATTEMPTS.c.job_id)
-                  .correlate(_ATTEMPTS).scalar_subquery())
-    return (select(*_ATTEMPTS.c, Track, Job, Candidate, last_event)
+    """The attempts of `:ids` (their columns), locked, with their track, job and candidate;
+    built once."""
+    return (select(*_ATTEMPTS.c, Track, Job, Candidate)
             .join(Track, Track.id == _ATTEMPTS.c.track_id)
             .join(Job, Job.id == _ATTEMPTS.c.job_id)
             .outerjoin(Candidate, Candidate.id == _ATTEMPTS.c.candidate_id)
@@ -62,23 +60,21 @@ _LOCK_MANY = _locking_read()
 
 def lock_attempt_values(session: Session, attempt_ids: set[int]) -> dict[int, LockedAttempt]:
     """The attempts of these ids, locked in id order, as values whose changes this transaction
-    writes (module docstring), each with its track, job and candidate; primes the jobs' event
-    counters. Keep the returned dict while applying: it keeps the track, job and candidate rows
+    writes (module docstring), each with its track, job and candidate; holds the jobs' event
+    counters (`events.hold_event_counters`). Keep the returned dict while applying: it keeps the track, job and candidate rows
     in the session's identity map."""
     if not attempt_ids:
         return {}
     rows = session.execute(_LOCK_MANY, {"ids": sorted(attempt_ids)}).all()
     width = len(_NAMES)
     locked: dict[int, LockedAttempt] = {}
-    last: dict[int, int] = {}
     values: list[Attempt] = []
     for row in rows:
         attempt = row_value(Attempt, dict(zip(_NAMES, row[:width], strict=True)))
-        track, job, candidate, seq = row[width:]
+        track, job, candidate = row[width:]
         values.append(attempt)
         locked[attempt.id] = (attempt, track, job, candidate)
-        last[job.id] = max(last.get(job.id, 0), seq or 0)
-    prime_event_counters(session, last)
+    hold_event_counters(session, {attempt.job_id for attempt in values})
     _hold(session, values)
     return locked
 

@@ -20,11 +20,11 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import bindparam, func, select
+from sqlalchemy import bindparam, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from kernelband.config import Settings
-from kernelband.db.models import Event, Track, utcnow
+from kernelband.db.models import Track, utcnow
 from kernelband.db.session import DatabaseError, session_scope
 from kernelband.scheduling.attempts import (
     ACTIVE_ATTEMPT_STATES,
@@ -35,7 +35,7 @@ from kernelband.scheduling.attempts import (
     send_on_commit,
 )
 from kernelband.scheduling.dispatch import Dispatcher, TaskMessage, TaskResult
-from kernelband.scheduling.events import prime_event_counters
+from kernelband.scheduling.events import hold_event_counters
 from kernelband.scheduling.fencing import FencingError, verify_epoch
 from kernelband.scheduling.ingest import fail_lost_attempt, lock_attempt
 from kernelband.scheduling.ingest_batch import BATCH_SIZE, apply_batch, apply_locked
@@ -222,17 +222,15 @@ def write_back_states(ctx: EngineContext, older_than_s: float = 0.0) -> int:
         if not dirty_tracks(probe, older_than_s):
             return 0
     with fenced(ctx) as session:
-        rows = session.execute(_DIRTY_TRACKS, {"ids": dirty_tracks(session, older_than_s)}).all()
-        # each state carries its job's last event number: read with the tracks, not per job
-        prime_event_counters(session, {track.job_id: int(seq or 0) for track, seq in rows})
-        write_back(session, [(track, load_state(track, shared=True)) for track, _ in rows])
-    return len(rows)
+        tracks = session.scalars(_DIRTY_TRACKS, {"ids": dirty_tracks(session, older_than_s)}).all()
+        # each state carries its job's last event number: held for all of them at once
+        hold_event_counters(session, {track.job_id for track in tracks})
+        write_back(session, [(track, load_state(track, shared=True)) for track in tracks])
+    return len(tracks)
 
 
-# Built once: these tracks (stored policy state left unread) with their jobs' last event numbers.
-_DIRTY_TRACKS = (select(Track, select(func.max(Event.seq)).where(Event.job_id == Track.job_id)
-                        .correlate(Track).scalar_subquery())
-                 .where(Track.id.in_(bindparam("ids", expanding=True)))
+# Built once: these tracks, their stored policy state left unread.
+_DIRTY_TRACKS = (select(Track).where(Track.id.in_(bindparam("ids", expanding=True)))
                  .options(WITHOUT_STORED_STATE))
 
 

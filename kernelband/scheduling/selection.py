@@ -16,12 +16,12 @@ from typing import Any, NamedTuple
 from sqlalchemy import bindparam, func, select
 from sqlalchemy.orm import Session
 
-from kernelband.db.models import Attempt, Event, Job, Track
+from kernelband.db.models import Attempt, Job, Track
 from kernelband.db.row_buffer import BUFFER_UNREAD
 from kernelband.loop.translate import new_pull
 from kernelband.scheduling.attempts import ACTIVE_ATTEMPT_STATES
 from kernelband.scheduling.budgets import budget_reason
-from kernelband.scheduling.events import append_event, prime_event_counters
+from kernelband.scheduling.events import append_event, hold_event_counters
 from kernelband.scheduling.fairshare import cap_per_team, fair_order
 from kernelband.scheduling.state import WITHOUT_STORED_STATE, load_state, policy_for, save_state
 from kernelband.scheduling.state_cache import held_states, remember_state
@@ -119,23 +119,20 @@ def _chunk_size(left: int, done: int, budget: TimeBudget | None) -> int:
 
 
 def load_tracks(session: Session, track_ids: Sequence[int]) -> dict[int, tuple[Track, Job]]:
-    """These tracks with their jobs (stored policy state left unread), and their jobs' last
-    event numbers for `append_event`, in one query."""
+    """These tracks with their jobs (stored policy state left unread), in one query; their
+    jobs' last event numbers held for `append_event` (`events.hold_event_counters`)."""
     if not track_ids:
         return {}
-    # The rows this transaction buffered (events, attempts) change neither tracks nor jobs, and
-    # a job's last event number read here never lowers the one it counted (`append_event`).
+    # The rows this transaction buffered (events, attempts) change neither tracks nor jobs.
     rows = session.execute(_LOAD_TRACKS, {"track_ids": list(track_ids)},
                            execution_options=BUFFER_UNREAD).all()
-    prime_event_counters(session, {job.id: int(seq or 0) for _, job, seq in rows})
-    return {track.id: (track, job) for track, job, _ in rows}
+    hold_event_counters(session, {job.id for _, job in rows})
+    return {track.id: (track, job) for track, job in rows}
 
 
 # Built once: a statement built per call spent more time being built and keyed for the cache
 # than the database spent answering it.
-_LAST_EVENT = (select(func.max(Event.seq)).where(Event.job_id == Job.id)
-               .correlate(Job).scalar_subquery())
-_LOAD_TRACKS = (select(Track, Job, _LAST_EVENT).join(Job, Job.id == Track.job_id)
+_LOAD_TRACKS = (select(Track, Job).join(Job, Job.id == Track.job_id)
                 .where(Track.id.in_(bindparam("track_ids", expanding=True)))
                 .options(WITHOUT_STORED_STATE))
 

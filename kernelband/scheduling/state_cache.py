@@ -29,6 +29,7 @@ from sqlalchemy.orm.attributes import PASSIVE_NO_INITIALIZE, get_history
 
 from kernelband.bandit import PolicyState
 from kernelband.db.models import Track
+from kernelband.scheduling.events import forget_event_counters
 
 TrackKey = tuple[int, int, Any]  # (track id, job id, start time)
 Cache = dict[TrackKey, tuple[int, PolicyState]]  # -> (row version, the state it holds)
@@ -203,10 +204,12 @@ def _write_backs(session: Session) -> WriteBacks | None:
 
 
 def clear_cache() -> None:
-    """Forget every cached state and write-back (tests; a process that rewrote rows outside
-    the ORM; a scheduler that takes the lead again after another leader ran)."""
+    """Forget every cached state and write-back, and the jobs' last event numbers (tests; a
+    process that rewrote rows outside the ORM; a scheduler that takes the lead again after
+    another leader ran)."""
     _CACHES.clear()
     _WRITE_BACKS.clear()
+    forget_event_counters()
 
 
 __all__ = ["cached_state", "clear_cache", "copy_state", "dirty_tracks", "held_state", "held_states",
