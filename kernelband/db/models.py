@@ -19,6 +19,7 @@ from sqlalchemy import (
     Text,
     UniqueConstraint,
     false,
+    text,
     true,
 )
 from sqlalchemy.orm import Mapped, mapped_column
@@ -38,6 +39,9 @@ JOB_STATUSES = ("queued", "running", "completed", "cancelled", "failed")
 TRACK_STATUSES = ("pending", "running", "accepting", "completed", "cancelled", "failed")
 ATTEMPT_KINDS = ("generate", "compile", "profile", "verify")
 ATTEMPT_STATES = ("pending", "dispatched", "done", "failed", "expired")
+# The states of an attempt not yet done or failed (scheduling.attempts.ACTIVE_ATTEMPT_STATES)
+# as SQL: what the state index holds on Postgres
+ACTIVE_ATTEMPTS_SQL = "state IN ('pending', 'dispatched', 'expired')"
 CANDIDATE_STATUSES = ("generated", "compiled", "rejected", "measured", "duplicate")
 FINISHED_JOB_STATUSES = ("completed", "cancelled", "failed")
 
@@ -211,9 +215,14 @@ class Attempt(Base):
     """One unit of work sent to a worker; applied at most once, re-dispatched up to max tries."""
 
     __tablename__ = "attempts"
-    # finished_at: the fleet view's throughput reads the attempts of a recent window each poll
-    __table_args__ = (Index("ix_attempts_state_lease", "state", "lease_expires_at"),
-                      Index("ix_attempts_finished_at", "finished_at"))
+    # finished_at: the fleet view's throughput reads the attempts of a recent window each poll.
+    # On Postgres each of the two holds only the rows its reads ask for (migration 0015): an
+    # attempt's state and finished_at change when it finishes, so that update (like its insert)
+    # adds an entry to every index of the table but a partial one whose rows it leaves out.
+    __table_args__ = (Index("ix_attempts_state_lease", "state", "lease_expires_at",
+                            postgresql_where=text(ACTIVE_ATTEMPTS_SQL)),
+                      Index("ix_attempts_finished_at", "finished_at",
+                            postgresql_where=text("finished_at IS NOT NULL")))
     id: Mapped[int] = mapped_column(primary_key=True)
     job_id: Mapped[int] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"), index=True)
     track_id: Mapped[int] = mapped_column(ForeignKey("tracks.id", ondelete="CASCADE"), index=True)
