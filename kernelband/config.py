@@ -77,6 +77,10 @@ class Settings(BaseSettings):
     # every config in a shared turn, so the exclusive turn holds the timings only; off until an
     # A/A and a suite on a GPU have measured it (docs/measurement.md)
     measure_compile_before_tuning: bool = False
+    # a performance harness's inputs are drawn on the runner's GPU (torch's default device while
+    # get_input_tensors runs) rather than on the host and copied (kernelband/profile/perf_harness.py
+    # `draw_inputs`); false: on the host, as the harness is written
+    measure_inputs_on_device: bool = True
     # an exclusive GPU turn (timed rounds, a tuning pass) stops the node's other sandboxed
     # processes (SIGSTOP, SIGCONT after) instead of waiting for the shared turns to end
     # (kernelband/sandbox/preempt.py; measured in docs/measurement.md); false: it waits

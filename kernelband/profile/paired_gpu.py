@@ -39,7 +39,8 @@ def config_from_settings(strict: bool = False) -> PairedConfig:
     config = PairedConfig(rounds=s.measure_rounds, min_rounds=min(s.measure_min_rounds, s.measure_rounds),
                           settle_width=s.measure_settle_width, batch_ms=s.measure_batch_ms,
                           graphs=s.measure_graphs, cores=measuring_cores(s.measure_cores, detect_device()),
-                          max_cases=s.measure_max_cases, compile_before_tuning=s.measure_compile_before_tuning)
+                          max_cases=s.measure_max_cases, compile_before_tuning=s.measure_compile_before_tuning,
+                          inputs_on_device=s.measure_inputs_on_device)
     return replace(config, verify_fraction=1.0) if strict else config
 
 

@@ -55,7 +55,8 @@ def paired_measurement(problem: KernelProblem, run: PairedRun, *, device_name: s
                 "notes": run.notes, "spare_runner": run.spare_runner,
                 "round_ms": {"original": _rounded(run.original_ms), "candidate": _rounded(run.candidate_ms)},
                 "runner_gpu_round_ms": {role: _rounded(v) for role, v in run.claimed_gpu_ms.items() if v},
-                **({"timed_cases": list(run.cases), "cases_total": total} if subset else {})},
+                **({"timed_cases": list(run.cases), "cases_total": total} if subset else {}),
+                **({"inputs_drawn": run.inputs_drawn} if run.inputs_drawn else {})},
         speedup=speedup,
     )
 

@@ -65,6 +65,7 @@ class PairedConfig:
     # time at most this many of the runner's cases, evenly spread (`spread_cases`); 0: every case
     max_cases: int = 0
     compile_before_tuning: bool = False  # tuning compiles its configs in a shared turn first (paired_autotune)
+    inputs_on_device: bool = True  # a harness draws its inputs on the GPU (perf_harness.draw_inputs)
 
     def __post_init__(self) -> None:
         if self.clock not in ("wall", "cpu"):
@@ -118,6 +119,7 @@ class Runner:
     verifiable: bool
     unpinned: str = ""  # why it is not on the measuring cores it was asked to use ("" when it is)
     spare: bool = False  # started ahead of its candidate (SpareRunners)
+    inputs_drawn: str = ""  # a harness's inputs: "device" or "host" (perf_harness.draw_inputs)
 
     @property
     def closed(self) -> bool:
@@ -182,7 +184,8 @@ def start_runner(problem: KernelProblem, editable: str | None, device: str, conf
     for the problem's next candidate."""
     limits = runner_limits(limits, device, config)
     load = {"cmd": "load", "problem": problem.to_dict(), "editable": editable, "device": device,
-            "graphs": config.graphs, "seed": HARNESS_SEED, "call": timed_call(problem, editable)}
+            "graphs": config.graphs, "seed": HARNESS_SEED, "call": timed_call(problem, editable),
+            "inputs_on_device": config.inputs_on_device}
     spare = SPARES.take(problem, device, config, limits) if role == "candidate" else None
     if role == "candidate":
         SPARES.start_soon(problem, device, config, limits)
@@ -216,7 +219,7 @@ def _loaded(session: RunnerSession, reply: dict[str, Any], role: str, spare: boo
         raise runner_error(role, "runner_load_failed", f"the {role}'s runner could not load the kernel: "
                            f"{reply.get('error')}")
     return Runner(session, [str(c) for c in reply["cases"]], bool(reply.get("verifiable")),
-                  str(reply.get("unpinned") or ""), spare)
+                  str(reply.get("unpinned") or ""), spare, str(reply.get("inputs_drawn") or ""))
 
 
 class OriginalRunners:
@@ -241,8 +244,8 @@ class OriginalRunners:
     def key(problem: KernelProblem, device: str, config: PairedConfig, scope: str = "") -> str:
         """A problem's original in one timing mode, for one job (`scope`, its Triton cache): a
         runner that compiled in one job's cache never serves another job."""
-        text = json.dumps([problem.to_dict(), device, config.graphs, list(config.cores), scope], sort_keys=True,
-                          default=str)
+        text = json.dumps([problem.to_dict(), device, config.graphs, list(config.cores), scope,
+                           config.inputs_on_device], sort_keys=True, default=str)
         return hashlib.sha256(text.encode()).hexdigest()
 
     def take(self, problem: KernelProblem, device: str, config: PairedConfig, limits: SandboxLimits | None) -> Runner:
@@ -353,7 +356,7 @@ class SpareRunners:
                     self.in_turn.add(key)
                 for command in ({"cmd": "init_device", "device": device},
                                 {"cmd": "preload", "problem": problem.to_dict(), "device": device,
-                                 "seed": HARNESS_SEED}):
+                                 "seed": HARNESS_SEED, "inputs_on_device": config.inputs_on_device}):
                     if not session.request(command, config.load_timeout_s).value.get("ok"):
                         raise SessionError("preload_failed", f"a spare runner refused {command['cmd']}")
             session.pause()  # idle until its candidate comes: it takes no core meanwhile

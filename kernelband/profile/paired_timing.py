@@ -68,6 +68,7 @@ class PairedRun:
     judged_ms: dict[str, float] = field(default_factory=lambda: {"original": 0.0, "candidate": 0.0})
     parts_s: dict[str, float] = field(default_factory=dict)
     spare_runner: bool = False  # the candidate's runner was started ahead (paired_runners.SpareRunners)
+    inputs_drawn: str = ""  # where both runners drew a harness's inputs ("device", "host"; "" without one)
     # per round, the runners' own CUDA-event figures summed over cases (diagnostics, untrusted)
     claimed_gpu_ms: dict[str, list[float]] = field(default_factory=lambda: {"original": [], "candidate": []})
 
@@ -129,11 +130,16 @@ def _verify(pair: RunnerPair, problem: KernelProblem, case: str, round_no: int) 
 def prepare_first(pair: RunnerPair, config: PairedConfig, rng: random.Random) -> tuple[list[str], float]:
     """The timed cases (the judge's pick, the same for both runners) and their first inputs in
     both runners, which compiles and autotunes: untimed work, which need not have the GPU alone.
-    Returns the cases and the seconds taken; raises TimingRejected when the runners' cases differ."""
+    Returns the cases and the seconds taken; raises TimingRejected when the runners' cases, or
+    where they drew a harness's inputs, differ."""
     original, candidate = pair.runners["original"], pair.runners["candidate"]
     if candidate.cases != original.cases:
         raise TimingRejected("timing_cases_differ", f"the candidate's runner offers cases "
                              f"{candidate.cases} where the original has {original.cases}")
+    if candidate.inputs_drawn != original.inputs_drawn:  # the same seed gives other values elsewhere
+        raise TimingRejected("timing_inputs_drawn_apart", f"the candidate's runner drew the harness's inputs "
+                             f"on the {candidate.inputs_drawn or 'host'} where the original's drew them on the "
+                             f"{original.inputs_drawn or 'host'}: their outputs would not be comparable")
     cases = spread_cases(original.cases, config.max_cases)
     started = time.perf_counter()
     pair.prepare(cases, rng.randrange(1, 1 << 30))
@@ -156,7 +162,8 @@ def time_pair(problem: KernelProblem, pair: RunnerPair, config: PairedConfig, rn
         calibrate_s = time.perf_counter() - started
         if calibration_key:
             CALIBRATIONS.keep(key, batch)
-    run = PairedRun(cases, batch, len(original.cases), verifiable=candidate.verifiable)
+    run = PairedRun(cases, batch, len(original.cases), verifiable=candidate.verifiable,
+                    inputs_drawn=original.inputs_drawn)
     _warm_up(pair, cases, run.batch)
     run.notes = [f"{role}'s runner {r.unpinned}" for role, r in pair.runners.items() if r.unpinned]
     run.case_original_ms = {c: [] for c in cases}

@@ -3,9 +3,11 @@
 Started by `kernelband.sandbox.session.RunnerSession` (target `serve_task`). Commands arrive as
 JSON lines on one FIFO, replies leave on another (see that module):
 
-- `load {problem, editable, device, seed, graphs, call}`: import the problem with `editable` as
-  its region (None: the original); `call` "reference" times the reference instead of the
-  region's entry. Replies the names of the timed cases.
+- `load {problem, editable, device, seed, graphs, call, inputs_on_device}`: import the problem
+  with `editable` as its region (None: the original); `call` "reference" times the reference
+  instead of the region's entry. Replies the names of the timed cases and, with a performance
+  harness, where its inputs were drawn (`inputs_drawn`: on a GPU with `inputs_on_device`, the
+  device where the draw runs there, else the host: kernelband/profile/perf_harness.py).
 - `prepare {case, seed, fresh}`: build the case's inputs for `seed`, run it once (compiles,
   autotunes) and synchronize; with `graphs`, capture one call as a CUDA graph. A case prepared
   before only has its inputs refilled, unless `fresh`.
@@ -23,7 +25,7 @@ JSON lines on one FIFO, replies leave on another (see that module):
   (compiling it) and time none; the picks made meanwhile are forgotten at its end.
 - `ping {}`: an empty answer (the runner is up); `init_device {device}`: the device's context
   made before any code is loaded, so a runner started ahead of its candidate has paid for it.
-- `preload {problem, device, seed}`: a runner started ahead of a candidate (a spare) imports the
+- `preload {problem, device, seed, inputs_on_device}`: a runner started ahead of a candidate (a spare) imports the
   problem's original and, with a performance harness, draws the harness's inputs from `seed`, as
   `load` would; a later `load` of the same problem and seed takes both instead of redoing them.
 
@@ -51,11 +53,10 @@ import torch
 from kernelband.evaluate.gpu_share import triton_share
 from kernelband.evaluate.verified_timing import output_fingerprint
 from kernelband.evaluate.verified_timing import salt as overwrite
-from kernelband.problem.devices import device_scope
 from kernelband.problem.model import KernelProblem
 from kernelband.problem.runtime import load_runtime
 from kernelband.profile.gpu import gpu_features
-from kernelband.profile.perf_harness import harness_prepares, load_harness, region_prepare
+from kernelband.profile.perf_harness import draw_inputs, harness_prepares, load_harness, region_prepare
 from kernelband.profile.timing import CudaDevice
 from kernelband.runner import autotune
 from kernelband.runner.outputs import save_file
@@ -86,7 +87,9 @@ class TimingServer:
         self.pinning: dict[str, Any] = {}  # the cores this runner's batches run on (told with `load`)
         self.pin_before_batch: list[int] | None = None  # taken at the first batch
         self.pads: dict[str, Any] = {}  # per case, device memory held so its inputs move
-        self.preloaded: tuple[str, Any, Any] | None = None  # (problem key, original module, harness)
+        # (problem key, original module, harness, where its inputs were drawn)
+        self.preloaded: tuple[str, Any, Any, str] | None = None
+        self.inputs_drawn = ""  # "device" or "host" for a harness's inputs (perf_harness.draw_inputs)
 
     def handle(self, msg: dict[str, Any]) -> dict[str, Any]:
         handler = getattr(self, f"cmd_{msg.get('cmd')}", None)
@@ -105,16 +108,18 @@ class TimingServer:
         if self.graphs and not self.device.startswith("cuda"):
             raise ValueError("CUDA graphs need a GPU; time with many launches (graphs=False) on the CPU")
         key = _preload_key(msg)
-        original, drawn = self.preloaded[1:] if self.preloaded and self.preloaded[0] == key else (None, None)
+        original, drawn, drawn_on = self.preloaded[1:] if self.preloaded and self.preloaded[0] == key else (
+            None, None, "")
         self.preloaded = None
         self.runtime = load_runtime(self.problem, msg.get("editable"), self.device, workdir=os.getcwd(),
                                     original=original)
         if self.problem.format == "tritonbench":
+            seed = int(msg.get("seed", 0))
             if drawn is None:
-                _seed_everything(int(msg.get("seed", 0)))  # both runners draw the same harness inputs
-            self.harness = dict(self._harness_cases(drawn))
+                _seed_everything(seed)  # both runners draw the same harness inputs
+            self.harness = dict(self._harness_cases(drawn, drawn_on, seed, bool(msg.get("inputs_on_device"))))
             return {"cases": list(self.harness), "verifiable": False, "preloaded": original is not None,
-                    **self.pinning}
+                    "inputs_drawn": self.inputs_drawn, **self.pinning}
         return {"cases": [c.name for c in self.problem.cases], "verifiable": True,
                 "preloaded": original is not None, **self.pinning}
 
@@ -122,22 +127,30 @@ class TimingServer:
         problem = KernelProblem.from_dict(msg["problem"])
         device = str(msg.get("device") or "cpu")
         runtime = load_runtime(problem, None, device, workdir=os.getcwd())
-        harness = None
+        harness, drawn_on = None, ""
         if problem.format == "tritonbench" and problem.perf_source:
-            _seed_everything(int(msg.get("seed", 0)))
+            seed = int(msg.get("seed", 0))
+            _seed_everything(seed)
             harness = load_harness(problem.perf_source, runtime.original_module, Path.cwd(), "preloaded")
-            with device_scope(device):
-                harness.get_input_tensors()
-        self.preloaded = (_preload_key(msg), runtime.original_module, harness)
+            drawn_on = draw_inputs(harness, device, lambda: _seed_everything(seed),
+                                   _factory_device(device, bool(msg.get("inputs_on_device"))))
+        self.preloaded = (_preload_key(msg), runtime.original_module, harness, drawn_on)
         return {}
 
-    def _harness_cases(self, drawn: Any = None) -> list[tuple[str, Callable[[], Callable[[], Any]]]]:
+    def _harness_cases(self, drawn: Any, drawn_on: str, seed: int,
+                       on_device: bool) -> list[tuple[str, Callable[[], Callable[[], Any]]]]:
         """What TritonBench-G times: the performance harness's inputs (call_op alone), or the
         test's calls into the region (kernelband/profile/perf_harness.py). `drawn`: a harness
-        whose inputs `preload` drew from the same seed (taken instead of drawing them again)."""
+        whose inputs `preload` drew from the same seed (taken instead of drawing them again),
+        `drawn_on` where. Where the inputs were drawn goes back to the judge (`inputs_drawn`)."""
         if self.problem.perf_source:
             harness = load_harness(self.problem.perf_source, self.runtime.candidate_module, Path.cwd(), "candidate")
-            return harness_prepares(harness, self.device, inputs_from=drawn)
+            if drawn is not None:
+                self.inputs_drawn = drawn_on
+                return harness_prepares(harness, self.device, inputs_from=drawn)
+            self.inputs_drawn = draw_inputs(harness, self.device, lambda: _seed_everything(seed),
+                                            _factory_device(self.device, on_device))
+            return harness_prepares(harness, self.device, drawn=True)
         return [("region_calls", region_prepare(self.problem, self.runtime, "candidate", self.device))]
 
     def cmd_ping(self, msg: dict[str, Any]) -> dict[str, Any]:
@@ -283,10 +296,16 @@ def _refill(old: list[Any], new: list[Any]) -> bool:
 
 
 def _preload_key(msg: dict[str, Any]) -> str:
-    """What a preload must match to be taken by `load`: the problem, device and harness seed."""
-    text = json.dumps([msg["problem"], str(msg.get("device") or "cpu"), int(msg.get("seed", 0))], sort_keys=True,
-                      default=str)
+    """What a preload must match to be taken by `load`: the problem, device, harness seed and
+    where the harness's inputs are drawn."""
+    text = json.dumps([msg["problem"], str(msg.get("device") or "cpu"), int(msg.get("seed", 0)),
+                       bool(msg.get("inputs_on_device"))], sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _factory_device(device: str, on_device: bool) -> str | None:
+    """Where a harness's inputs are drawn first: the runner's GPU when asked, else the host."""
+    return device if on_device and device.startswith("cuda") else None
 
 
 def _device_bytes(count: int, device: str) -> Any:

@@ -10,9 +10,11 @@ The runners themselves (paused, pinned, kept warm, stopped): test_profile_paired
 
 from __future__ import annotations
 
+import random
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -21,8 +23,8 @@ from kernelband.evaluate.verified_timing import TimingRejected
 from kernelband.problem import load_problem
 from kernelband.problem.model import KernelProblem
 from kernelband.profile.paired_result import measure_speedup, measurement_of
-from kernelband.profile.paired_runners import ORIGINALS, PairedConfig
-from kernelband.profile.paired_timing import measure_paired_runners
+from kernelband.profile.paired_runners import ORIGINALS, PairedConfig, Runner
+from kernelband.profile.paired_timing import measure_paired_runners, prepare_first
 from tests.unit.profile.paired_examples import (
     CONFIG,
     FIXTURE,
@@ -294,3 +296,14 @@ def test_the_wait_for_a_shared_turn_is_its_own_part_not_the_candidates_start(pro
         parts = measure(problem, None, quick).checks["parts_s"]
     assert parts["wait_shared"] >= 0.3
     assert parts["load_candidate"] >= 0.0
+
+
+def test_runners_that_drew_a_harnesss_inputs_in_different_places_are_not_paired() -> None:
+    # the same seed gives other values on the GPU than on the host: outputs on them cannot agree
+    original = Runner(None, ["perf[0]", "perf[1]"], False, inputs_drawn="device")  # type: ignore[arg-type]
+    candidate = Runner(None, ["perf[0]", "perf[1]"], False, inputs_drawn="host")  # type: ignore[arg-type]
+    pair = SimpleNamespace(runners={"original": original, "candidate": candidate})
+    with pytest.raises(TimingRejected) as refused:
+        prepare_first(pair, CONFIG, random.Random(1))  # type: ignore[arg-type]
+    assert refused.value.reason == "timing_inputs_drawn_apart"
+    assert "on the host where the original's drew them on the device" in refused.value.message

@@ -14,6 +14,7 @@ from kernelband.profile.launches import capture_launches
 from kernelband.profile.perf_harness import (
     HarnessError,
     check_harness_source,
+    draw_inputs,
     harness_prepares,
     load_harness,
     region_prepare,
@@ -87,6 +88,42 @@ def test_a_parent_harness_times_the_same_host_inputs_as_its_child(tmp_path: Path
                                                        strict=True):
         assert torch.equal(child_prepare()(), parent_prepare()())
     assert len(child_kernels.calls) == len(parent_kernels.calls) == 3  # each times its own op
+
+
+def _seeded(seed: int = 7) -> None:
+    torch.manual_seed(seed)
+
+
+def test_a_runner_on_a_gpu_draws_the_inputs_on_its_device_once(tmp_path: Path) -> None:
+    # "meta" stands for the GPU here: tensors the harness makes without naming a device land on
+    # the factory device, and harness_prepares takes them instead of drawing again
+    harness = load_harness(RANDOM_HARNESS, _kernel_module(), tmp_path, "child")
+    built = harness.get_input_tensors.__globals__["BUILT"]
+    _seeded()
+    assert draw_inputs(harness, "cpu", _seeded, factory_device="meta") == "device"
+    assert [t.device.type for t in harness.input_tensors] == ["meta"] * 3
+    assert [name for name, _ in harness_prepares(harness, "cpu", drawn=True)] == ["perf[0]", "perf[1]", "perf[2]"]
+    assert built == [0, 1, 2]  # drawn once
+
+
+HOST_ONLY_HARNESS = HARNESS.replace(
+    "            self.input_tensors.append(torch.ones(2 ** (i + 2)))",
+    "            x = torch.rand(2 ** (i + 2))\n"
+    "            self.input_tensors.append(torch.from_numpy(x.numpy().copy()))  # host tensors only")
+
+
+def test_a_harness_written_for_host_tensors_is_drawn_on_the_host_from_the_same_seed(tmp_path: Path) -> None:
+    assert "x.numpy()" in HOST_ONLY_HARNESS
+    plain = load_harness(HOST_ONLY_HARNESS, _kernel_module(), tmp_path, "plain")
+    _seeded()
+    assert draw_inputs(plain, "cpu", _seeded, factory_device=None) == "host"
+    tried = load_harness(HOST_ONLY_HARNESS, _kernel_module(), tmp_path, "tried")
+    _seeded()
+    torch.rand(5)  # the failed device draw may have used the generator: the retry reseeds
+    assert draw_inputs(tried, "cpu", _seeded, factory_device="meta") == "host"
+    assert len(tried.input_tensors) == 3  # not the failed attempt's tensors and the retry's
+    for ours, theirs in zip(tried.input_tensors, plain.input_tensors, strict=True):
+        assert ours.device.type == "cpu" and torch.equal(ours, theirs)
 
 
 def test_harness_without_the_class_is_refused_with_what_to_define() -> None:

@@ -89,6 +89,7 @@ def test_a_spare_is_taken_by_the_next_candidate_with_the_same_inputs_a_fresh_run
     taken = start_runner(problem, None, "cpu", QUICK, limits)
     try:
         assert taken.spare and taken.cases == fresh.cases
+        assert taken.inputs_drawn == fresh.inputs_drawn == "host"  # the interpreter draws on the host
         drew = sorted(p.name for p in Path(taken.session.workdir).glob("*.drew"))
         assert drew == ["kernelband_perf_preloaded.drew"]  # drawn ahead, not again for the candidate
         assert sorted(p.name for p in Path(fresh.session.workdir).glob("*.drew")) == ["kernelband_perf_candidate.drew"]
