@@ -105,6 +105,7 @@ def measure_one(name: str, corpus: Path, target: str, graphs: bool, cpu: bool, s
                   "round_ms": measurement.checks.get("round_ms"),
                   "runner_gpu_round_ms": measurement.checks.get("runner_gpu_round_ms"),
                   "notes": measurement.checks.get("notes"), "spare_runner": measurement.checks.get("spare_runner"),
+                  "inputs_drawn": measurement.checks.get("inputs_drawn", ""),
                   "runner_gpu_ratio": _claimed_ratio(measurement.checks.get("runner_gpu_round_ms") or {})}
 
 
@@ -165,7 +166,9 @@ def summary(rows: list[dict[str, Any]]) -> str:
         out.append(f"{mode}: {sum(r['contains_one'] for r in ok)}/{len(ok)} intervals contain 1.00, "
                    f"{sum(r['within_3pct'] for r in ok)}/{len(ok)} points within 3%"
                    + (f", median interval width (high/low) {statistics.median(width):.3f}" if width else "")
-                   + f"; {sum(bool(r.get('spare_runner')) for r in ok)}/{len(ok)} in a spare runner")
+                   + f"; {sum(bool(r.get('spare_runner')) for r in ok)}/{len(ok)} in a spare runner"
+                   + f"; harness inputs drawn on the device in {sum(r.get('inputs_drawn') == 'device' for r in ok)}"
+                   + f"/{len(ok)}")
     return "\n".join(out)
 
 
