@@ -139,7 +139,7 @@ def prepare_first(pair: RunnerPair, config: PairedConfig, rng: random.Random) ->
     if candidate.inputs_drawn != original.inputs_drawn:  # the same seed gives other values elsewhere
         raise TimingRejected("timing_inputs_drawn_apart", f"the candidate's runner drew the harness's inputs "
                              f"on the {candidate.inputs_drawn or 'host'} where the original's drew them on the "
-                             f"{original.inputs_drawn or 'host'}: their outputs would not be comparable")
+                             f"{original.inputs_drawn or 'host'}: the two would be timed on different inputs")
     cases = spread_cases(original.cases, config.max_cases)
     started = time.perf_counter()
     pair.prepare(cases, rng.randrange(1, 1 << 30))

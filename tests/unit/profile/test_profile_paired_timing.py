@@ -299,7 +299,7 @@ def test_the_wait_for_a_shared_turn_is_its_own_part_not_the_candidates_start(pro
 
 
 def test_runners_that_drew_a_harnesss_inputs_in_different_places_are_not_paired() -> None:
-    # the same seed gives other values on the GPU than on the host: outputs on them cannot agree
+    # the same seed gives other values on the GPU than on the host: the pair would time different inputs
     original = Runner(None, ["perf[0]", "perf[1]"], False, inputs_drawn="device")  # type: ignore[arg-type]
     candidate = Runner(None, ["perf[0]", "perf[1]"], False, inputs_drawn="host")  # type: ignore[arg-type]
     pair = SimpleNamespace(runners={"original": original, "candidate": candidate})
