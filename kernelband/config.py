@@ -81,6 +81,10 @@ class Settings(BaseSettings):
     # get_input_tensors runs) rather than on the host and copied (kernelband/profile/perf_harness.py
     # `draw_inputs`); false: on the host, as the harness is written
     measure_inputs_on_device: bool = True
+    # on a GPU node the timed rounds start without waiting for the candidate's correctness
+    # check, which runs beside them; a refused candidate's measurement is dropped
+    # (kernelband/scheduling/candidate_tasks.py). Off until a suite and an A/A on a GPU measure it
+    measure_before_verdict: bool = False
     # an exclusive GPU turn (timed rounds, a tuning pass) stops the node's other sandboxed
     # processes (SIGSTOP, SIGCONT after) instead of waiting for the shared turns to end
     # (kernelband/sandbox/preempt.py; measured in docs/measurement.md); false: it waits

@@ -18,6 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
+from kernelband.config import get_settings
 from kernelband.evaluate import check_source, evaluate_candidate
 from kernelband.evaluate.plausibility import gate
 from kernelband.evaluate.verdict import Verdict
@@ -97,7 +98,7 @@ def profile(payload: dict[str, Any]) -> dict[str, Any]:
     verdict, measured = _check_and_measure(
         timings, lambda: evaluate_candidate(problem, editable, held_out=False, seeds=CHECK_SEEDS, device=device),
         lambda until_checked: _measure(problem, editable, payload, timings, until_checked),
-        beside=_measures_on_gpu(payload["target"]))
+        beside=_measures_on_gpu(payload["target"]), verdict_first=not get_settings().measure_before_verdict)
     if not verdict.correct or measured is None:
         return ProfileResult(ok=False, reason=verdict.reason, message=verdict.message,
                              verdict=verdict.to_dict(), timings=timings).to_dict()
@@ -124,7 +125,7 @@ def verify(payload: dict[str, Any]) -> dict[str, Any]:
     if _measures_on_gpu(payload["target"]):
         verdict, final = _check_and_measure(
             timings, check, lambda until_checked: _final_measurement(problem, payload, timings, until_checked),
-            beside=True)
+            beside=True, verdict_first=not get_settings().measure_before_verdict)
     else:
         verdict, final = _timed(timings, "check", check), None
     result = VerifyResult(ok=verdict.correct, reason="" if verdict.correct else verdict.reason,
@@ -139,7 +140,7 @@ def verify(payload: dict[str, Any]) -> dict[str, Any]:
 
 def _check_and_measure(timings: dict[str, float], check: Callable[[], Verdict],
                        measure: Callable[[UntilChecked | None], Measured | Unmeasured], *,
-                       beside: bool) -> tuple[Verdict, Measured | Unmeasured | None]:
+                       beside: bool, verdict_first: bool = True) -> tuple[Verdict, Measured | Unmeasured | None]:
     """The check's verdict, and the measurement when the check passed (None when it did not).
 
     `beside` (a GPU node): the check runs in a thread of its own while the measurement starts
@@ -147,7 +148,12 @@ def _check_and_measure(timings: dict[str, float], check: Callable[[], Verdict],
     measurement waits for the verdict only before its exclusive turn, so a refused candidate is
     never timed, and a step no longer pays for its check and its runner's start one after the
     other. `timings["check"]` then overlaps `timings["measure"]`, and `check_wait` is the part
-    of `measure` spent waiting for the verdict."""
+    of `measure` spent waiting for the verdict.
+
+    Without `verdict_first` (`Settings.measure_before_verdict`) the timed rounds do not wait:
+    a candidate whose check is still running is timed, and its measurement is dropped if the
+    check refuses it (the step's answer is the verdict either way); `check_wait` is then the
+    wait for the verdict after the measurement. A refused candidate costs its exclusive turn."""
     if not beside:
         verdict = _timed(timings, "check", check)
         return verdict, _timed(timings, "measure", lambda: measure(None)) if verdict.correct else None
@@ -162,8 +168,11 @@ def _check_and_measure(timings: dict[str, float], check: Callable[[], Verdict],
             if not verdict.correct:
                 raise CandidateRefused(f"its correctness check refused it ({verdict.reason})")
 
-        measured = _timed(timings, "measure", lambda: measure(until_checked))
+        measured = _timed(timings, "measure", lambda: measure(until_checked if verdict_first else None))
+        started = time.perf_counter()
         verdict = checking.result()
+        if not verdict_first:
+            timings["check_wait"] = time.perf_counter() - started
     return verdict, measured if verdict.correct else None
 
 

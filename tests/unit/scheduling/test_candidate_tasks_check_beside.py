@@ -1,6 +1,8 @@
 """On a GPU node a candidate's check runs beside its measurement's start: the two overlap, the
 timed rounds wait for the verdict, a refused candidate is never measured, and the check runs
-under its job's limits and Triton cache like every other sandbox run of the task."""
+under its job's limits and Triton cache like every other sandbox run of the task. With
+`measure_before_verdict` the timed rounds do not wait, and a refused candidate's measurement
+is dropped."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ import time
 
 import pytest
 
+from kernelband.config import get_settings
 from kernelband.evaluate.verdict import Verdict
 from kernelband.profile.measurement import CandidateRefused, UntilChecked
 from kernelband.sandbox import SandboxLimits, job_limits
@@ -93,3 +96,53 @@ def test_the_check_thread_runs_under_the_jobs_limits_and_cache(monkeypatch: pyte
     assert seen["thread"] != threading.current_thread().name
     assert seen["scope"] == "41" and seen["wall_s"] == 7.0
     assert result["ok"] is False and result["reason"] == "wrong_result"
+
+
+def test_with_the_verdict_after_timing_a_candidate_is_timed_at_once_and_kept_only_if_the_check_passes() -> None:
+    for verdict_given, kept in ((OK, True), (WRONG, False)):
+        release = threading.Event()  # the check answers only once the measurement is done
+        order: list[str] = []
+
+        def check(verdict: Verdict = verdict_given, release: threading.Event = release,
+                  order: list[str] = order) -> Verdict:
+            assert release.wait(5), "the measurement waited for the check"
+            order.append("verdict")
+            return verdict
+
+        def measure(until_checked: UntilChecked | None, release: threading.Event = release,
+                    order: list[str] = order) -> Unmeasured:
+            assert until_checked is None  # nothing to wait for before the timed rounds
+            order.append("timed")
+            release.set()
+            return Unmeasured("", "timed")
+
+        timings: dict[str, float] = {}
+        verdict, measured = _check_and_measure(timings, check, measure, beside=True, verdict_first=False)
+        assert verdict == verdict_given and order == ["timed", "verdict"]
+        assert (measured is not None) is kept  # a refused candidate's measurement is dropped
+        assert "check_wait" in timings and timings["check_wait"] <= timings["check"]
+
+
+@pytest.mark.parametrize("before", [False, True])
+def test_the_setting_decides_whether_the_timed_rounds_wait_for_the_verdict(
+        monkeypatch: pytest.MonkeyPatch, before: bool) -> None:
+    given: list[bool] = []
+
+    def measure(*args: object, until_checked: UntilChecked | None = None, **kwargs: object) -> Unmeasured:
+        given.append(until_checked is not None)
+        return Unmeasured("never", "never")
+
+    monkeypatch.setenv("KERNELBAND_MEASURE_BEFORE_VERDICT", str(before).lower())
+    get_settings.cache_clear()
+    monkeypatch.setattr(candidate_tasks, "evaluate_candidate", lambda *a, **k: OK)
+    monkeypatch.setattr(candidate_tasks, "_measures_on_gpu", lambda target: True)
+    monkeypatch.setattr(candidate_tasks, "_measure", lambda problem, editable, payload, timings, until_checked=None:
+                        measure(until_checked=until_checked))
+    monkeypatch.setattr(candidate_tasks, "problem_of", lambda payload: None)
+    payload = {"problem": {}, "editable": "x", "target": "h100", "job_id": 41, "limits": {}}
+    try:
+        with job_limits(None):
+            candidate_tasks.profile(payload)
+    finally:
+        get_settings.cache_clear()
+    assert given == [not before]
