@@ -120,7 +120,7 @@ def test_with_the_verdict_after_timing_a_candidate_is_timed_at_once_and_kept_onl
         verdict, measured = _check_and_measure(timings, check, measure, beside=True, verdict_first=False)
         assert verdict == verdict_given and order == ["timed", "verdict"]
         assert (measured is not None) is kept  # a refused candidate's measurement is dropped
-        assert "check_wait" in timings and timings["check_wait"] <= timings["check"]
+        assert timings["check_wait"] >= 0.0  # the wait for the verdict, after the measurement
 
 
 @pytest.mark.parametrize("before", [False, True])
