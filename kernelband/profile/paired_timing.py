@@ -130,16 +130,20 @@ def _verify(pair: RunnerPair, problem: KernelProblem, case: str, round_no: int) 
 def prepare_first(pair: RunnerPair, config: PairedConfig, rng: random.Random) -> tuple[list[str], float]:
     """The timed cases (the judge's pick, the same for both runners) and their first inputs in
     both runners, which compiles and autotunes: untimed work, which need not have the GPU alone.
-    Returns the cases and the seconds taken; raises TimingRejected when the runners' cases, or
-    where they drew a harness's inputs, differ."""
+    Returns the cases and the seconds taken; raises TimingRejected when the runners' cases
+    differ, OriginalRunnerError when they drew a harness's inputs in different places."""
     original, candidate = pair.runners["original"], pair.runners["candidate"]
     if candidate.cases != original.cases:
         raise TimingRejected("timing_cases_differ", f"the candidate's runner offers cases "
                              f"{candidate.cases} where the original has {original.cases}")
-    if candidate.inputs_drawn != original.inputs_drawn:  # the same seed gives other values elsewhere
-        raise TimingRejected("timing_inputs_drawn_apart", f"the candidate's runner drew the harness's inputs "
-                             f"on the {candidate.inputs_drawn or 'host'} where the original's drew them on the "
-                             f"{original.inputs_drawn or 'host'}: the two would be timed on different inputs")
+    if candidate.inputs_drawn != original.inputs_drawn:
+        # the same seed gives other values elsewhere. Which one is drawn where follows the
+        # harness's code, the same in both, except a draw that did not fit on the device then
+        # (a warm original drew while the GPU was emptier): fresh runners, not a verdict
+        raise OriginalRunnerError("runners_drew_inputs_apart", f"the candidate's runner drew the harness's "
+                                  f"inputs on the {candidate.inputs_drawn or 'host'} where the original's drew "
+                                  f"them on the {original.inputs_drawn or 'host'}: the two would be timed on "
+                                  "different inputs")
     cases = spread_cases(original.cases, config.max_cases)
     started = time.perf_counter()
     pair.prepare(cases, rng.randrange(1, 1 << 30))

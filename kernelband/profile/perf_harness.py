@@ -125,9 +125,9 @@ def draw_inputs(harness: Any, device: str, reseed: Callable[[], None], factory_d
             return "device"
         except Exception:  # noqa: BLE001 - any failure here is retried on the host, as before
             harness.input_tensors = []
-            if torch.cuda.is_available():
-                torch.cuda.empty_cache()
-            reseed()
+        if torch.cuda.is_available():  # out of the handler: the failed draw's frames are gone
+            torch.cuda.empty_cache()
+        reseed()
     with device_scope(device):
         harness.get_input_tensors()
     return "host"
