@@ -39,8 +39,7 @@ JOB_STATUSES = ("queued", "running", "completed", "cancelled", "failed")
 TRACK_STATUSES = ("pending", "running", "accepting", "completed", "cancelled", "failed")
 ATTEMPT_KINDS = ("generate", "compile", "profile", "verify")
 ATTEMPT_STATES = ("pending", "dispatched", "done", "failed", "expired")
-# The states of an attempt not yet done or failed (scheduling.attempts.ACTIVE_ATTEMPT_STATES)
-# as SQL: what the state index holds on Postgres
+# scheduling.attempts.ACTIVE_ATTEMPT_STATES as SQL: what the state index holds on Postgres
 ACTIVE_ATTEMPTS_SQL = "state IN ('pending', 'dispatched', 'expired')"
 CANDIDATE_STATUSES = ("generated", "compiled", "rejected", "measured", "duplicate")
 FINISHED_JOB_STATUSES = ("completed", "cancelled", "failed")
@@ -215,10 +214,8 @@ class Attempt(Base):
     """One unit of work sent to a worker; applied at most once, re-dispatched up to max tries."""
 
     __tablename__ = "attempts"
-    # finished_at: the fleet view's throughput reads the attempts of a recent window each poll.
-    # On Postgres each of the two holds only the rows its reads ask for (migration 0015): an
-    # attempt's state and finished_at change when it finishes, so that update (like its insert)
-    # adds an entry to every index of the table but a partial one whose rows it leaves out.
+    # Read: unfinished attempts by state; finished ones by time (the fleet view, usage). Postgres
+    # indexes only those rows (0015), so finishing an attempt adds no state entry (nor inserting one a finished entry).
     __table_args__ = (Index("ix_attempts_state_lease", "state", "lease_expires_at",
                             postgresql_where=text(ACTIVE_ATTEMPTS_SQL)),
                       Index("ix_attempts_finished_at", "finished_at",
