@@ -1,10 +1,13 @@
 """A suite campaign on the real services: Postgres, Redis, Celery workers, a scheduler process.
 
 Three suites (native, TritonBench-G, KernelBench examples), two policies, the rules generator,
-the cpu target, budget 2. The scheduler is killed with SIGKILL once mid-campaign and restarted;
+the cpu target, budget 1. The scheduler is killed with SIGKILL once mid-campaign and restarted;
 every job must still complete and no job completed before the kill may change its outcome.
-By default every bundled example runs (7 native, 5 TritonBench-G, 5 KernelBench: 34 jobs, about
-100 s here); KERNELBAND_SUITE_QUICK=1 takes the first three files of each format.
+By default every bundled example runs (7 native, 5 TritonBench-G, 5 KernelBench: 34 jobs);
+KERNELBAND_SUITE_QUICK=1 takes the first three files of each format. One pull per job is what
+the kill needs (jobs finished, in flight and queued when it comes); alone on a 2-core machine
+the campaign took 160 s at budget 1 against 261 s at budget 2, and it is the longest test of
+`make test`.
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ pytestmark = pytest.mark.integration
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 FORMATS = {"native": EXAMPLES, "tritonbench": EXAMPLES / "tritonbench",
            "kernelbench": EXAMPLES / "kernelbench"}
-SETTINGS = SuiteSettings(targets=("cpu",), policies=("kernelband", "random"), budget=2,
+SETTINGS = SuiteSettings(targets=("cpu",), policies=("kernelband", "random"), budget=1,
                          parallelism=2, seed=3)
 
 
