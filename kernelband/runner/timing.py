@@ -56,7 +56,12 @@ from kernelband.evaluate.verified_timing import salt as overwrite
 from kernelband.problem.model import KernelProblem
 from kernelband.problem.runtime import load_runtime
 from kernelband.profile.gpu import gpu_features
-from kernelband.profile.perf_harness import draw_inputs, harness_prepares, load_harness, region_prepare
+from kernelband.profile.perf_harness import (
+    draw_inputs,
+    harness_prepares,
+    load_harness,
+    region_prepare,
+)
 from kernelband.profile.timing import CudaDevice
 from kernelband.runner import autotune
 from kernelband.runner.outputs import save_file
