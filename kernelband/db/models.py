@@ -39,8 +39,8 @@ JOB_STATUSES = ("queued", "running", "completed", "cancelled", "failed")
 TRACK_STATUSES = ("pending", "running", "accepting", "completed", "cancelled", "failed")
 ATTEMPT_KINDS = ("generate", "compile", "profile", "verify")
 ATTEMPT_STATES = ("pending", "dispatched", "done", "failed", "expired")
-# scheduling.attempts.ACTIVE_ATTEMPT_STATES as SQL: what the state index holds on Postgres
-ACTIVE_ATTEMPTS_SQL = "state IN ('pending', 'dispatched', 'expired')"
+ACTIVE_ATTEMPT_STATES = ("pending", "dispatched", "expired")  # open: a result may still apply
+ACTIVE_ATTEMPTS_SQL = f"state IN ({', '.join(map(repr, ACTIVE_ATTEMPT_STATES))})"  # the state index's rows
 CANDIDATE_STATUSES = ("generated", "compiled", "rejected", "measured", "duplicate")
 FINISHED_JOB_STATUSES = ("completed", "cancelled", "failed")
 

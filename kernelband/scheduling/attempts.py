@@ -32,13 +32,13 @@ from sqlalchemy import event as orm_events
 from sqlalchemy.orm import Session
 
 from kernelband.db.json_rows import QUOTE, insert_rows, records_param, rows_portable
-from kernelband.db.models import Attempt, Track, utcnow
+from kernelband.db.models import ACTIVE_ATTEMPT_STATES, Attempt, Track, utcnow
 from kernelband.db.row_buffer import add_row
 from kernelband.scheduling.dispatch import queue_for
 
-# An attempt in one of these states is open: its result may still be applied (the only
-# definition; ingest, selection and the lifecycle import it).
-ACTIVE_ATTEMPT_STATES = ("pending", "dispatched", "expired")
+# ACTIVE_ATTEMPT_STATES: an attempt in one of these is open, its result may still be applied.
+# Defined beside the schema, whose state index on Postgres holds only these rows; ingest,
+# selection and the lifecycle import it from here.
 
 
 def new_attempt(session: Session, track: Track, kind: str, candidate_id: int | None,
