@@ -137,8 +137,7 @@ class TimingServer:
             seed = int(msg.get("seed", 0))
             _seed_everything(seed)
             harness = load_harness(problem.perf_source, runtime.original_module, Path.cwd(), "preloaded")
-            drawn_on = draw_inputs(harness, device, lambda: _seed_everything(seed),
-                                   _factory_device(device, bool(msg.get("inputs_on_device"))))
+            drawn_on = _draw(harness, device, seed, bool(msg.get("inputs_on_device")))
         self.preloaded = (_preload_key(msg), runtime.original_module, harness, drawn_on)
         return {}
 
@@ -153,8 +152,7 @@ class TimingServer:
             if drawn is not None:
                 self.inputs_drawn = drawn_on
                 return harness_prepares(harness, self.device, inputs_from=drawn)
-            self.inputs_drawn = draw_inputs(harness, self.device, lambda: _seed_everything(seed),
-                                            _factory_device(self.device, on_device))
+            self.inputs_drawn = _draw(harness, self.device, seed, on_device)
             return harness_prepares(harness, self.device, drawn=True)
         return [("region_calls", region_prepare(self.problem, self.runtime, "candidate", self.device))]
 
@@ -308,9 +306,11 @@ def _preload_key(msg: dict[str, Any]) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def _factory_device(device: str, on_device: bool) -> str | None:
-    """Where a harness's inputs are drawn first: the runner's GPU when asked, else the host."""
-    return device if on_device and device.startswith("cuda") else None
+def _draw(harness: Any, device: str, seed: int, on_device: bool) -> str:
+    """A harness's inputs drawn from `seed` (seeded already): first on the runner's GPU when
+    asked, else on the host; where they were drawn."""
+    factory = device if on_device and device.startswith("cuda") else None
+    return draw_inputs(harness, device, lambda: _seed_everything(seed), factory)
 
 
 def _device_bytes(count: int, device: str) -> Any:
