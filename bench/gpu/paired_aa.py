@@ -65,8 +65,10 @@ def _target() -> str:
     return next((t for t in ("h200", "h100", "a100", "rtx4090") if t.upper().replace("RTX", "") in name), "h200")
 
 
-def measure_one(name: str, corpus: Path, target: str, graphs: bool, cpu: bool, spare: bool = False) -> dict[str, Any]:
+def measure_one(name: str, corpus: Path, target: str, graphs: bool, cpu: bool, spare: bool = False,
+                check_in_runner: bool = False) -> dict[str, Any]:
     from kernelband.evaluate import evaluate_candidate
+    from kernelband.profile.runner_check import RunnerCheck
     from kernelband.profile.paired_gpu import config_from_settings
     from kernelband.profile.paired_runners import SPARES, runner_limits
     from kernelband.profile.perf_harness import with_perf_harness
@@ -78,10 +80,15 @@ def measure_one(name: str, corpus: Path, target: str, graphs: bool, cpu: bool, s
     problem = load_problem_sandboxed(source, "tritonbench", name)
     problem = with_perf_harness(problem, (corpus / "perf" / f"{name}_perf.py").read_text())
     parts["load"] = time.perf_counter() - start
+    # the check in the candidate's runner before its first prepare, as a GPU node's profile step
+    # makes it with `check_in_runner` (whatever that leaves in the runner is then in the A/A)
+    gate = RunnerCheck(lambda in_runner: evaluate_candidate(problem, problem.editable, device=None,
+                                                            in_runner=in_runner))
     start = time.perf_counter()
-    verdict = evaluate_candidate(problem, problem.editable, device="cpu" if cpu else None)
+    verdict = evaluate_candidate(problem, problem.editable, device="cpu" if cpu else None) if not (
+        check_in_runner and not cpu) else None
     parts["correctness"] = time.perf_counter() - start
-    row: dict[str, Any] = {"problem": name, "graphs": graphs, "correct": verdict.correct}
+    row: dict[str, Any] = {"problem": name, "graphs": graphs, "correct": verdict.correct if verdict else None}
     config = replace(config_from_settings(), graphs=graphs)
     if spare and not cpu:  # the candidate's runner started ahead, as a problem's later candidates get it
         start = time.perf_counter()
@@ -91,9 +98,14 @@ def measure_one(name: str, corpus: Path, target: str, graphs: bool, cpu: bool, s
         parts["spare_start"] = time.perf_counter() - start
     start = time.perf_counter()
     try:
-        measurement = _measure(problem, target, config, cpu)
+        measurement = _measure(problem, target, config, cpu, gate if verdict is None else None)
     except Exception as exc:  # a row says why; the table goes on
         return row | {"error": f"{type(exc).__name__}: {str(exc)[:300]}", "parts_s": parts}
+    finally:
+        if verdict is None:
+            row["correct"] = gate.verdict.correct if gate.verdict else None
+            row["checked_in_runner"] = gate.in_runner
+            parts["correctness"] = gate.check_s
     parts["measure"] = time.perf_counter() - start
     parts |= {k: float(v) for k, v in (measurement.checks.get("parts_s") or {}).items()}
     speedup = measurement.speedup
@@ -119,7 +131,7 @@ def _claimed_ratio(rounds: dict[str, list[float]]) -> float | None:
     return math.exp(statistics.fmean(math.log(o / c) for o, c in pairs))
 
 
-def _measure(problem: Any, target: str, config: Any, cpu: bool) -> Any:
+def _measure(problem: Any, target: str, config: Any, cpu: bool, until_checked: Any = None) -> Any:
     if cpu:
         from kernelband.profile.paired_result import measure_speedup
 
@@ -128,7 +140,7 @@ def _measure(problem: Any, target: str, config: Any, cpu: bool) -> Any:
     from kernelband.profile import measure_candidate
 
     return measure_candidate(problem, problem.editable, target, hardware_signature=False, paired_config=config,
-                             features=False)[0]
+                             features=False, until_checked=until_checked)[0]
 
 
 def table(rows: list[dict[str, Any]]) -> str:
@@ -220,6 +232,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--graphs", action="store_true", help="also measure with CUDA-graph replays")
     parser.add_argument("--spares", action="store_true",
                         help="measure each original in a runner started ahead (a spare), as later candidates are")
+    parser.add_argument("--check-in-runner", action="store_true",
+                        help="check each original in its candidate runner before timing (Settings.check_in_runner)")
     parser.add_argument("--tag", default="", help="a suffix for the output files (one per configuration)")
     parser.add_argument("--beside", type=int, default=0,
                         help="under load: a suite of this many corpus problems on the same GPU meanwhile")
@@ -234,7 +248,8 @@ def main(argv: list[str] | None = None) -> int:
     with suite_beside(args.beside, target, out, args.beside_lead_s) as load:
         for name in names:
             for graphs in ((False, True) if args.graphs else (False,)):
-                rows.append(measure_one(name, args.corpus, target, graphs, args.cpu, args.spares))
+                rows.append(measure_one(name, args.corpus, target, graphs, args.cpu, args.spares,
+                                         args.check_in_runner))
                 print(table(rows[-1:]).splitlines()[-1], flush=True)
     how = f"Ran {load}.\n\n" if load else ""
     text = (f"# A/A paired timing on {target} ({rows[0].get('device', '?') if rows else '?'})\n\n{how}"

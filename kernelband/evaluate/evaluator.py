@@ -8,6 +8,7 @@ children wrote (`raw_outputs`) and decides (`judge`); it never imports their cod
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -24,6 +25,7 @@ from kernelband.sandbox.device import detect_device, interpreter_irreproducible,
 from kernelband.sandbox.gpu_lock import gpu_turn
 
 TARGET = "kernelband.runner.correctness:run_correctness"
+ChildRun = Callable[[dict[str, Any], list[str]], SandboxResult]  # (payload, file names) -> result
 
 
 @dataclass
@@ -42,6 +44,9 @@ class _Check:
     isolated: bool | None = True
     reported: dict[str, float] = field(default_factory=dict)
     reference_source: str = "kept"
+    # runs the candidate's public cases somewhere other than a child of its own: the candidate's
+    # live timing runner (kernelband/profile/runner_check.py), given the payload and the file names
+    in_runner: ChildRun | None = None
 
     @property
     def seeds(self) -> int:
@@ -57,16 +62,19 @@ class _Check:
 
 
 def _run(check: _Check, editable: str | None, payload: dict[str, Any],
-         entries: list[Entry]) -> tuple[SandboxResult, RunnerReport]:
-    """One runner child, given only the cases of `entries` (its steps, then its re-runs, in
-    order); its named files are loaded into `result.collected`, and the step its report names
-    is mapped back to the plan's index."""
+         entries: list[Entry], in_runner: ChildRun | None = None) -> tuple[SandboxResult, RunnerReport]:
+    """One runner child (or `in_runner`: the candidate's live runner), given only the cases of
+    `entries` (its steps, then its re-runs, in order); its named files are loaded into
+    `result.collected`, and the step its report names is mapped back to the plan's index."""
     names = [name for step in payload["steps"] for name in step["files"].values()]
     names += [step["file"] for step in payload.get("again", [])]
     payload = {"problem": judge.runner_problem(check.problem, entries), "editable": editable,
                "device": check.device, **payload}
-    with gpu_turn(check.device, exclusive=False):  # never during another candidate's timed rounds
-        result = run_sandboxed(TARGET, payload, check.limits, collect=collector(names))
+    if in_runner is not None:  # its caller holds the GPU turn the runner's work needs
+        result = in_runner(payload, names)
+    else:
+        with gpu_turn(check.device, exclusive=False):  # never during another candidate's timed rounds
+            result = run_sandboxed(TARGET, payload, check.limits, collect=collector(names))
     report = RunnerReport.parse(result.value) if result.ok else RunnerReport(True, result.reason)
     check.account(result, report if result.ok else None)
     if report.step is not None:  # a step it was not given names no check
@@ -176,7 +184,8 @@ def _candidate_part(check: _Check, entries: list[Entry], hidden: bool) -> judge.
     Held-out cases run in a child of their own, after the public ones passed, and every word
     from it is replaced: a process that held held-out cases does not write a message."""
     result, report = _run(check, check.editable, {
-        "count_launches": True, "steps": judge.steps(check.problem, entries, ("candidate",))}, entries)
+        "count_launches": True, "steps": judge.steps(check.problem, entries, ("candidate",))}, entries,
+        None if hidden else check.in_runner)  # held-out cases never reach a runner that times
     if not result.ok:
         if hidden:
             result = replace(result, message="", stderr_tail="")
@@ -216,13 +225,18 @@ def evaluate_candidate(
     limits: SandboxLimits | None = None,
     device: str | None = None,
     static_checks: bool = True,
+    in_runner: ChildRun | None = None,
 ) -> Verdict:
     """Check `editable` (None: the original kernel) against the reference.
 
     `static_checks=False` skips the source checks (only to test the runtime defences).
+    `in_runner(payload, names)`: where the candidate's public cases run instead of a child of
+    their own (the candidate's loaded timing runner); references and held-out cases never do.
     """
     if seeds < 1:
         raise ValueError(f"seeds must be at least 1, got {seeds}")
+    if in_runner is not None and editable is None:
+        raise ValueError("in_runner runs a candidate's cases; the original is checked in a child of its own")
     if editable is not None and static_checks:
         found = check_source(editable, problem.editable)
         if found is not None:
@@ -233,7 +247,7 @@ def evaluate_candidate(
     key = problem_key(problem, device)
     base_seed = STORE.base_seed(key)
     check = _Check(problem, editable, device, limits, key, base_seed,
-                   judge.plan(problem, held_out, seeds, base_seed))
+                   judge.plan(problem, held_out, seeds, base_seed), in_runner=in_runner)
     if editable is None:
         # a published KernelBench file's placeholder is the PyTorch Model itself: it is checked
         # to run and agree with Model, never judged as a Triton kernel (problem/translate.py)

@@ -158,6 +158,10 @@ class TritonBenchRuntime(ProblemRuntime):
     def candidate(self, args: list[Any]) -> Any:
         return self._run(self.candidate_module, args, "candidate")
 
+    def forget_runs(self) -> None:
+        """Drop the results of earlier test runs not yet handed out (and their memory)."""
+        self._unused.clear()
+
     def candidate_again(self, args: list[Any]) -> Any:
         """The candidate's result from a second run of the test (the determinism check): one
         re-run answers every case of a seed, apart from the run `candidate` hands out."""

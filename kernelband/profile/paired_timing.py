@@ -43,6 +43,7 @@ from kernelband.profile.paired_runners import (
     start_runner,
 )
 from kernelband.profile.per_problem import PerProblem
+from kernelband.profile.runner_check import RunnerCheck
 from kernelband.sandbox.gpu_lock import gpu_turn
 from kernelband.sandbox.limits import SandboxLimits
 
@@ -289,7 +290,7 @@ def _measure_once(problem: KernelProblem, editable: str | None, device: str, con
     parts["load_original"] = time.perf_counter() - start
     try:
         pair, tuning, first = _start_candidate(problem, editable, device, config, limits, original, picks,
-                                               rng, parts)
+                                               rng, parts, until_checked)
         candidate = pair.runners["candidate"]
         try:
             if until_checked is not None:
@@ -325,9 +326,11 @@ def _measure_once(problem: KernelProblem, editable: str | None, device: str, con
 
 def _start_candidate(problem: KernelProblem, editable: str | None, device: str, config: PairedConfig,
                      limits: SandboxLimits | None, original: Runner, picks: dict[str, Any], rng: random.Random,
-                     parts: dict[str, float]) -> tuple[RunnerPair, list[str], tuple[list[str], float]]:
-    """In one shared GPU turn: the candidate's runner, the problem's autotune picks pinned in it
-    and both runners' first inputs (compiles, untimed), so the exclusive turn holds timing only."""
+                     parts: dict[str, float], until_checked: UntilChecked | None = None,
+                     ) -> tuple[RunnerPair, list[str], tuple[list[str], float]]:
+    """In one shared GPU turn: the candidate's runner, the problem's autotune picks pinned in it,
+    its correctness check where the check runs in it (a RunnerCheck) and both runners' first
+    inputs (compiles, untimed), so the exclusive turn holds timing only."""
     start = time.perf_counter()
     with gpu_turn(device, exclusive=False) as turn:
         # the wait is other candidates' timed rounds, not this runner's start: kept apart
@@ -336,7 +339,12 @@ def _start_candidate(problem: KernelProblem, editable: str | None, device: str, 
         parts["load_candidate"] = time.perf_counter() - start - turn["waited_s"]
         try:
             pair = RunnerPair(original, candidate, config)
-            return pair, pin_candidate(candidate, picks, config), prepare_first(pair, config, rng)
+            tuning = pin_candidate(candidate, picks, config)
+            if isinstance(until_checked, RunnerCheck):
+                checked = time.perf_counter()
+                until_checked.run_in(candidate.session)
+                parts["check_in_runner"] = time.perf_counter() - checked
+            return pair, tuning, prepare_first(pair, config, rng)
         except BaseException:
             close_soon(candidate)
             raise

@@ -224,6 +224,38 @@ def _run_steps(runner: CaseRunner, payload: dict[str, Any], cases: dict[str, Cas
             runner.again(step, cases[step["case"]])
 
 
+def _checked(runner: CaseRunner, payload: dict[str, Any], problem: KernelProblem) -> dict[str, Any]:
+    """The judge's steps on a loaded runtime: the report; the outputs and their index are files."""
+    report: dict[str, Any] = {"status": "ok"}
+    try:
+        with guarded_launches():  # on a GPU: zeros past every tensor's end, for both sides
+            _run_steps(runner, payload, _cases(problem))
+    except Rejected as rej:
+        report = {"status": "rejected", "reason": rej.reason, "message": rej.message, "step": runner.current}
+    finally:
+        write_index(runner.written)
+    return report
+
+
+def check_loaded(runtime: Any, payload: dict[str, Any], seal: TimerSeal) -> dict[str, Any]:
+    """The correctness steps of `payload` (`{problem, count_launches, steps, again}`) run on a
+    runtime a timing runner already loaded (its `check` command): the same calls, checks and
+    files as `run_correctness`, without a second process loading and compiling the candidate.
+    `seal` was taken before any of the process's untrusted code ran."""
+    problem = KernelProblem.from_dict(payload["problem"])
+    runner = CaseRunner(problem, runtime, count_launches=payload.get("count_launches", True), seal=seal)
+    shared = getattr(runtime, "share_runs", None)
+    start = time.perf_counter()
+    try:
+        report = _checked(runner, payload, problem)
+    finally:
+        if shared is not None:  # the timed calls run the test every time, as before the check
+            runtime.share_runs = shared
+            runtime.forget_runs()
+    return {**report, "runner_reported": {"load_s": 0.0, "run_s": runner.run_s,
+                                          "check_s": time.perf_counter() - start}}
+
+
 def run_correctness(payload: dict[str, Any]) -> dict[str, Any]:
     """Sandbox target: `{problem, editable, device, count_launches, steps, again}` ->
     `{status, reason, message, step, runner_reported}`; the outputs are files."""
@@ -237,12 +269,5 @@ def run_correctness(payload: dict[str, Any]) -> dict[str, Any]:
                 "message": f"the candidate could not be loaded: {type(exc).__name__}: {exc}"}
     load_s = time.perf_counter() - start
     runner = CaseRunner(problem, runtime, count_launches=payload.get("count_launches", True), seal=seal)
-    report: dict[str, Any] = {"status": "ok"}
-    try:
-        with guarded_launches():  # on a GPU: zeros past every tensor's end, for both sides
-            _run_steps(runner, payload, _cases(problem))
-    except Rejected as rej:
-        report = {"status": "rejected", "reason": rej.reason, "message": rej.message, "step": runner.current}
-    finally:
-        write_index(runner.written)
+    report = _checked(runner, payload, problem)
     return {**report, "runner_reported": {"load_s": load_s, "run_s": runner.run_s}}

@@ -23,6 +23,8 @@ JSON lines on one FIFO, replies leave on another (see that module):
   picked; another runner's picks taken for unchanged kernels (kernelband/runner/autotune.py).
   `autotune_compile_only {on}`: start or end a pass in which autotuners run each config once
   (compiling it) and time none; the picks made meanwhile are forgotten at its end.
+- `check {problem, count_launches, steps, again}`: the correctness steps on the loaded candidate
+  (kernelband/runner/correctness.py `check_loaded`), outputs written as files for the judge.
 - `ping {}`: an empty answer (the runner is up); `init_device {device}`: the device's context
   made before any code is loaded, so a runner started ahead of its candidate has paid for it.
 - `preload {problem, device, seed, inputs_on_device}`: a runner started ahead of a candidate (a spare) imports the
@@ -51,6 +53,7 @@ import numpy
 import torch
 
 from kernelband.evaluate.gpu_share import triton_share
+from kernelband.evaluate.integrity import TimerSeal
 from kernelband.evaluate.verified_timing import output_fingerprint
 from kernelband.evaluate.verified_timing import salt as overwrite
 from kernelband.problem.model import KernelProblem
@@ -64,6 +67,7 @@ from kernelband.profile.perf_harness import (
 )
 from kernelband.profile.timing import CudaDevice
 from kernelband.runner import autotune
+from kernelband.runner.correctness import check_loaded
 from kernelband.runner.outputs import save_file
 
 MAX_BATCH = 100_000
@@ -95,6 +99,7 @@ class TimingServer:
         # (problem key, original module, harness, where its inputs were drawn)
         self.preloaded: tuple[str, Any, Any, str] | None = None
         self.inputs_drawn = ""  # "device" or "host" for a harness's inputs (perf_harness.draw_inputs)
+        self.seal = TimerSeal()  # before any untrusted code (a problem module, a candidate) runs here
 
     def handle(self, msg: dict[str, Any]) -> dict[str, Any]:
         handler = getattr(self, f"cmd_{msg.get('cmd')}", None)
@@ -156,6 +161,9 @@ class TimingServer:
             return harness_prepares(harness, self.device, drawn=True)
         return [("region_calls", region_prepare(self.problem, self.runtime, "candidate", self.device))]
 
+    def cmd_check(self, msg: dict[str, Any]) -> dict[str, Any]:
+        return check_loaded(self.runtime, msg, self.seal)
+
     def cmd_ping(self, msg: dict[str, Any]) -> dict[str, Any]:
         return {}
 
@@ -186,7 +194,7 @@ class TimingServer:
             self.cases.pop(name, None)
             self.pads.pop(name, None)
             torch.cuda.empty_cache()
-            self.pads[name] = _device_bytes(pad, self.device)
+            self.pads[name] = torch.empty(pad, dtype=torch.uint8, device=self.device)
         marks.append(time.perf_counter())
         if self.harness:
             prepared = _Case(self.harness[name]())
@@ -311,10 +319,6 @@ def _draw(harness: Any, device: str, seed: int, on_device: bool) -> str:
     asked, else on the host; where they were drawn."""
     factory = device if on_device and device.startswith("cuda") else None
     return draw_inputs(harness, device, lambda: _seed_everything(seed), factory)
-
-
-def _device_bytes(count: int, device: str) -> Any:
-    return torch.empty(count, dtype=torch.uint8, device=device)
 
 
 def _seed_everything(seed: int) -> None:

@@ -6,7 +6,8 @@ Each returns `to_dict()` of its result value (`kernelband.scheduling.results`), 
 wall seconds per part of the task (`check`: the sandboxed correctness run, `static`: the static
 profile, `measure`: timing and features, `signature`: on a GPU, the Nsight Compute pass for h,
 `check_wait`: on a GPU, where the check runs beside the measurement's start, the part of
-`measure` that waited for its verdict), which `kernelband.scheduling.stages` summarises per job.
+`measure` that waited for its verdict; with the check in the candidate's runner, `check` is part
+of `measure`), which `kernelband.scheduling.stages` summarises per job.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import Any, TypeVar
 
 from kernelband.config import get_settings
 from kernelband.evaluate import check_source, evaluate_candidate
+from kernelband.evaluate.evaluator import ChildRun
 from kernelband.evaluate.plausibility import gate
 from kernelband.evaluate.verdict import Verdict
 from kernelband.evaluate.verified_timing import TimingRejected
@@ -33,6 +35,7 @@ from kernelband.profile import (
     static_profile_candidate,
 )
 from kernelband.profile.measurement import UntilChecked
+from kernelband.profile.runner_check import RunnerCheck
 from kernelband.sandbox.device import detect_device
 from kernelband.scheduling.results import CompileResult, ProfileResult, VerifyResult
 from kernelband.scheduling.task_payload import editable_of, problem_of, under_job_limits
@@ -95,10 +98,20 @@ def profile(payload: dict[str, Any]) -> dict[str, Any]:
     problem, editable = problem_of(payload), editable_of(payload)
     device = "cpu" if payload["target"] == "cpu" else None  # None: the node's GPU
     timings: dict[str, float] = {}
-    verdict, measured = _check_and_measure(
-        timings, lambda: evaluate_candidate(problem, editable, held_out=False, seeds=CHECK_SEEDS, device=device),
-        lambda until_checked: _measure(problem, editable, payload, timings, until_checked),
-        beside=_measures_on_gpu(payload["target"]), verdict_first=not get_settings().measure_before_verdict)
+
+    def check(in_runner: ChildRun | None = None) -> Verdict:
+        return evaluate_candidate(problem, editable, held_out=False, seeds=CHECK_SEEDS, device=device,
+                                  in_runner=in_runner)
+
+    def measure(until_checked: UntilChecked | None) -> Measured | Unmeasured:
+        return _measure(problem, editable, payload, timings, until_checked)
+
+    beside, settings = _measures_on_gpu(payload["target"]), get_settings()
+    if beside and settings.check_in_runner:
+        verdict, measured = _check_in_runner(timings, check, measure)
+    else:
+        verdict, measured = _check_and_measure(timings, check, measure, beside=beside,
+                                               verdict_first=not settings.measure_before_verdict)
     if not verdict.correct or measured is None:
         return ProfileResult(ok=False, reason=verdict.reason, message=verdict.message,
                              verdict=verdict.to_dict(), timings=timings).to_dict()
@@ -173,6 +186,22 @@ def _check_and_measure(timings: dict[str, float], check: Callable[[], Verdict],
         verdict = checking.result()
         if not verdict_first:
             timings["check_wait"] = time.perf_counter() - started
+    return verdict, measured if verdict.correct else None
+
+
+def _check_in_runner(timings: dict[str, float], check: Callable[[ChildRun | None], Verdict],
+                     measure: Callable[[UntilChecked | None], Measured | Unmeasured],
+                     ) -> tuple[Verdict, Measured | Unmeasured | None]:
+    """The check run in the candidate's timing runner as it starts (`Settings.check_in_runner`):
+    the verdict, and the measurement when the check passed. A measurement that failed before its
+    runner could check (the runner did not start, say) leaves the check to a child of its own, so
+    every step still answers with a verdict. `timings["check"]` overlaps `timings["measure"]`."""
+    gate = RunnerCheck(check)
+    measured = _timed(timings, "measure", lambda: measure(gate))
+    verdict = gate.alone()
+    timings["check"] = gate.check_s
+    if not gate.in_runner:
+        timings["check_alone"] = gate.check_s
     return verdict, measured if verdict.correct else None
 
 

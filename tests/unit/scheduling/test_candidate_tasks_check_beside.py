@@ -146,3 +146,54 @@ def test_the_setting_decides_whether_the_timed_rounds_wait_for_the_verdict(
     finally:
         get_settings.cache_clear()
     assert given == [not before]
+
+
+def test_with_the_check_in_the_runner_the_measurement_gets_the_gate_and_its_verdict_is_the_answer(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from kernelband.profile.runner_check import RunnerCheck
+
+    given: list[object] = []
+    checked: list[object] = []
+
+    def measure(until_checked: UntilChecked | None) -> Unmeasured:
+        given.append(until_checked)
+        assert isinstance(until_checked, RunnerCheck)
+        with pytest.raises(CandidateRefused):  # as the paired measurement meets it
+            until_checked.run_in(object())  # type: ignore[arg-type]  # a runner's session
+        return Unmeasured("measure_failed:CandidateRefused", "refused")
+
+    def check(*args: object, in_runner: object = None, **kwargs: object) -> Verdict:
+        checked.append(in_runner)
+        return WRONG
+
+    monkeypatch.setenv("KERNELBAND_CHECK_IN_RUNNER", "true")
+    get_settings.cache_clear()
+    monkeypatch.setattr(candidate_tasks, "evaluate_candidate", check)
+    monkeypatch.setattr(candidate_tasks, "_measures_on_gpu", lambda target: True)
+    monkeypatch.setattr(candidate_tasks, "_measure", lambda problem, editable, payload, timings, until_checked=None:
+                        measure(until_checked))
+    monkeypatch.setattr(candidate_tasks, "problem_of", lambda payload: None)
+    payload = {"problem": {}, "editable": "x", "target": "h100", "job_id": 41, "limits": {}}
+    try:
+        with job_limits(None):
+            result = candidate_tasks.profile(payload)
+    finally:
+        get_settings.cache_clear()
+    assert not result["ok"] and result["reason"] == "wrong_result"  # the check's verdict, not the measurement's
+    assert len(given) == 1 and len(checked) == 1 and checked[0] is not None  # checked once, in the runner
+
+
+def test_a_measurement_that_fails_before_its_runner_checks_leaves_the_check_to_a_child() -> None:
+    from kernelband.scheduling.candidate_tasks import _check_in_runner
+
+    calls: list[object] = []
+
+    def check(in_runner: object = None) -> Verdict:
+        calls.append(in_runner)
+        return OK
+
+    timings: dict[str, float] = {}
+    verdict, measured = _check_in_runner(timings, check, lambda gate: Unmeasured("runner_load_failed", "no runner"))
+    assert verdict == OK and calls == [None]
+    assert isinstance(measured, Unmeasured) and measured.reason == "runner_load_failed"
+    assert "check_alone" in timings and "measure" in timings
