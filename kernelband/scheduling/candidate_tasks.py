@@ -107,7 +107,7 @@ def profile(payload: dict[str, Any]) -> dict[str, Any]:
         return _measure(problem, editable, payload, timings, until_checked)
 
     beside, settings = _measures_on_gpu(payload["target"]), get_settings()
-    if beside and settings.check_in_runner:
+    if beside and settings.check_in_runner and editable is not None:  # an original checks against itself alone
         verdict, measured = _check_in_runner(timings, check, measure)
     else:
         verdict, measured = _check_and_measure(timings, check, measure, beside=beside,

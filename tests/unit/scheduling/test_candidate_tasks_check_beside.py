@@ -148,8 +148,9 @@ def test_the_setting_decides_whether_the_timed_rounds_wait_for_the_verdict(
     assert given == [not before]
 
 
+@pytest.mark.parametrize("editable", ["x", None])
 def test_with_the_check_in_the_runner_the_measurement_gets_the_gate_and_its_verdict_is_the_answer(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+        monkeypatch: pytest.MonkeyPatch, editable: str | None) -> None:
     from kernelband.profile.runner_check import RunnerCheck
 
     given: list[object] = []
@@ -157,6 +158,11 @@ def test_with_the_check_in_the_runner_the_measurement_gets_the_gate_and_its_verd
 
     def measure(until_checked: UntilChecked | None) -> Unmeasured:
         given.append(until_checked)
+        if editable is None:  # the original is checked against itself in a child of its own, beside
+            assert until_checked is not None and not isinstance(until_checked, RunnerCheck)
+            with pytest.raises(CandidateRefused):
+                until_checked()
+            return Unmeasured("measure_failed:CandidateRefused", "refused")
         assert isinstance(until_checked, RunnerCheck)
         with pytest.raises(CandidateRefused):  # as the paired measurement meets it
             until_checked.run_in(object())  # type: ignore[arg-type]  # a runner's session
@@ -173,14 +179,16 @@ def test_with_the_check_in_the_runner_the_measurement_gets_the_gate_and_its_verd
     monkeypatch.setattr(candidate_tasks, "_measure", lambda problem, editable, payload, timings, until_checked=None:
                         measure(until_checked))
     monkeypatch.setattr(candidate_tasks, "problem_of", lambda payload: None)
-    payload = {"problem": {}, "editable": "x", "target": "h100", "job_id": 41, "limits": {}}
+    monkeypatch.setattr(candidate_tasks, "editable_of", lambda payload: payload["editable"])
+    payload = {"problem": {}, "editable": editable, "target": "h100", "job_id": 41, "limits": {}}
     try:
         with job_limits(None):
             result = candidate_tasks.profile(payload)
     finally:
         get_settings.cache_clear()
     assert not result["ok"] and result["reason"] == "wrong_result"  # the check's verdict, not the measurement's
-    assert len(given) == 1 and len(checked) == 1 and checked[0] is not None  # checked once, in the runner
+    assert len(given) == 1 and len(checked) == 1  # checked once: a candidate in its runner, an original alone
+    assert (checked[0] is not None) is (editable is not None)
 
 
 def test_a_measurement_that_fails_before_its_runner_checks_leaves_the_check_to_a_child() -> None:
