@@ -9,6 +9,7 @@ children wrote (`raw_outputs`) and decides (`judge`); it never imports their cod
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -70,10 +71,12 @@ def _run(check: _Check, editable: str | None, payload: dict[str, Any],
     names += [step["file"] for step in payload.get("again", [])]
     payload = {"problem": judge.runner_problem(check.problem, entries), "editable": editable,
                "device": check.device, **payload}
-    if in_runner is not None:  # its caller holds the GPU turn the runner's work needs
+    if in_runner is not None:
         result = in_runner(payload, names)
     else:
-        with gpu_turn(check.device, exclusive=False):  # never during another candidate's timed rounds
+        # never during another candidate's timed rounds; a check run in the candidate's runner is
+        # made inside the shared turn that starts it, which covers its reference runs too
+        with nullcontext() if check.in_runner is not None else gpu_turn(check.device, exclusive=False):
             result = run_sandboxed(TARGET, payload, check.limits, collect=collector(names))
     report = RunnerReport.parse(result.value) if result.ok else RunnerReport(True, result.reason)
     check.account(result, report if result.ok else None)
@@ -232,6 +235,7 @@ def evaluate_candidate(
     `static_checks=False` skips the source checks (only to test the runtime defences).
     `in_runner(payload, names)`: where the candidate's public cases run instead of a child of
     their own (the candidate's loaded timing runner); references and held-out cases never do.
+    Its caller holds a shared GPU turn, in which the check's other children run too.
     """
     if seeds < 1:
         raise ValueError(f"seeds must be at least 1, got {seeds}")

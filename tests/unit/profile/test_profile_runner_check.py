@@ -131,3 +131,24 @@ def test_without_a_runner_the_gate_checks_in_a_child_of_its_own() -> None:
         gate()  # a path that never started a runner calls it before timing
     assert given == [None] and not gate.in_runner
     assert gate.alone().reason == "wrong_result" and given == [None]  # decided once
+
+
+def test_references_missing_at_the_check_run_inside_the_turn_its_runner_started_in(
+        problem: KernelProblem, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The check runs in the shared GPU turn that starts the candidate's runner; a reference run
+    it needs (a worker that kept none yet) must not ask for a second turn, which never nests."""
+    from kernelband.evaluate import evaluator
+    from kernelband.evaluate.references import STORE
+
+    def no_turn(device: str, *, exclusive: bool, own: tuple[int, ...] = ()) -> Any:
+        raise RuntimeError("a GPU turn was asked for while this thread holds one: turns never nest")
+
+    STORE.clear()
+    runner = start_runner(problem, problem.editable, "cpu", QUICK, None)
+    monkeypatch.setattr(evaluator, "gpu_turn", no_turn)
+    try:
+        verdict = evaluate_candidate(problem, problem.editable, seeds=1, device="cpu",
+                                     in_runner=in_session(runner.session, 120.0))
+    finally:
+        runner.close()
+    assert verdict.correct and verdict.details["reference"] == "ran"
