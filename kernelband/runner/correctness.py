@@ -19,7 +19,7 @@ from typing import Any
 
 from kernelband.evaluate.compare import bitwise_equal, snapshot
 from kernelband.evaluate.integrity import TimerSeal
-from kernelband.problem.cuda_guard import guarded_launches
+from kernelband.problem.cuda_guard import guarded_launches, remove_guard
 from kernelband.problem.model import Case, KernelProblem
 from kernelband.problem.runtime import load_runtime
 from kernelband.profile.launches import capture_launches
@@ -243,13 +243,16 @@ def check_loaded(runtime: Any, payload: dict[str, Any], seal: TimerSeal) -> dict
     files as `run_correctness`, without a second process loading and compiling the candidate.
     `seal` was taken before any of the process's untrusted code ran."""
     problem = KernelProblem.from_dict(payload["problem"])
+    shared = getattr(runtime, "share_runs", None)  # before CaseRunner turns it on
     runner = CaseRunner(problem, runtime, count_launches=payload.get("count_launches", True), seal=seal)
-    shared = getattr(runtime, "share_runs", None)
     start = time.perf_counter()
     try:
         report = _checked(runner, payload, problem)
     finally:
-        if shared is not None:  # the timed calls run the test every time, as before the check
+        # what the check put in place goes: the timed calls run the test every time, and launch
+        # through Triton's own code, as in the original's runner, which never checked
+        remove_guard()
+        if shared is not None:
             runtime.share_runs = shared
             runtime.forget_runs()
     return {**report, "runner_reported": {"load_s": 0.0, "run_s": runner.run_s,

@@ -111,3 +111,18 @@ def test_installing_wraps_triton_once() -> None:
     assert getattr(run, cuda_guard._MARK, False)
     assert not getattr(run.__wrapped__, cuda_guard._MARK, False)  # not wrapped twice
     assert getattr(autotuner.Autotuner.__dict__["_bench"], cuda_guard._MARK, False)
+
+
+def test_removing_the_guard_puts_back_what_it_wrapped_and_it_comes_back_when_asked() -> None:
+    from triton.runtime import autotuner, jit
+
+    with cuda_guard.guarded_launches():
+        pass
+    wrapped = jit.JITFunction.__dict__["run"].__wrapped__
+    cuda_guard.remove_guard()
+    assert jit.JITFunction.__dict__["run"] is wrapped  # a launch goes through Triton's own code
+    assert not getattr(autotuner.Autotuner.__dict__["_bench"], cuda_guard._MARK, False)
+    cuda_guard.remove_guard()  # nothing of its own in place: nothing to do
+    assert jit.JITFunction.__dict__["run"] is wrapped
+    with cuda_guard.guarded_launches():
+        assert getattr(jit.JITFunction.__dict__["run"], cuda_guard._MARK, False)

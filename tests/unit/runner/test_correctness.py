@@ -98,3 +98,25 @@ def test_no_call_starts_while_an_earlier_calls_launches_are_alive(
     assert report["status"] == "ok", report
     assert len(alive_at_start) >= 5 and records  # reference, candidate and re-run, two seeds
     assert alive_at_start == [0] * len(alive_at_start)
+
+
+def test_a_check_on_a_loaded_runtime_leaves_no_guard_and_no_shared_runs(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A timing runner checks its candidate before timing it: afterwards its launches go through
+    Triton's own code and each call runs the test, as in a runner that never checked."""
+    from triton.runtime import jit
+
+    from kernelband.evaluate.integrity import TimerSeal
+    from kernelband.problem import cuda_guard
+    from kernelband.problem.runtime import load_runtime
+
+    problem = _relu(tmp_path)
+    entries = judge.plan(problem, held_out=False, seeds=2, base_seed=7)
+    payload = {"problem": judge.runner_problem(problem, entries), "count_launches": True,
+               "steps": judge.steps(problem, entries, ("candidate",))}
+    monkeypatch.chdir(tmp_path)
+    runtime = load_runtime(problem, problem.editable, "cpu", workdir=tmp_path)
+    report = correctness.check_loaded(runtime, payload, TimerSeal())
+    assert report["status"] == "ok", report
+    assert not getattr(jit.JITFunction.__dict__["run"], cuda_guard._MARK, False)
+    assert runtime.share_runs is False and not runtime._unused
