@@ -13,18 +13,19 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, NamedTuple
 
-from sqlalchemy import bindparam, func, select
-from sqlalchemy.orm import Session
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session, object_session
 
+from kernelband.bandit import PolicyState
 from kernelband.db.models import Attempt, Job, Track
-from kernelband.db.row_buffer import BUFFER_UNREAD
+from kernelband.db.row_buffer import row_value
 from kernelband.loop.translate import new_pull
 from kernelband.scheduling.attempts import ACTIVE_ATTEMPT_STATES
 from kernelband.scheduling.budgets import budget_reason
 from kernelband.scheduling.events import append_event, hold_event_counters
 from kernelband.scheduling.fairshare import cap_per_team, fair_order
 from kernelband.scheduling.state import WITHOUT_STORED_STATE, load_state, policy_for, save_state
-from kernelband.scheduling.state_cache import held_states, remember_state
+from kernelband.scheduling.state_cache import held_states, remember_state, saved_states
 
 
 @dataclass
@@ -68,8 +69,12 @@ def select_pulls(session: Session, now: datetime, cap: int | None = None,
     `limit` pulls, or when its time `budget` is spent (checked after each track, so the first
     track in the fair order is always served), leaves the rest to the next pass without
     starving any job. Jobs of `skip_teams` (over a usage quota) get no pulls.
+
+    The running tracks' read is all a pass reads: it carries the columns selection uses, and
+    each track's policy state is the one this process holds for the row's version
+    (`hot_states`), so no track or job row is loaded as an object (`track_value`).
     """
-    running = running_tracks(session)
+    running, hot = read_running(session)
     rows = with_free_slots(running)
     slots: list[RunningTrack] = []  # one row per free slot
     for row in rows:
@@ -82,59 +87,41 @@ def select_pulls(session: Session, now: datetime, cap: int | None = None,
     ordered = fair_order(slots, lambda r: r.team_id, lambda r: rank[r.job_id], in_flight)
     kept = cap_per_team(ordered, lambda r: r.team_id, in_flight, cap)[:limit]
     counts: dict[int, int] = {}
+    served: dict[int, RunningTrack] = {}
     for row in kept:  # dict order = first slot of each track in the fair order
         counts[row.track_id] = counts.get(row.track_id, 0) + 1
-    order, selected, done = list(counts), 0, 0
-    while done < len(order):
-        chunk = order[done:done + _chunk_size(len(order) - done, done, budget)]
-        loaded = load_tracks(session, chunk)
-        if not done and budget is not None:
-            budget.start()  # after the first read, which every pass makes however short
-        for track_id in chunk:
-            track, job = loaded[track_id]
-            selected += select_for_track(session, job, track, counts[track_id])
-            done += 1
-            if budget is not None and budget.over():
-                return selected
+        served[row.track_id] = row
+    hold_event_counters(session, {row.job_id for row in served.values()})
+    if budget is not None:
+        budget.start()
+    selected = 0
+    for track_id, row in served.items():
+        state, loaded = hot[track_id]
+        track = loaded if loaded is not None else track_value(row)
+        selected += select_for_track(session, job_value(row), track, counts[track_id], state)
+        if budget is not None and budget.over():
+            return selected
     return selected
 
 
-FIRST_CHUNK = 8  # tracks loaded before a time-bounded pass's first selection
-CHUNK_MARGIN = 2  # tracks read beyond those the time left is expected to serve
+def track_value(row: RunningTrack) -> Track:
+    """The running track of `row` as a value no session holds, for selection to read: a track
+    whose state is written back with this transaction is loaded as a row then
+    (`state.write_back_saved`)."""
+    return row_value(Track, {
+        "id": row.track_id, "job_id": row.job_id, "target": row.target, "status": "running",
+        "original_candidate_id": row.original_candidate_id,
+        "best_candidate_id": row.best_candidate_id, "frontier_size": row.frontier_size,
+        "version": row.version, "started_at": row.track_started_at})
 
 
-def _chunk_size(left: int, done: int, budget: TimeBudget | None) -> int:
-    """How many of the `left` tracks to load next: all at once for a pass without a time
-    bound; else FIRST_CHUNK, then as many as the time left serves at the pace of the tracks
-    served so far (and a few more), so a pass whose time runs out has not read the rows of
-    tracks it never reaches (doubling chunks read about twice the tracks a pass served, each
-    an ORM row of the track and of its job, inside the pass's time)."""
-    if budget is None:
-        return left
-    if not done:
-        return min(left, FIRST_CHUNK)
-    pace = budget.used() / done
-    fits = int(budget.left() / pace) if pace > 0 else left
-    return max(1, min(left, fits + CHUNK_MARGIN))
-
-
-def load_tracks(session: Session, track_ids: Sequence[int]) -> dict[int, tuple[Track, Job]]:
-    """These tracks with their jobs (stored policy state left unread), in one query; their
-    jobs' last event numbers held for `append_event` (`events.hold_event_counters`)."""
-    if not track_ids:
-        return {}
-    # The rows this transaction buffered (events, attempts) change neither tracks nor jobs.
-    rows = session.execute(_LOAD_TRACKS, {"track_ids": list(track_ids)},
-                           execution_options=BUFFER_UNREAD).all()
-    hold_event_counters(session, {job.id for _, job in rows})
-    return {track.id: (track, job) for track, job in rows}
-
-
-# Built once: a statement built per call spent more time being built and keyed for the cache
-# than the database spent answering it.
-_LOAD_TRACKS = (select(Track, Job).join(Job, Job.id == Track.job_id)
-                .where(Track.id.in_(bindparam("track_ids", expanding=True)))
-                .options(WITHOUT_STORED_STATE))
+def job_value(row: RunningTrack) -> Job:
+    """The job of `row` as a value no session holds: the columns selection reads."""
+    return row_value(Job, {
+        "id": row.job_id, "team_id": row.team_id, "seed": row.seed, "policy": row.policy,
+        "policy_params": row.policy_params, "generator": row.generator, "model": row.model,
+        "problem_id": row.problem_id, "budget_iterations": row.budget_iterations,
+        "parallelism": row.parallelism, "status": "running"})
 
 
 def tracks_with_free_slots(session: Session) -> list[RunningTrack]:
@@ -146,9 +133,9 @@ def tracks_with_free_slots(session: Session) -> list[RunningTrack]:
 
 
 class RunningTrack(NamedTuple):
-    """A running track of a running job, its counters as of this transaction (`hot_counters`).
-    A named tuple: a pass builds one per running track, and a frozen dataclass cost four
-    times as much to build."""
+    """A running track of a running job, its counters as of this transaction (`hot_states`),
+    with the columns selection reads. A named tuple: a pass builds one per running track, and a
+    frozen dataclass cost four times as much to build."""
 
     track_id: int
     job_id: int
@@ -164,35 +151,59 @@ class RunningTrack(NamedTuple):
     cost_usd: float
     budget_wall_s: float | None
     started_at: datetime | None  # the job's (`budget_reason`)
+    # the track's
+    target: str
+    original_candidate_id: int | None
+    best_candidate_id: int | None
+    frontier_size: int
+    version: int
+    track_started_at: datetime | None
+    # the job's, never changed once it is created
+    seed: int
+    policy: str
+    policy_params: dict[str, Any] | None
+    generator: str
+    model: str
+    problem_id: int
 
 
 def running_tracks(session: Session) -> list[RunningTrack]:
-    """Every running track of a running job as a row of `tracks_with_free_slots` (one read,
-    as plain rows: the ORM's statement handling and row loading cost more than the read; what
-    the session holds unflushed is flushed first, as the ORM's autoflush would)."""
+    """Every running track of a running job as a row of `tracks_with_free_slots`."""
+    return read_running(session)[0]
+
+
+Hot = tuple[PolicyState, Track | None]  # a track's state, and its row when it had to be read
+
+
+def read_running(session: Session) -> tuple[list[RunningTrack], dict[int, Hot]]:
+    """Every running track of a running job (one read, as plain rows: the ORM's statement
+    handling and row loading cost more than the read; what the session holds unflushed is
+    flushed first, as the ORM's autoflush would), and each one's policy state."""
     if session.new or session.dirty or session.deleted:
         session.flush()
-    rows = [tuple(row) for row in session.connection().execute(_RUNNING).all()]  # its order
-    counters = hot_counters(session, [(row[0], row[1], row[3], row[2]) for row in rows])
+    rows = session.connection().execute(_RUNNING).all()  # its order
+    hot = hot_states(session, [(row.track_id, row.job_id, row.track_started_at, row.version)
+                               for row in rows])
     per_job: dict[int, int] = {}
-    for track_id, job_id, *_ in rows:
-        dispatched, done = counters[track_id]
-        per_job[job_id] = per_job.get(job_id, 0) + dispatched - done
+    for row in rows:
+        state = hot[row.track_id][0]
+        per_job[row.job_id] = per_job.get(row.job_id, 0) + state.next_decision - state.t
     out = []
-    for (track_id, job_id, _, _, team_id, parallelism, budget_iterations, budget_tokens,
-         tokens_used, budget_usd, cost_usd, budget_wall_s, started_at) in rows:
-        dispatched, done = counters[track_id]
+    for row in rows:
+        state = hot[row.track_id][0]
         out.append(RunningTrack(
-            track_id, job_id, team_id, parallelism, budget_iterations, dispatched,
-            dispatched - done, per_job[job_id], budget_tokens, tokens_used, budget_usd, cost_usd,
-            budget_wall_s, started_at))
-    return out
+            row.track_id, row.job_id, row.team_id, row.parallelism, row.budget_iterations,
+            state.next_decision, state.next_decision - state.t, per_job[row.job_id],
+            row.budget_tokens, row.tokens_used, row.budget_usd, row.cost_usd, row.budget_wall_s,
+            row.started_at, row.target, row.original_candidate_id, row.best_candidate_id,
+            row.frontier_size, row.version, row.track_started_at, row.seed, row.policy,
+            row.policy_params, row.generator, row.model, row.problem_id))
+    return out, hot
 
 
-def hot_counters(session: Session, rows: Sequence[tuple[int, int, Any, int]]
-                 ) -> dict[int, tuple[int, int]]:
-    """(pulls selected, pulls finished) per track of `rows`, each (track id, job id, track
-    start time, row version), as this transaction sees them.
+def hot_states(session: Session, rows: Sequence[tuple[int, int, Any, int]]) -> dict[int, Hot]:
+    """The policy state of each track of `rows`, each (track id, job id, track start time, row
+    version), as this transaction sees it, with the track's row where it was read.
 
     Every select and update of a track's policy counts in its state (`next_decision`, `t`), and
     the track row's `iterations_dispatched` / `iterations_done` are written with the state
@@ -201,17 +212,19 @@ def hot_counters(session: Session, rows: Sequence[tuple[int, int, Any, int]]
     state this process holds for the row's version is the truth; a track it holds none for
     (the first pass of a leadership term) has its state loaded, the events after the stored
     one replayed, and kept."""
-    held = held_states(session, rows)
-    counters = {track_id: (state.next_decision, state.t) for track_id, state in held.items()}
-    cold = [row[0] for row in rows if row[0] not in held]
+    hot: dict[int, Hot] = {track_id: (state, None)
+                           for track_id, state in held_states(session, rows).items()}
+    for track_id, (track, state) in saved_states(session).items():  # this transaction's own
+        hot[track_id] = (state, track if object_session(track) is session else None)
+    cold = [row[0] for row in rows if row[0] not in hot]
     if cold:
         tracks = session.scalars(select(Track).where(Track.id.in_(cold))
                                  .options(WITHOUT_STORED_STATE)).all()
         for track in tracks:
             state = load_state(track, shared=True)
             remember_state(session, track, state)  # held from this commit on
-            counters[track.id] = (state.next_decision, state.t)
-    return counters
+            hot[track.id] = (state, track)
+    return hot
 
 
 def with_free_slots(rows: Sequence[RunningTrack]) -> list[RunningTrack]:
@@ -235,20 +248,22 @@ def pulls_by_team(rows: Sequence[RunningTrack]) -> dict[int, int]:
 # materialized first (a CTE), so the planner cannot probe one per row of the other. Where nothing
 # analyzes the tables, it guessed one running job and probed the tracks' status index once per
 # job, each probe reading every stale entry of that index (measured: 100 probes of 363 entries).
-# Pulls in flight come from the counters (`hot_counters`): every pull ends in
+# Pulls in flight come from the counters (`hot_states`): every pull ends in
 # `ingest.finish_pull` (a policy update), except pulls abandoned or cancelled with their track,
 # which leaves `running` in the same transaction; counting open attempts instead read every
 # attempt version the state index still points to (thousands per pass without vacuum).
 _TRACKS = (select(Track.id.label("track_id"), Track.job_id, Track.version,
-                  Track.started_at.label("track_started_at"))
+                  Track.started_at.label("track_started_at"), Track.target,
+                  Track.original_candidate_id, Track.best_candidate_id, Track.frontier_size)
            .where(Track.status == "running")
            .cte("running_track").prefix_with("MATERIALIZED", dialect="postgresql"))
 _JOBS = (select(Job.id, Job.team_id, Job.parallelism, Job.budget_iterations, Job.budget_tokens,
-                Job.tokens_used, Job.budget_usd, Job.cost_usd, Job.budget_wall_s, Job.started_at)
+                Job.tokens_used, Job.budget_usd, Job.cost_usd, Job.budget_wall_s, Job.started_at,
+                Job.seed, Job.policy, Job.policy_params, Job.generator, Job.model,
+                Job.problem_id)
          .where(Job.status == "running", Job.cancel_requested.is_(False))
          .cte("running_job").prefix_with("MATERIALIZED", dialect="postgresql"))
-_RUNNING = (select(_TRACKS.c.track_id, _TRACKS.c.job_id, _TRACKS.c.version,
-                   _TRACKS.c.track_started_at, *(c for c in _JOBS.c if c.key != "id"))
+_RUNNING = (select(*_TRACKS.c, *(c for c in _JOBS.c if c.key != "id"))
             .join_from(_TRACKS, _JOBS, _JOBS.c.id == _TRACKS.c.job_id)
             .order_by(_TRACKS.c.track_id))
 
@@ -261,10 +276,13 @@ def job_rank(rows: Sequence[RunningTrack]) -> dict[int, int]:
     return {job_id: position for position, job_id in enumerate(ordered)}
 
 
-def select_for_track(session: Session, job: Job, track: Track, count: int) -> int:
-    """`count` decisions from the policy, each recorded as a pending generate attempt."""
+def select_for_track(session: Session, job: Job, track: Track, count: int,
+                     state: PolicyState | None = None) -> int:
+    """`count` decisions from the policy, each recorded as a pending generate attempt;
+    `state`: the track's current state, read only (None: loaded)."""
     policy = policy_for(job)
-    state = before = load_state(track, shared=True)  # read only; each select returns a new one
+    # read only; each select returns a new one
+    state = before = state if state is not None else load_state(track, shared=True)
     for _ in range(count):
         seed = job.seed * 100_003 + state.next_decision  # pulls selected before: per pull
         decision, state = policy.select(state)
@@ -285,6 +303,6 @@ def in_flight_by_team(session: Session) -> dict[int, int]:
     return {int(team): int(count) for team, count in session.execute(query).all()}
 
 
-__all__ = ["RunningTrack", "TimeBudget", "hot_counters", "in_flight_by_team", "job_rank",
-           "load_tracks", "pulls_by_team", "running_tracks", "select_for_track", "select_pulls", "tracks_with_free_slots",
-           "with_free_slots"]
+__all__ = ["RunningTrack", "TimeBudget", "hot_states", "in_flight_by_team", "job_rank",
+           "job_value", "pulls_by_team", "read_running", "running_tracks", "select_for_track",
+           "select_pulls", "track_value", "tracks_with_free_slots", "with_free_slots"]

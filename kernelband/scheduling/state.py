@@ -21,6 +21,7 @@ from typing import Any
 
 from sqlalchemy import event, select
 from sqlalchemy.orm import Session, defer, object_session
+from sqlalchemy.orm.exc import StaleDataError
 
 from kernelband.bandit import FrontierEntry, PolicyState, make_policy
 from kernelband.bandit.policy import Policy
@@ -30,6 +31,7 @@ from kernelband.scheduling.events import last_seq
 from kernelband.scheduling.replay import replay_events
 from kernelband.scheduling.state_cache import (
     cached_state,
+    forget_state,
     note_write_back,
     remember_state,
     write_back_due,
@@ -178,7 +180,27 @@ def _write_back_saved(session: Session) -> None:
         else:
             note_write_back(session, track.id, False)
     if due:
-        write_back(session, due)
+        write_back(session, as_rows(session, due))
+
+
+def as_rows(session: Session, saved: list[tuple[Track, PolicyState]]
+            ) -> list[tuple[Track, PolicyState]]:
+    """The saved states with their tracks as rows of this session: a track selection read as a
+    value (`selection.track_value`) is loaded now, its stored state left unread (one read for
+    all of them), and must still be the version its state was kept for."""
+    values = {track.id: track for track, _ in saved if object_session(track) is None}
+    if not values:
+        return saved
+    rows = {track.id: track for track in session.scalars(
+        select(Track).where(Track.id.in_(sorted(values))).options(WITHOUT_STORED_STATE))}
+    stale = sorted(i for i, value in values.items()
+                   if i not in rows or rows[i].version != value.version)
+    if stale:
+        raise StaleDataError(f"tracks {stale} were changed by another writer since this "
+                             "transaction read them; it is rolled back")
+    for value in values.values():
+        forget_state(session, value)  # kept for the row instead, as it is written
+    return [(rows[track.id] if track.id in values else track, state) for track, state in saved]
 
 
 def stored_labels(labels: list[int]) -> str | list[int]:

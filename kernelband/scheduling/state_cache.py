@@ -109,6 +109,16 @@ def remember_state(session: Session, track: Track, state: PolicyState,
     session.info.setdefault(_PENDING, {})[id(track)] = (track, state)
 
 
+def saved_states(session: Session) -> dict[int, tuple[Track, PolicyState]]:
+    """The track object and state this transaction last saved, by track id."""
+    return {track.id: (track, state) for track, state in session.info.get(_PENDING, {}).values()}
+
+
+def forget_state(session: Session, track: Track) -> None:
+    """Drop what `remember_state` kept for this track object in this transaction."""
+    session.info.get(_PENDING, {}).pop(id(track), None)
+
+
 def note_write_back(session: Session, track_id: int, written: bool) -> None:
     """Record, as of this commit, that the track's state was written back or kept hot."""
     _listen(session)
@@ -212,6 +222,7 @@ def clear_cache() -> None:
     forget_event_counters()
 
 
-__all__ = ["cached_state", "clear_cache", "copy_state", "dirty_tracks", "held_state", "held_states",
+__all__ = ["cached_state", "clear_cache", "copy_state", "dirty_tracks", "forget_state", "held_state",
+           "held_states", "saved_states",
            "note_write_back",
            "remember_state", "write_back_due"]

@@ -4,20 +4,18 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Sequence
 
-import pytest
 from scheduling_fakes import FAKE_TASKS, make_job
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from kernelband.config import Settings
-from kernelband.db.models import Attempt, Job, Track
+from kernelband.db.models import Attempt
 from kernelband.db.session import session_scope
-from kernelband.scheduling import selection
 from kernelband.scheduling.dispatch import InboxDispatcher, TaskMessage
 from kernelband.scheduling.pipeline import EngineContext, dispatch_pending, fenced, step
-from kernelband.scheduling.selection import FIRST_CHUNK, TimeBudget, load_tracks, select_pulls
+from kernelband.scheduling.selection import TimeBudget, select_pulls
+from tests.utils.sql_log import sent_statements
 
 
 class BaselineOnlyDispatcher(InboxDispatcher):
@@ -211,44 +209,21 @@ def test_a_pass_out_of_selection_time_says_more_is_waiting(
     assert Settings().select_budget_ms > 0  # the leader's default bounds its passes
 
 
-def test_a_time_bounded_pass_reads_only_the_tracks_it_reaches(
-        sqlite_factory: sessionmaker[Session], monkeypatch: pytest.MonkeyPatch) -> None:
-    """Rows of tracks with free slots are read in growing chunks as the choosing goes on, so a
-    pass whose time runs out early has not loaded every track it could have served."""
-    ctx, _ = _running(sqlite_factory, jobs=FIRST_CHUNK + 4, parallelism=1)
+def test_a_time_bounded_pass_reads_no_track_row_beyond_the_running_tracks(
+        sqlite_factory: sessionmaker[Session]) -> None:
+    """A selection reads the running tracks once, with the columns it uses; the policy states
+    are the ones the scheduler holds, so no track or job row is loaded per track served,
+    however much of its time is left."""
+    ctx, _ = _running(sqlite_factory, jobs=12, parallelism=1)
     for _ in range(4):  # a few jobs start per team and housekeeping pass
         ctx.housekeeping_at = None
         step(ctx)
-    read: list[list[int]] = []
-
-    def recording(session: Session, track_ids: Sequence[int]) -> dict[int, tuple[Track, Job]]:
-        read.append(list(track_ids))
-        return load_tracks(session, track_ids)
-
-    monkeypatch.setattr(selection, "load_tracks", recording)
-    with fenced(ctx) as session:
-        assert select_pulls(session, ctx.clock(), budget=TimeBudget(0.0)) == 1
-    assert [len(ids) for ids in read] == [FIRST_CHUNK]
-    read.clear()
-    with fenced(ctx) as session:
-        assert select_pulls(session, ctx.clock(), budget=TimeBudget(60.0)) == FIRST_CHUNK + 3
-    assert [len(ids) for ids in read] == [FIRST_CHUNK, 3]
-    read.clear()
-    with fenced(ctx) as session:
-        assert select_pulls(session, ctx.clock()) == 0  # no time bound: one read of all
-    assert read == []
-
-
-def test_a_time_bounded_pass_reads_next_the_tracks_its_time_left_serves() -> None:
-    """After the first chunk, the next read is sized by the pace so far: the tracks the time
-    left serves and CHUNK_MARGIN more, at least one, at most those left."""
-    now = [0.0]
-    budget = TimeBudget(0.010, clock=lambda: now[0])
-    budget.start()
-    assert selection._chunk_size(100, 0, budget) == FIRST_CHUNK
-    now[0] = 0.006  # 8 tracks served in 6 ms: 4 ms left serve 5 more
-    assert selection._chunk_size(100, 8, budget) == 5 + selection.CHUNK_MARGIN
-    assert selection._chunk_size(3, 8, budget) == 3
-    now[0] = 0.0099
-    assert selection._chunk_size(100, 8, budget) == selection.CHUNK_MARGIN  # next to none left
-    assert selection._chunk_size(100, 8, None) == 100
+    ctx.state_writeback_s = 3600.0  # kept hot: no state written back meanwhile
+    engine = sqlite_factory.kw["bind"]
+    for budget, served in ((TimeBudget(0.0), 1), (TimeBudget(60.0), 11), (None, 0)):
+        with sent_statements(engine) as sent, fenced(ctx) as session:
+            assert select_pulls(session, ctx.clock(), budget=budget) == served
+        reads = [" ".join(s.split()) for s in sent
+                 if s.lstrip().upper().startswith(("SELECT", "WITH"))]
+        reads = [s for s in reads if "FROM tracks" in s or "FROM jobs" in s]
+        assert len(reads) == 1 and reads[0].startswith("WITH"), reads

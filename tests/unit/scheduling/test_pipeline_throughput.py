@@ -21,7 +21,7 @@ from kernelband.scheduling.pipeline import (
     select_and_dispatch,
     step,
 )
-from kernelband.scheduling.selection import FIRST_CHUNK, TimeBudget, select_pulls
+from kernelband.scheduling.selection import TimeBudget, select_pulls
 
 
 def context(factory: sessionmaker[Session]) -> EngineContext:
@@ -100,9 +100,9 @@ def test_a_pass_reads_each_table_once_however_many_pulls(db_factory: sessionmake
     with StatementLog(db_factory) as dispatching:
         assert dispatch_pending(ctx) == 12
     # Per pass, not per pull: running tracks with their running jobs (one statement of
-    # columns, WITH its two sides; pulls in flight come from the policy states, the teams'
-    # in-flight counts are summed from them), the chosen tracks with their jobs and the jobs'
-    # last event numbers. Claiming is one UPDATE ... RETURNING of the attempts; the payloads
+    # columns, WITH its two sides, all that selection reads; pulls in flight come from the
+    # policy states, the teams' in-flight counts are summed from them) and, as the commit
+    # writes their states back (this context keeps none hot), the chosen tracks. Claiming is one UPDATE ... RETURNING of the attempts; the payloads
     # read the candidates with their newest measurements once (on SQLite, without a lateral
     # join, two reads), and the tracks once more now that their baselines are measured (the
     # jobs and problems were read for the baselines and are kept: PayloadFacts).
@@ -130,13 +130,12 @@ class TableReads(StatementLog):
             self.statements.append(words[words.index("FROM") + 1])
 
 
-def test_a_selection_read_in_chunks_writes_its_events_once(
+def test_a_time_bounded_selection_writes_its_events_once(
         postgres_factory: sessionmaker[Session]) -> None:
-    """A time-bounded selection reads its tracks in chunks (`selection._chunk_size`); the events of
-    the pulls chosen before a later chunk wait for the transaction's next write instead of going
-    out ahead of each chunk's read, and every job's events stay numbered 1, 2, 3, ..."""
+    """A time-bounded selection over many tracks reads no row per track served; the events of
+    its pulls go out in one INSERT, and every job's events stay numbered 1, 2, 3, ..."""
     ctx = context(postgres_factory)
-    jobs = _running_jobs(ctx, count=FIRST_CHUNK + 4, parallelism=1)
+    jobs = _running_jobs(ctx, count=12, parallelism=1)
     statements: list[str] = []
 
     def record(conn: object, cursor: object, statement: str, *rest: object) -> None:
@@ -149,7 +148,6 @@ def test_a_selection_read_in_chunks_writes_its_events_once(
             assert select_pulls(session, ctx.clock(), budget=TimeBudget(60.0)) == len(jobs)
     finally:
         event.remove(engine, "before_cursor_execute", record)
-    assert statements.count("SELECT tracks.id, tracks.job_id,") == 2  # two chunks read
     assert statements.count("INSERT INTO events") == 1, statements
     with session_scope(postgres_factory) as session:
         for job_id in jobs:

@@ -6,18 +6,28 @@ import itertools
 from datetime import datetime, timedelta
 from typing import Any
 
+import pytest
 from scheduling_fakes import FAKE_TASKS, make_job
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
+from sqlalchemy.orm.exc import StaleDataError
 
 from kernelband.config import Settings
 from kernelband.db.models import Attempt, Track, utcnow
 from kernelband.db.session import session_scope
 from kernelband.scheduling.attempts import ACTIVE_ATTEMPT_STATES
-from kernelband.scheduling.dispatch import InboxDispatcher, TaskMessage
+from kernelband.scheduling.dispatch import InboxDispatcher, InlineDispatcher, TaskMessage
+from kernelband.scheduling.ingest_batch import apply_batch
 from kernelband.scheduling.lifecycle import job_is_finished
-from kernelband.scheduling.pipeline import EngineContext, step
-from kernelband.scheduling.selection import tracks_with_free_slots
+from kernelband.scheduling.pipeline import EngineContext, dispatch_pending, fenced, step
+from kernelband.scheduling.selection import (
+    read_running,
+    select_pulls,
+    track_value,
+    tracks_with_free_slots,
+)
+from kernelband.scheduling.state import as_rows
+from tests.utils.faults import assert_consistent, reward_ledger
 
 
 class FaultyDispatcher(InboxDispatcher):
@@ -85,3 +95,41 @@ def test_pull_counters_match_open_attempts_through_faults(
         tries = session.scalar(select(func.max(Attempt.tries)))
     assert "malformed_result:measurement" in reasons and tries and tries >= 2
     assert any(reason.startswith("lost:") for reason in reasons)
+
+
+def test_a_selection_after_results_in_its_own_transaction_continues_their_states(
+        db_factory: sessionmaker[Session]) -> None:
+    """Results applied and pulls selected in one transaction: the selection starts from the
+    states the results left (held by this transaction, not yet committed), so no decision is
+    made twice and every reward is counted once."""
+    job_id = make_job(db_factory, budget_iterations=12, parallelism=2)
+    ctx = EngineContext(db_factory, InlineDispatcher(FAKE_TASKS), Settings(),
+                        state_writeback_s=3600.0)
+    for _ in range(80):
+        step(ctx)  # housekeeping and a pass of its own; the answers wait in the inbox
+        items = ctx.dispatcher.drain()
+        with fenced(ctx) as session:
+            apply_batch(session, items, ctx.clock(), ctx.settings.lease_s, ctx.settings.max_tries)
+            select_pulls(session, ctx.clock())
+        dispatch_pending(ctx)  # the pulls selected there
+        if job_is_finished(db_factory, job_id):
+            break
+    assert job_is_finished(db_factory, job_id)
+    assert_consistent(reward_ledger(db_factory, job_id))
+
+
+def test_a_track_read_as_a_value_is_written_back_only_at_the_version_it_was_read(
+        db_factory: sessionmaker[Session]) -> None:
+    """A selection reads its tracks as values; writing a state back loads the row, and a row
+    whose version moved since the read fails the transaction rather than overwrite it."""
+    make_job(db_factory, budget_iterations=12, parallelism=2)
+    ctx = EngineContext(db_factory, InlineDispatcher(FAKE_TASKS), Settings())
+    step(ctx)  # the job starts; its baseline is answered
+    step(ctx)  # the baseline is applied: the track runs
+    with session_scope(db_factory) as session:
+        running, hot = read_running(session)
+        value = track_value(running[0])
+        assert as_rows(session, [(value, hot[value.id][0])])[0][0].version == value.version
+    stale = track_value(running[0]._replace(version=running[0].version - 1))
+    with session_scope(db_factory) as session, pytest.raises(StaleDataError):
+        as_rows(session, [(stale, hot[stale.id][0])])
