@@ -87,8 +87,9 @@ class Settings(BaseSettings):
     measure_before_verdict: bool = False
     # on a GPU node a candidate's correctness check (public cases) runs in its timing runner,
     # before its first prepare, instead of a sandboxed child of its own that imports and compiles
-    # it again (kernelband/profile/runner_check.py); false: the child, beside the runner's start
-    check_in_runner: bool = False
+    # it again (kernelband/profile/runner_check.py; measured in docs/measurement.md); false: the
+    # child, beside the runner's start
+    check_in_runner: bool = True
     # an exclusive GPU turn (timed rounds, a tuning pass) stops the node's other sandboxed
     # processes (SIGSTOP, SIGCONT after) instead of waiting for the shared turns to end
     # (kernelband/sandbox/preempt.py; measured in docs/measurement.md); false: it waits

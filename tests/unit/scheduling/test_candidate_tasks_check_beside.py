@@ -133,6 +133,7 @@ def test_the_setting_decides_whether_the_timed_rounds_wait_for_the_verdict(
         return Unmeasured("never", "never")
 
     monkeypatch.setenv("KERNELBAND_MEASURE_BEFORE_VERDICT", str(before).lower())
+    monkeypatch.setenv("KERNELBAND_CHECK_IN_RUNNER", "false")  # the check in a child, beside
     get_settings.cache_clear()
     monkeypatch.setattr(candidate_tasks, "evaluate_candidate", lambda *a, **k: OK)
     monkeypatch.setattr(candidate_tasks, "_measures_on_gpu", lambda target: True)
