@@ -91,8 +91,13 @@ def test_the_check_thread_runs_under_the_jobs_limits_and_cache(monkeypatch: pyte
     monkeypatch.setattr(candidate_tasks, "_measure", lambda *a, **k: Unmeasured("never", "never"))
     payload = {"problem": {}, "editable": "x", "target": "h100", "job_id": 41, "limits": {"run_s": 7.0}}
     monkeypatch.setattr(candidate_tasks, "problem_of", lambda payload: None)
-    with job_limits(None):  # the task's own wrapper sets the job's; nothing leaks from outside
-        result = candidate_tasks.profile(payload)
+    monkeypatch.setenv("KERNELBAND_CHECK_IN_RUNNER", "false")  # the check in a child, on a thread beside
+    get_settings.cache_clear()
+    try:
+        with job_limits(None):  # the task's own wrapper sets the job's; nothing leaks from outside
+            result = candidate_tasks.profile(payload)
+    finally:
+        get_settings.cache_clear()
     assert seen["thread"] != threading.current_thread().name
     assert seen["scope"] == "41" and seen["wall_s"] == 7.0
     assert result["ok"] is False and result["reason"] == "wrong_result"
