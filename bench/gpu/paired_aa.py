@@ -68,10 +68,10 @@ def _target() -> str:
 def measure_one(name: str, corpus: Path, target: str, graphs: bool, cpu: bool, spare: bool = False,
                 check_in_runner: bool = False) -> dict[str, Any]:
     from kernelband.evaluate import evaluate_candidate
-    from kernelband.profile.runner_check import RunnerCheck
     from kernelband.profile.paired_gpu import config_from_settings
     from kernelband.profile.paired_runners import SPARES, runner_limits
     from kernelband.profile.perf_harness import with_perf_harness
+    from kernelband.profile.runner_check import RunnerCheck
     from kernelband.sandbox import load_problem_sandboxed
 
     parts: dict[str, float] = {}

@@ -6,13 +6,11 @@ while the judge reads what it wrote. On the CPU interpreter, with the paired-tim
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from kernelband.evaluate import evaluate_candidate
-from kernelband.problem import load_problem
 from kernelband.problem.model import KernelProblem
 from kernelband.profile.measurement import CandidateRefused
 from kernelband.profile.paired_runners import ORIGINALS, PairedConfig, start_runner
@@ -20,15 +18,14 @@ from kernelband.profile.paired_timing import measure_paired_runners
 from kernelband.profile.runner_check import RunnerCheck, in_session
 from kernelband.sandbox.limits import SandboxResult
 from kernelband.sandbox.session import RunnerSession
+from tests.unit.profile.paired_examples import paired_problem
 
-FIXTURE = Path(__file__).parent / "fixtures" / "paired_problem.py"
 QUICK = PairedConfig(rounds=3, min_rounds=3, batch_ms=10.0, seed=5, clock="cpu")
 
 
 @pytest.fixture(scope="module")
 def problem() -> Iterator[KernelProblem]:
-    yield load_problem(FIXTURE.read_text(), "native", "paired_double")
-    ORIGINALS.close_all()
+    yield from paired_problem()
 
 
 def wrong(problem: KernelProblem) -> str:
