@@ -90,6 +90,9 @@ class Settings(BaseSettings):
     # it again (kernelband/profile/runner_check.py; measured in docs/measurement.md); false: the
     # child, beside the runner's start
     check_in_runner: bool = True
+    # the same for an original's own step (checked against itself in its timing runner, which
+    # loaded only the problem module). Off until a suite and an A/A on a GPU measure it
+    check_original_in_runner: bool = False
     # an exclusive GPU turn (timed rounds, a tuning pass) stops the node's other sandboxed
     # processes (SIGSTOP, SIGCONT after) instead of waiting for the shared turns to end
     # (kernelband/sandbox/preempt.py; measured in docs/measurement.md); false: it waits

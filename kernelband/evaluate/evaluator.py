@@ -130,11 +130,13 @@ def _original_spreads(check: _Check, collected: dict[str, Any], reference: dict[
 
 
 def _check_original(check: _Check, count_launches: bool) -> Verdict:
-    """The original against itself in one child that loads only the problem module."""
+    """The original against itself in one child that loads only the problem module (or in
+    `check.in_runner`: a timing runner that loaded only the problem module)."""
     result, report = _run(check, None, {
         "count_launches": count_launches, "again_only_when_moved": True,
         "steps": judge.steps(check.problem, check.entries, ("reference", "candidate")),
-        "again": judge.again_steps(check.entries)}, check.entries + [e for e in check.entries if e.k == 0])
+        "again": judge.again_steps(check.entries)}, check.entries + [e for e in check.entries if e.k == 0],
+        check.in_runner)
     if not result.ok:
         return _sandbox_failure(check, result)
     collected = result.collected or {}
@@ -235,12 +237,15 @@ def evaluate_candidate(
     `static_checks=False` skips the source checks (only to test the runtime defences).
     `in_runner(payload, names)`: where the candidate's public cases run instead of a child of
     their own (the candidate's loaded timing runner); references and held-out cases never do.
-    Its caller holds a shared GPU turn, in which the check's other children run too.
+    Its caller holds a shared GPU turn, in which the check's other children run too. The original
+    (editable None) checked against itself runs there whole: that runner loaded only the problem
+    module, as the child would.
     """
     if seeds < 1:
         raise ValueError(f"seeds must be at least 1, got {seeds}")
-    if in_runner is not None and editable is None:
-        raise ValueError("in_runner runs a candidate's cases; the original is checked in a child of its own")
+    if in_runner is not None and editable is None and (held_out or problem.needs_translation):
+        raise ValueError("an original is checked in a runner on its public cases only, and a KernelBench "
+                         "placeholder (the PyTorch Model) in a child of its own")
     if editable is not None and static_checks:
         found = check_source(editable, problem.editable)
         if found is not None:

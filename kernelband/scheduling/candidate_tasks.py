@@ -19,7 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
-from kernelband.config import get_settings
+from kernelband.config import Settings, get_settings
 from kernelband.evaluate import check_source, evaluate_candidate
 from kernelband.evaluate.evaluator import ChildRun
 from kernelband.evaluate.plausibility import gate
@@ -107,7 +107,7 @@ def profile(payload: dict[str, Any]) -> dict[str, Any]:
         return _measure(problem, editable, payload, timings, until_checked)
 
     beside, settings = _measures_on_gpu(payload["target"]), get_settings()
-    if beside and settings.check_in_runner and editable is not None:  # an original checks against itself alone
+    if beside and settings.check_in_runner and (editable is not None or _original_in_runner(problem, settings)):
         verdict, measured = _check_in_runner(timings, check, measure)
     else:
         verdict, measured = _check_and_measure(timings, check, measure, beside=beside,
@@ -203,6 +203,12 @@ def _check_in_runner(timings: dict[str, float], check: Callable[[ChildRun | None
     if not gate.in_runner:
         timings["check_alone"] = gate.check_s
     return verdict, measured if verdict.correct else None
+
+
+def _original_in_runner(problem: KernelProblem, settings: Settings) -> bool:
+    """Whether an original's own check runs in its timing runner (a KernelBench file's PyTorch
+    placeholder is always checked in a child: its runner times the reference, not the region)."""
+    return settings.check_original_in_runner and not problem.needs_translation
 
 
 def _measures_on_gpu(target: str) -> bool:

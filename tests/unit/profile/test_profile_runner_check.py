@@ -62,7 +62,7 @@ def test_the_verdict_in_the_runner_is_the_verdict_of_a_child_of_its_own(problem:
     assert ran.details["runner_reported"]["load_s"] == 0.0  # nothing loaded again
 
 
-def test_held_out_cases_and_references_never_run_in_the_candidates_runner(problem: KernelProblem) -> None:
+def test_held_out_cases_and_references_never_run_in_a_candidates_runner(problem: KernelProblem) -> None:
     given: list[dict[str, Any]] = []
     runner = start_runner(problem, problem.editable, "cpu", QUICK, None)
     session_run = in_session(runner.session, 120.0)
@@ -80,8 +80,6 @@ def test_held_out_cases_and_references_never_run_in_the_candidates_runner(proble
     assert given[0]["problem"]["held_out_cases"] == []
     assert all("reference" not in step["files"] for step in given[0]["steps"])  # candidate calls only
     assert not given[0].get("again")
-    with pytest.raises(ValueError, match="original"):
-        evaluate_candidate(problem, None, device="cpu", in_runner=spy)
 
 
 def test_the_check_runs_in_the_candidates_runner_before_its_first_prepare(
@@ -149,3 +147,21 @@ def test_references_missing_at_the_check_run_inside_the_turn_its_runner_started_
     finally:
         runner.close()
     assert verdict.correct and verdict.details["reference"] == "ran"
+
+
+def test_an_original_checked_against_itself_in_its_runner_keeps_the_references_a_candidate_uses(
+        problem: KernelProblem) -> None:
+    from kernelband.evaluate.references import STORE
+
+    alone = evaluate_candidate(problem, None, seeds=2, device="cpu")
+    STORE.clear()
+    runner = start_runner(problem, None, "cpu", QUICK, None)
+    try:
+        ran = evaluate_candidate(problem, None, seeds=2, device="cpu", in_runner=in_session(runner.session, 120.0))
+    finally:
+        runner.close()
+    assert (ran.correct, ran.reason) == (alone.correct, alone.reason) == (True, "ok")
+    after = evaluate_candidate(problem, problem.editable, seeds=2, device="cpu")
+    assert after.correct and after.details["reference"] == "kept"  # no runner of the original needed
+    with pytest.raises(ValueError, match="public cases only"):
+        evaluate_candidate(problem, None, held_out=True, device="cpu", in_runner=in_session(runner.session, 1.0))

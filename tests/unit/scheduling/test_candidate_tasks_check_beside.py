@@ -154,9 +154,11 @@ def test_the_setting_decides_whether_the_timed_rounds_wait_for_the_verdict(
     assert given == [not before]
 
 
-@pytest.mark.parametrize("editable", ["x", None])
+@pytest.mark.parametrize(("editable", "original_in_runner"), [("x", False), (None, False), (None, True)])
 def test_with_the_check_in_the_runner_the_measurement_gets_the_gate_and_its_verdict_is_the_answer(
-        monkeypatch: pytest.MonkeyPatch, editable: str | None) -> None:
+        monkeypatch: pytest.MonkeyPatch, editable: str | None, original_in_runner: bool) -> None:
+    from types import SimpleNamespace
+
     from kernelband.profile.runner_check import RunnerCheck
 
     given: list[object] = []
@@ -164,7 +166,7 @@ def test_with_the_check_in_the_runner_the_measurement_gets_the_gate_and_its_verd
 
     def measure(until_checked: UntilChecked | None) -> Unmeasured:
         given.append(until_checked)
-        if editable is None:  # the original is checked against itself in a child of its own, beside
+        if editable is None and not original_in_runner:  # checked against itself in a child, beside
             assert until_checked is not None and not isinstance(until_checked, RunnerCheck)
             with pytest.raises(CandidateRefused):
                 until_checked()
@@ -179,14 +181,15 @@ def test_with_the_check_in_the_runner_the_measurement_gets_the_gate_and_its_verd
         return WRONG
 
     monkeypatch.setenv("KERNELBAND_CHECK_IN_RUNNER", "true")
+    monkeypatch.setenv("KERNELBAND_CHECK_ORIGINAL_IN_RUNNER", str(original_in_runner).lower())
     get_settings.cache_clear()
     monkeypatch.setattr(candidate_tasks, "evaluate_candidate", check)
     monkeypatch.setattr(candidate_tasks, "_measures_on_gpu", lambda target: True)
     monkeypatch.setattr(candidate_tasks, "_measure", lambda problem, editable, payload, timings, until_checked=None:
                         measure(until_checked))
-    monkeypatch.setattr(candidate_tasks, "problem_of", lambda payload: None)
+    monkeypatch.setattr(candidate_tasks, "problem_of", lambda payload: SimpleNamespace(needs_translation=False))
     monkeypatch.setattr(candidate_tasks, "editable_of", lambda payload: payload["editable"])
-    payload = {"problem": {}, "editable": editable, "target": "h100", "job_id": 41, "limits": {}}
+    payload: dict[str, object] = {"problem": {}, "editable": editable, "target": "h100", "job_id": 41, "limits": {}}
     try:
         with job_limits(None):
             result = candidate_tasks.profile(payload)
@@ -194,7 +197,7 @@ def test_with_the_check_in_the_runner_the_measurement_gets_the_gate_and_its_verd
         get_settings.cache_clear()
     assert not result["ok"] and result["reason"] == "wrong_result"  # the check's verdict, not the measurement's
     assert len(given) == 1 and len(checked) == 1  # checked once: a candidate in its runner, an original alone
-    assert (checked[0] is not None) is (editable is not None)
+    assert (checked[0] is not None) is (editable is not None or original_in_runner)
 
 
 def test_a_measurement_that_fails_before_its_runner_checks_leaves_the_check_to_a_child() -> None:
