@@ -26,6 +26,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -43,7 +44,6 @@ from bench.common import (
     python_reference_ms,
     write_section,
 )
-from bench.scheduler_passes import Timings, timed_step
 from bench.scheduler_report import largest_row, plot, section, targets
 from bench.scheduler_stats import (
     FLAT_WINDOW_S,
@@ -65,13 +65,15 @@ from kernelband.db.models import Candidate, Track
 from kernelband.db.session import make_engine, make_session_factory, session_scope
 from kernelband.scheduling.collector import PassCollector
 from kernelband.scheduling.dispatch import InlineDispatcher
-from kernelband.scheduling.lifecycle import start_queued_jobs
+from kernelband.scheduling.lifecycle import finish_tracks_and_jobs, start_queued_jobs
 from kernelband.scheduling.pipeline import (
     LEADER_ENGINE_OPTIONS,
     EngineContext,
     dispatch_pending,
     fenced,
+    ingest_batch,
     ingest_safely,
+    select_and_dispatch,
 )
 from kernelband.scheduling.state import load_state, save_state
 
@@ -133,6 +135,48 @@ def _grow_frontier(factory: sessionmaker[Session], job_id: int, size: int) -> No
             recluster(state, cfg.k, cfg.kmeans_n_init, np.random.default_rng(job_id))
         state.since_recluster = 0
         save_state(session, track, state)
+
+
+@dataclass
+class Timings:
+    """Per-call durations (seconds) of one configuration."""
+
+    select: list[float] = field(default_factory=list)
+    ingest: list[float] = field(default_factory=list)
+    finish: list[float] = field(default_factory=list)
+    pulls: int = 0
+    results: int = 0
+    wall_s: float = 0.0
+    marks: list[tuple[float, int]] = field(default_factory=list)  # (seconds in, pulls so far)
+    # (pulls so far, this process's CPU seconds so far, the reference loop's CPU excluded): CPU
+    # per pull is what a busy machine changes least (other processes lengthen the wall time)
+    cpu_marks: list[tuple[int, float]] = field(default_factory=list)
+    # (seconds in, ms of the small reference loop then): the VM's speed moves between windows
+    references: list[tuple[float, float]] = field(default_factory=list)
+    postgres_cpu_s: float | None = None  # the run's database backends (None: not readable)
+    # (seconds in, pulls so far, the run's Postgres backends' CPU seconds so far), read with
+    # each reference loop: whether a slower window is the scheduler's or Postgres's work
+    postgres_marks: list[tuple[float, int, float]] = field(default_factory=list)
+
+
+def timed_step(ctx: EngineContext, t: Timings) -> None:
+    """One scheduler pass, as `scheduling.pipeline.step` does it, timing each cycle."""
+    items = ctx.dispatcher.drain()
+    if items:
+        start = time.perf_counter()
+        ingest_batch(ctx, items)
+        t.ingest.append(time.perf_counter() - start)
+        t.results += len(items)
+    start = time.perf_counter()
+    if ctx.housekeeping_due():  # as `step`: not every pass while passes run back to back
+        with fenced(ctx) as session:
+            finish_tracks_and_jobs(session, ctx.clock())
+    t.finish.append(time.perf_counter() - start)
+    start = time.perf_counter()
+    selected, dispatched = select_and_dispatch(ctx)
+    t.select.append(time.perf_counter() - start)
+    t.pulls += selected
+    ctx.stopped_at_bound(selected, dispatched)
 
 
 def measure(ctx: EngineContext, seconds: float, min_steps: int = 3) -> Timings:

@@ -157,12 +157,6 @@ def send_on_commit(session: Session) -> None:
         orm_events.listen(session, "before_commit", _insert_pending)
 
 
-def held_attempts(session: Session) -> int:
-    """How many attempts the current transaction holds for `insert_claimed` so far."""
-    held = session.info.get(_CREATED)
-    return len(held[1]) if held is not None and held[0] is session.get_transaction() else 0
-
-
 def insert_claimed(session: Session, now: datetime,
                    lease_expires_at: datetime) -> list[ClaimedAttempt]:
     """Insert the attempts held since `send_on_commit` as `claim_pending` would leave them
@@ -244,5 +238,5 @@ def fail_open_pulls(session: Session, track_id: int, reason: str) -> None:
 
 
 __all__ = ["ACTIVE_ATTEMPT_STATES", "ClaimedAttempt", "claim_pending", "claimable_noted",
-           "fail_open_attempts", "fail_open_pulls", "held_attempts", "insert_claimed", "new_attempt",
+           "fail_open_attempts", "fail_open_pulls", "insert_claimed", "new_attempt",
            "note_claimable", "pulls_in_flight", "send_on_commit"]

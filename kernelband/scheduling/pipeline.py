@@ -31,7 +31,6 @@ from kernelband.scheduling.attempts import (
     ClaimedAttempt,
     claim_pending,
     claimable_noted,
-    held_attempts,
     insert_claimed,
     send_on_commit,
 )
@@ -202,52 +201,18 @@ def step(ctx: EngineContext, drain_timeout_s: float = 0.0) -> StepReport:
             ctx.claimed_upto = 0  # their tries are claimed again, whatever their ids
     # Results in: each is read into its kind's typed value and applied once (ingest.apply_result);
     # a pull that ends there is the bandit's reward: `policy.update` in ingest.finish_pull.
-    # Pulls out: each track with free slots asks its policy, `policy.select` in
-    # selection.select_for_track, which records a generate attempt per decision; sent after.
-    items = ctx.dispatcher.drain(drain_timeout_s)
-    if items and not housekeeping:  # both in one transaction: `ingest_and_select`
-        (report.ingested, report.ignored, report.selected,
-         report.dispatched) = ingest_and_select(ctx, items)
-        report.more_waiting = ctx.stopped_at_bound(report.selected, report.dispatched)
-        return report
-    report.ingested, report.ignored = ingest_batch(ctx, items)
+    report.ingested, report.ignored = ingest_batch(ctx, ctx.dispatcher.drain(drain_timeout_s))
     if housekeeping:
         with fenced(ctx) as session:
             report.finished = finish_tracks_and_jobs(session, ctx.clock())
             ctx.over_quota = teams_out_of_quota(session, ctx.over_quota)
         if ctx.state_writeback_s > 0:  # tracks gone quiet: their replay stays short
             write_back_states(ctx, ctx.state_writeback_s)
+    # Pulls out: each track with free slots asks its policy, `policy.select` in
+    # selection.select_for_track, which commits a generate attempt per decision; sent after.
     report.selected, report.dispatched = select_and_dispatch(ctx)
     report.more_waiting = ctx.stopped_at_bound(report.selected, report.dispatched)
     return report
-
-
-def ingest_and_select(ctx: EngineContext, items: Sequence[TaskResult]) -> tuple[int, int, int, int]:
-    """`ingest_batch` then `select_and_dispatch`, the last batch and the selection in one fenced
-    transaction (one commit; the attempts of both inserted, read and sent together); a failing
-    batch is applied apart. Returns (applied, ignored, selected, the selection's sends)."""
-    split = max(len(items) - BATCH_SIZE, 0)
-    applied, ignored = ingest_batch(ctx, items[:split])
-    budget = ctx.selection_budget()
-    try:
-        with fenced(ctx) as session:
-            send_on_commit(session)  # the attempts of both go out with the commit
-            now = ctx.clock()
-            outcomes = apply_batch(session, items[split:], now, ctx.settings.lease_s,
-                                   ctx.settings.max_tries)
-            created = held_attempts(session)  # the results' own: sent beyond the bound
-            selected = select_pulls(session, now, ctx.settings.max_in_flight_per_team,
-                                    ctx.settings.max_pulls_per_pass, budget, ctx.over_quota)
-            claimed, payloads = claim_with_payloads(
-                ctx, session, now, ctx.settings.max_dispatch_per_pass + created)
-    except (FencingError, DatabaseError):
-        raise
-    except Exception:
-        log.exception("a pass over %s results failed; applying them apart", len(items) - split)
-        ctx.after_commit, (more, less) = None, ingest_batch(ctx, items[split:])
-        return (applied + more, ignored + less, *select_and_dispatch(ctx))
-    ctx.out_of_time, sent = budget is not None and budget.spent, send_claimed(ctx, claimed, payloads)
-    return applied + sum(outcomes), ignored + len(outcomes) - sum(outcomes), selected, sent - created
 
 
 def write_back_states(ctx: EngineContext, older_than_s: float = 0.0) -> int:
@@ -394,6 +359,5 @@ def send_claimed(ctx: EngineContext, claimed: list[ClaimedAttempt],
     return len(messages)
 
 
-__all__ = ["LEADER_ENGINE_OPTIONS", "EngineContext", "StepReport", "dispatch_pending", "fenced",
-           "ingest_and_select", "ingest_batch", "ingest_result", "ingest_safely",
-           "select_and_dispatch", "step", "write_back_states"]
+__all__ = ["LEADER_ENGINE_OPTIONS", "EngineContext", "StepReport", "dispatch_pending", "fenced", "ingest_batch",
+           "ingest_result", "ingest_safely", "select_and_dispatch", "step", "write_back_states"]

@@ -9,14 +9,13 @@ from sqlalchemy.orm import Session, sessionmaker
 from kernelband.config import Settings
 from kernelband.db.models import Attempt, Event
 from kernelband.db.session import session_scope
-from kernelband.scheduling.dispatch import InlineDispatcher, TaskMessage, TaskResult
+from kernelband.scheduling.dispatch import InlineDispatcher, TaskMessage
 from kernelband.scheduling.events import append_event, prime_event_counters
 from kernelband.scheduling.lifecycle import start_queued_jobs
 from kernelband.scheduling.pipeline import (
     EngineContext,
     dispatch_pending,
     fenced,
-    ingest_and_select,
     ingest_batch,
     ingest_safely,
     select_and_dispatch,
@@ -91,53 +90,6 @@ def test_a_pass_selects_and_claims_in_one_transaction_and_sends_after_it_commits
         event.remove(engine, "commit", count)
     assert len(commits) == 1  # the new pulls and their claims: one transaction
     assert dispatcher.states_seen == ["dispatched"] * 4  # committed before any was sent
-
-
-def test_a_pass_without_housekeeping_applies_and_selects_in_one_transaction(
-        db_factory: sessionmaker[Session]) -> None:
-    """Results in and pulls out share one commit; every attempt either creates is sent after
-    it, and the pass reports the selection's own sends (the results' attempts go beyond the
-    per-pass bound, as when they had their own transaction)."""
-    ctx = context(db_factory)
-    _running_jobs(ctx, count=2, parallelism=2)
-    assert select_and_dispatch(ctx) == (4, 4)  # four generate attempts, answered at once
-    answers = ctx.dispatcher.drain()
-    ctx.dispatcher = dispatcher = CommittedOnlyDispatcher(db_factory)
-    for item in answers:
-        dispatcher.deliver(item.attempt_id, item.result)
-    ctx.housekeeping_s, ctx.housekeeping_at = 3600.0, None
-    ctx.housekeeping_due()  # housekeeping done: the next pass has none
-    commits: list[object] = []
-
-    def count(connection: object) -> None:
-        commits.append(connection)
-
-    engine = db_factory.kw["bind"]
-    event.listen(engine, "commit", count)
-    try:
-        report = step(ctx)
-    finally:
-        event.remove(engine, "commit", count)
-    assert (report.ingested, report.selected, report.dispatched) == (4, 0, 0)
-    assert len(commits) == 1
-    assert dispatcher.states_seen == ["dispatched"] * 4  # four compile attempts, committed
-
-
-def test_a_pass_whose_results_fail_applies_them_apart_and_still_selects(
-        db_factory: sessionmaker[Session]) -> None:
-    ctx = context(db_factory)
-    _running_jobs(ctx, count=2, parallelism=2)
-    ctx.housekeeping_s, ctx.housekeeping_at = 3600.0, None
-    ctx.housekeeping_due()
-    report = step(ctx)  # the four generate attempts go out; their answers wait
-    items = ctx.dispatcher.drain()
-    assert (report.selected, len(items)) == (4, 4)
-    garbled = [TaskResult(items[0].attempt_id, {"ok": True, "editable": 7}), *items[1:]]
-    applied, ignored, selected, sent = ingest_and_select(ctx, garbled)
-    assert (applied, ignored) == (4, 0)  # the garbled one fails its attempt, alone
-    with session_scope(db_factory) as session:
-        assert session.get_one(Attempt, items[0].attempt_id).state == "failed"
-    assert selected == sent == 1  # its pull ended: that slot is selected again
 
 
 def test_a_pass_reads_each_table_once_however_many_pulls(db_factory: sessionmaker[Session]) -> None:
