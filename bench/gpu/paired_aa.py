@@ -80,13 +80,12 @@ def measure_one(name: str, corpus: Path, target: str, graphs: bool, cpu: bool, s
     problem = load_problem_sandboxed(source, "tritonbench", name)
     problem = with_perf_harness(problem, (corpus / "perf" / f"{name}_perf.py").read_text())
     parts["load"] = time.perf_counter() - start
-    # the check in the candidate's runner before its first prepare, as a GPU node's profile step
-    # makes it with `check_in_runner` (whatever that leaves in the runner is then in the A/A)
+    # with `check_in_runner` (a GPU only) the check runs in the candidate's runner before its first
+    # prepare, as a GPU node's profile step makes it: whatever that leaves in the runner is in the A/A
     gate = RunnerCheck(lambda in_runner: evaluate_candidate(problem, problem.editable, device=None,
-                                                            in_runner=in_runner))
+                                                            in_runner=in_runner)) if check_in_runner and not cpu else None
     start = time.perf_counter()
-    verdict = evaluate_candidate(problem, problem.editable, device="cpu" if cpu else None) if not (
-        check_in_runner and not cpu) else None
+    verdict = evaluate_candidate(problem, problem.editable, device="cpu" if cpu else None) if gate is None else None
     parts["correctness"] = time.perf_counter() - start
     row: dict[str, Any] = {"problem": name, "graphs": graphs, "correct": verdict.correct if verdict else None}
     config = replace(config_from_settings(), graphs=graphs)
@@ -98,11 +97,11 @@ def measure_one(name: str, corpus: Path, target: str, graphs: bool, cpu: bool, s
         parts["spare_start"] = time.perf_counter() - start
     start = time.perf_counter()
     try:
-        measurement = _measure(problem, target, config, cpu, gate if verdict is None else None)
+        measurement = _measure(problem, target, config, cpu, gate)
     except Exception as exc:  # a row says why; the table goes on
         return row | {"error": f"{type(exc).__name__}: {str(exc)[:300]}", "parts_s": parts}
     finally:
-        if verdict is None:
+        if gate is not None:
             row["correct"] = gate.verdict.correct if gate.verdict else None
             row["checked_in_runner"] = gate.in_runner
             parts["correctness"] = gate.check_s
