@@ -45,8 +45,8 @@ class _Check:
     isolated: bool | None = True
     reported: dict[str, float] = field(default_factory=dict)
     reference_source: str = "kept"
-    # runs the candidate's public cases somewhere other than a child of its own: the candidate's
-    # live timing runner (kernelband/profile/runner_check.py), given the payload and the file names
+    # runs the public cases somewhere other than a child of their own: the live timing runner that
+    # loaded the code checked (kernelband/profile/runner_check.py), given the payload and file names
     in_runner: ChildRun | None = None
 
     @property
