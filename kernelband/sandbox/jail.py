@@ -171,9 +171,17 @@ def _project_paths() -> list[str]:
     return sorted(os.path.realpath(p) for p in paths) + sorted(paths)
 
 
-@functools.lru_cache(maxsize=1)
-def runtime_args() -> tuple[str, ...]:
-    """bwrap arguments for the read-only runtime every runner needs."""
+def gpu_in_jail(interpret: bool) -> bool:
+    """Whether a jailed run gets the node's GPU devices. A run on the Triton interpreter (the CPU
+    device: a static report, a CPU check) does not, so nothing it runs can reach the GPU, and
+    timed rounds need not stop it (kernelband/sandbox/runner.py)."""
+    return not interpret
+
+
+@functools.lru_cache(maxsize=2)
+def runtime_args(gpu: bool = True) -> tuple[str, ...]:
+    """bwrap arguments for the read-only runtime every runner needs (`gpu`: with the GPU's
+    device nodes and the /sys the CUDA driver reads)."""
     args: list[str] = []
     for path in _SYSTEM_DIRS:
         args += _ro(path)
@@ -185,10 +193,10 @@ def runtime_args() -> tuple[str, ...]:
             seen.add(path)
             args += _ro(path)
     args += ["--proc", "/proc", "--dev", "/dev"]
-    for pattern in _GPU_DEVICES:
+    for pattern in _GPU_DEVICES if gpu else ():
         for node in glob.glob(pattern):
             args += ["--dev-bind", node, node]
-    if glob.glob("/dev/nvidia*"):
+    if gpu and glob.glob("/dev/nvidia*"):
         args += ["--ro-bind", "/sys", "/sys"]  # the CUDA driver reads the PCI topology there
     return tuple(args + _masked_data_dir(seen))
 
@@ -211,12 +219,13 @@ def _masked_data_dir(bound: Iterable[str]) -> list[str]:
 def jail_argv(command: list[str], workdir: str, env: Mapping[str, str], *,
               writable: Iterable[str] = (), caps: Iterable[str] = (),
               die_with_parent: bool = True, user: str = "",
-              ids: tuple[int, int] | None = None) -> list[str]:
+              ids: tuple[int, int] | None = None, gpu: bool = True) -> list[str]:
     """The full `bwrap ... -- command` line for one jailed process.
 
     `workdir` and `writable` are bound read-write at their own paths (they must exist); `caps`
     (zygote only) are kept inside its user namespace, never on the host; `ids` (uid, gid)
-    override the jail user's (the zygote runs as 0 there to give each run its namespaces).
+    override the jail user's (the zygote runs as 0 there to give each run its namespaces);
+    `gpu=False` leaves the GPU's device nodes out (`gpu_in_jail`).
     Start it with an empty environment (`env={}`): bwrap's own pid 1 inside the jail, which the
     jailed code can see, keeps bwrap's environment.
     """
@@ -232,7 +241,7 @@ def jail_argv(command: list[str], workdir: str, env: Mapping[str, str], *,
         argv += ["--cap-add", cap]
     # the private /tmp first: a runtime that lives under /tmp (a checkout or venv there) is bound
     # on top of it, not hidden by it
-    argv += ["--tmpfs", "/tmp", *runtime_args()]
+    argv += ["--tmpfs", "/tmp", *runtime_args(gpu)]
     for path in (*writable, workdir):
         argv += ["--bind", path, path]
     for key, value in sorted(env.items()):

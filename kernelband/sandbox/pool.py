@@ -61,7 +61,7 @@ def spawn_cold(request_path: str, limits: SandboxLimits, workdir: str,
     env = scrubbed_env(limits, workdir)
     if jailed:
         command = jail.jail_argv(command, workdir, env, writable=(triton_cache_dir(limits),),
-                                 user=limits.user)
+                                 user=limits.user, gpu=jail.gpu_in_jail(limits.interpret))
         env = {}
     try:
         popen = subprocess.Popen(
@@ -127,7 +127,7 @@ class Zygote:
         # uid 0 of its own user namespace (host root is not mapped into the runs' namespaces)
         argv = jail.jail_argv([*command, str(child.fileno()), *WARM_MODULES], jail.runs_parent(),
                               env, writable=(triton_caches_root(),), caps=("CAP_SYS_ADMIN",),
-                              die_with_parent=False, ids=(0, 0))
+                              die_with_parent=False, ids=(0, 0), gpu=jail.gpu_in_jail(self.interpret))
         self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                      pass_fds=(child.fileno(),), env={}, start_new_session=True)
         child.close()

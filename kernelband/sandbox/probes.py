@@ -44,6 +44,11 @@ def sleep_unhandled_alarm(payload: dict[str, Any]) -> dict[str, Any]:
     return sleep(payload)
 
 
+def exists(payload: dict[str, Any]) -> dict[str, Any]:
+    """Which of `paths` the run can see."""
+    return {path: os.path.exists(path) for path in payload["paths"]}
+
+
 def segfault(payload: dict[str, Any]) -> dict[str, Any]:
     ctypes.string_at(0)
     return {}

@@ -244,3 +244,40 @@ def test_a_result_built_anywhere_is_scrubbed(monkeypatch: pytest.MonkeyPatch) ->
                            stderr_tail="sk-canary-built-by-hand")
     assert (result.message, result.stderr_tail) == (f"key {REDACTED}", REDACTED)
     assert SandboxResult.from_dict(result.to_dict()) == result
+
+
+# host device nodes that bwrap's minimal /dev lacks: one stands in for a GPU's /dev/nvidia*
+STAND_INS = ("/dev/kmsg", "/dev/loop-control", "/dev/cpu_dma_latency", "/dev/fuse")
+
+
+@pytest.fixture
+def fake_gpu_device(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """A host device node bound into jails as a GPU's would be."""
+    node = next((path for path in STAND_INS if os.path.exists(path)), None)
+    if node is None:
+        pytest.skip(f"none of {STAND_INS} exists on this machine to stand in for a GPU device")
+    monkeypatch.setattr(jail, "_GPU_DEVICES", (node,))
+    jail.runtime_args.cache_clear()
+    shutdown_pool()  # zygotes made before hold the runtime they started with
+    yield node
+    shutdown_pool()
+    jail.runtime_args.cache_clear()
+
+
+@pytest.mark.parametrize("warm", [True, False])
+def test_an_interpreter_run_has_no_gpu_device_in_its_jail(fake_gpu_device: str, warm: bool) -> None:
+    if jail.jail_problem():
+        pytest.skip(f"bwrap cannot run here: {jail.jail_problem()}")
+    seen = {}
+    for interpret in (False, True):
+        result = run_sandboxed("kernelband.sandbox.probes:exists", {"paths": [fake_gpu_device]},
+                               SandboxLimits(interpret=interpret, warm=warm, isolation="jail", wall_s=60))
+        assert result.ok, result.message + result.stderr_tail
+        seen[interpret] = result.value[fake_gpu_device]
+    assert seen == {False: True, True: False}
+
+
+def test_the_runtime_binds_gpu_devices_only_when_asked(fake_gpu_device: str) -> None:
+    with_gpu, without = " ".join(jail.runtime_args(True)), " ".join(jail.runtime_args(False))
+    assert f"--dev-bind {fake_gpu_device} {fake_gpu_device}" in with_gpu
+    assert fake_gpu_device not in without

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from kernelband.config import get_settings
-from kernelband.sandbox import SandboxLimits, preempt, run_sandboxed
+from kernelband.sandbox import SandboxLimits, jail, preempt, run_sandboxed
 from kernelband.sandbox.gpu_lock import gpu_turn
 from kernelband.sandbox.session import RunnerSession
 
@@ -232,3 +232,32 @@ def test_time_stopped_by_timed_rounds_does_not_count_against_a_runs_wall_limit()
     thread.join()
     assert results[0].ok, results[0]  # 0.8 s of its own within 1.5 s, though 2.8 s passed
     assert preempt.stopped_s(pid) == 0.0  # its listing ended with it
+
+
+def test_a_jailed_interpreter_run_is_not_listed_and_goes_on_during_timed_rounds() -> None:
+    # it has no GPU device in its jail (kernelband/sandbox/jail.py gpu_in_jail): a static report
+    # or a CPU check compiles on through other measurements' timed rounds
+    if jail.jail_problem():
+        pytest.skip(f"bwrap cannot run here: {jail.jail_problem()}")
+    limits = SandboxLimits(interpret=True, isolation="jail", wall_s=20.0, cpu_s=60, audit=False)
+    done: list[float] = []
+    started = threading.Event()
+
+    def check() -> None:
+        with gpu_turn("cuda", exclusive=False):
+            started.set()
+            result = run_sandboxed("kernelband.sandbox.probes:compile_then_run", {"run": 0.6}, limits)
+        assert result.ok, result.message
+        done.append(time.perf_counter())
+
+    thread = threading.Thread(target=check)
+    thread.start()
+    started.wait(10)
+    time.sleep(0.2)  # the run has started (a warm fork takes milliseconds)
+    with gpu_turn("cuda", exclusive=True) as turn:
+        assert not preempt._listed()
+        assert turn["preempted"] == 0.0
+        time.sleep(4.0)  # far longer than the run's 0.6 s: it ends during the turn
+        ended = time.perf_counter()
+    thread.join()
+    assert done and done[0] < ended
