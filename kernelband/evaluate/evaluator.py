@@ -8,7 +8,10 @@ children wrote (`raw_outputs`) and decides (`judge`); it never imports their cod
 
 from __future__ import annotations
 
+import contextvars
+import threading
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -48,12 +51,17 @@ class _Check:
     # runs the public cases somewhere other than a child of their own: the live timing runner that
     # loaded the code checked (kernelband/profile/runner_check.py), given the payload and file names
     in_runner: ChildRun | None = None
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     @property
     def seeds(self) -> int:
         return len({e.k for e in self.entries})
 
     def account(self, result: SandboxResult, report: RunnerReport | None = None) -> None:
+        with self.lock:  # children may run side by side (`_beside`)
+            self._account(result, report)
+
+    def _account(self, result: SandboxResult, report: RunnerReport | None) -> None:
         self.wall_s += result.wall_s
         self.warm = self.warm and result.warm
         if result.network_isolated is False:
@@ -182,15 +190,26 @@ def _references(check: _Check, wanted: list[Entry]) -> tuple[dict[int, Any], dic
     return reference, spreads
 
 
+def _beside(pool: ThreadPoolExecutor, work: Callable[..., Any], *args: Any) -> Future[Any]:
+    """`work(*args)` on `pool`, in a copy of this context (the job's limits live in a context
+    variable)."""
+    return pool.submit(contextvars.copy_context().run, work, *args)
+
+
 def _candidate_part(check: _Check, entries: list[Entry], hidden: bool) -> judge.Judge | Verdict:
     """The candidate's runner on `entries` first (most refusals need no reference), then the
     references; a Judge that passed them, or the verdict that refuses the candidate.
 
     Held-out cases run in a child of their own, after the public ones passed, and every word
-    from it is replaced: a process that held held-out cases does not write a message."""
-    result, report = _run(check, check.editable, {
-        "count_launches": True, "steps": judge.steps(check.problem, entries, ("candidate",))}, entries,
-        None if hidden else check.in_runner)  # held-out cases never reach a runner that times
+    from it is replaced: a process that held held-out cases does not write a message. The
+    held-out references the judge does not keep yet are run beside that child (held-out cases
+    are checked for a track's best, which passed the public ones: it is rarely refused)."""
+    with ThreadPoolExecutor(1, thread_name_prefix="references") as pool:
+        ahead = _beside(pool, _references, check, entries) if hidden else None
+        result, report = _run(check, check.editable, {
+            "count_launches": True, "steps": judge.steps(check.problem, entries, ("candidate",))}, entries,
+            None if hidden else check.in_runner)  # held-out cases never reach a runner that times
+        prefetched = ahead.result() if ahead is not None else None
     if not result.ok:
         if hidden:
             result = replace(result, message="", stderr_tail="")
@@ -199,7 +218,10 @@ def _candidate_part(check: _Check, entries: list[Entry], hidden: bool) -> judge.
         report = replace(report, step=entries[0].index)  # its load error: a held-out run's words
     loaded = not (report.rejected and report.step is None)
     wanted = [e for e in entries if loaded and (not report.rejected or e.index < (report.step or 0))]
-    found = _references(check, wanted) if wanted else ({}, {})
+    if prefetched is not None and (not isinstance(prefetched, Verdict) or len(wanted) == len(entries)):
+        found = prefetched
+    else:  # (a failed reference run of cases the candidate never reached decides nothing)
+        found = _references(check, wanted) if wanted else ({}, {})
     if isinstance(found, Verdict):
         return found
     reference, spreads = found
@@ -209,14 +231,21 @@ def _candidate_part(check: _Check, entries: list[Entry], hidden: bool) -> judge.
 
 
 def _check_candidate(check: _Check) -> Verdict:
-    """Public cases, then (when asked) held-out ones; the verdict covers every case checked."""
-    parts: list[judge.Judge] = []
-    for hidden in (False, True):
-        entries = [e for e in check.entries if e.held_out == hidden]
-        if entries:
-            found = _candidate_part(check, entries, hidden)
+    """Public cases, then (when asked) held-out ones; the verdict covers every case checked.
+    The held-out part's children start beside the public part's, so a held-out acceptance waits
+    for one round of children rather than three in a row; the held-out answer counts only once
+    the public cases passed, and its words never reach a refusal of the public ones."""
+    public = [e for e in check.entries if not e.held_out]
+    hidden = [e for e in check.entries if e.held_out]
+    with ThreadPoolExecutor(1, thread_name_prefix="held-out") as pool:
+        ahead = _beside(pool, _candidate_part, check, hidden, True) if public and hidden else None
+        parts: list[judge.Judge] = []
+        for entries, is_hidden in ((public, False), (hidden, True)):
+            if not entries:
+                continue
+            found = ahead.result() if is_hidden and ahead is not None else _candidate_part(check, entries, is_hidden)
             if isinstance(found, Verdict):
-                return found
+                return found  # (leaving the pool waits for a held-out part still running)
             parts.append(found)
     return judge.Judge.merged(check.problem, check.entries, parts).accepted(check.seeds)
 
