@@ -43,34 +43,57 @@ def prefetch_for_skills(session: Session, measured: list[tuple[Job, Track, Candi
     facts = Prefetched()
     pairs = {(c.parent_id, t.target) for _, t, c in measured if c.parent_id is not None}
     facts.parent_times = dict.fromkeys(pairs)
+    statements = _statements(session.get_bind().dialect.name)
     if pairs:
-        for parent_id, editable, target, time_ms in session.execute(
-                _parents_with_times(session, sorted({p for p, _ in pairs}))):
+        parents = sorted({p for p, _ in pairs})
+        for parent_id, editable, target, time_ms in session.execute(statements.parents,
+                                                                    {"parents": parents}):
             facts.parent_code[parent_id] = editable
             if (parent_id, target) in facts.parent_times:  # newest last: it overwrites older ones
                 facts.parent_times[(parent_id, target)] = time_ms
-    query = (select(Team.id, Team.skill_library, Problem.id, Problem.name)
-             .select_from(Job).join(Team, Team.id == Job.team_id)
-             .join(Problem, Problem.id == Job.problem_id)
-             .where(Job.id.in_(sorted({j.id for j, _, _ in measured}))))
-    for team_id, skill_library, problem_id, name in session.execute(query):
+    jobs = sorted({j.id for j, _, _ in measured})
+    for team_id, skill_library, problem_id, name in session.execute(statements.teams,
+                                                                    {"jobs": jobs}):
         facts.skill_library[team_id] = skill_library
         facts.problem_name[problem_id] = name
     session.info[_PREFETCHED] = (session.get_transaction(), facts)
 
 
-def _parents_with_times(session: Session, parent_ids: list[int]) -> Any:
+class _Statements:
+    """The prefetch's two reads for one dialect, built once: building them per batch (a
+    lateral subquery, joins, their cache keys) cost the scheduler more than running them."""
+
+    def __init__(self, postgres: bool) -> None:
+        self.parents = _parents_with_times(postgres)
+        jobs = (Job.id == func.any(bindparam("jobs", type_=ARRAY(Integer))) if postgres
+                else Job.id.in_(bindparam("jobs", expanding=True)))
+        self.teams = (select(Team.id, Team.skill_library, Problem.id, Problem.name)
+                      .select_from(Job).join(Team, Team.id == Job.team_id)
+                      .join(Problem, Problem.id == Job.problem_id).where(jobs))
+
+
+_BUILT: dict[str, _Statements] = {}
+
+
+def _statements(dialect: str) -> _Statements:
+    if dialect not in _BUILT:
+        _BUILT[dialect] = _Statements(dialect == "postgresql")
+    return _BUILT[dialect]
+
+
+def _parents_with_times(postgres: bool) -> Any:
     """(parent id, its source, target, time_ms) per measurement of each parent, oldest first
-    (a parent without one: a row with no target). On Postgres each parent's measurements are
-    an index probe (a lateral join kept one by `OFFSET 0`): with an IN list a planner without
-    fresh statistics scanned every measurement, a read that grew with every pull."""
-    if session.get_bind().dialect.name != "postgresql":  # no lateral join (SQLite: tests)
+    (a parent without one: a row with no target); the parents' ids bound as `parents`. On
+    Postgres each parent's measurements are an index probe (a lateral join kept one by
+    `OFFSET 0`): with an IN list a planner without fresh statistics scanned every
+    measurement, a read that grew with every pull."""
+    if not postgres:  # no lateral join (SQLite: tests)
         return (select(Candidate.id, Candidate.editable, Measurement.target, Measurement.time_ms)
                 .outerjoin(Measurement, Measurement.candidate_id == Candidate.id)
-                .where(Candidate.id.in_(parent_ids)).order_by(Candidate.id, Measurement.id))
+                .where(Candidate.id.in_(bindparam("parents", expanding=True)))
+                .order_by(Candidate.id, Measurement.id))
     parents = (select(Candidate.id, Candidate.editable)
-               .where(Candidate.id == func.any(bindparam("parents", parent_ids,
-                                                         type_=ARRAY(Integer))))
+               .where(Candidate.id == func.any(bindparam("parents", type_=ARRAY(Integer))))
                .subquery("parent"))
     times = (select(Measurement.id, Measurement.target, Measurement.time_ms)
              .where(Measurement.candidate_id == parents.c.id).offset(0).lateral("parent_time"))
