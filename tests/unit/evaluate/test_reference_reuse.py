@@ -1,7 +1,10 @@
-"""Reference outputs come from a runner of the original once per problem and seed, then are kept."""
+"""Reference outputs come from a runner of the original once per problem and seed, then are kept;
+a held-out acceptance runs its held-out children (the candidate's and the references') beside the
+public ones, and the held-out answer counts only once the public cases passed."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -44,3 +47,24 @@ def test_after_the_originals_own_check_a_candidate_starts_one_runner(vector_add:
                                    device="cpu")
     assert original.correct and candidate.correct, (original.message, candidate.message)
     assert candidate.details["reference"] == "kept"
+
+
+def test_held_out_children_run_beside_the_public_ones(vector_add: KernelProblem) -> None:
+    STORE.clear()  # every reference is run: four children, the held-out two beside the public two
+    started = time.perf_counter()
+    verdict = evaluate_candidate(vector_add, vector_add.editable, held_out=True, seeds=2, limits=LIMITS,
+                                 device="cpu")
+    elapsed = time.perf_counter() - started
+    assert verdict.correct, verdict.message
+    assert verdict.held_out_checked == len(vector_add.held_out_cases)
+    # the children's own seconds add up to more than the check took: some ran at the same time
+    assert verdict.details["sandbox_wall_s"] > 1.1 * elapsed, (verdict.details["sandbox_wall_s"], elapsed)
+
+
+def test_a_public_refusal_is_the_answer_whatever_the_held_out_part_found(vector_add: KernelProblem) -> None:
+    wrong = vector_add.editable.replace("x + y, mask=mask", "x - y, mask=mask")
+    assert wrong != vector_add.editable
+    verdict = evaluate_candidate(vector_add, wrong, held_out=True, seeds=2, limits=LIMITS, device="cpu")
+    assert not verdict.correct
+    assert verdict.held_out_checked == 0
+    assert "held-out" not in verdict.message, verdict.message
