@@ -11,10 +11,10 @@ from __future__ import annotations
 import contextvars
 import threading
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, TypeVar
 
 from kernelband.evaluate import judge
 from kernelband.evaluate.judge import Entry, Material, RunnerReport
@@ -30,6 +30,8 @@ from kernelband.sandbox.gpu_lock import gpu_turn
 
 TARGET = "kernelband.runner.correctness:run_correctness"
 ChildRun = Callable[[dict[str, Any], list[str]], SandboxResult]  # (payload, file names) -> result
+T = TypeVar("T")
+U = TypeVar("U")
 
 
 @dataclass
@@ -58,7 +60,7 @@ class _Check:
         return len({e.k for e in self.entries})
 
     def account(self, result: SandboxResult, report: RunnerReport | None = None) -> None:
-        with self.lock:  # children may run side by side (`_beside`)
+        with self.lock:  # children may run side by side (`_together`)
             self._account(result, report)
 
     def _account(self, result: SandboxResult, report: RunnerReport | None) -> None:
@@ -190,26 +192,32 @@ def _references(check: _Check, wanted: list[Entry]) -> tuple[dict[int, Any], dic
     return reference, spreads
 
 
-def _beside(pool: ThreadPoolExecutor, work: Callable[..., Any], *args: Any) -> Future[Any]:
-    """`work(*args)` on `pool`, in a copy of this context (the job's limits live in a context
-    variable)."""
-    return pool.submit(contextvars.copy_context().run, work, *args)
+def _together(here: Callable[[], T], there: Callable[[], U]) -> tuple[T, U]:
+    """`here()` in this thread while `there()` runs in another (in a copy of this context: the
+    job's limits live in a context variable); both results, once both have ended."""
+    with ThreadPoolExecutor(1, thread_name_prefix="check-beside") as pool:
+        future = pool.submit(contextvars.copy_context().run, there)
+        return here(), future.result()
 
 
 def _candidate_part(check: _Check, entries: list[Entry], hidden: bool) -> judge.Judge | Verdict:
     """The candidate's runner on `entries` first (most refusals need no reference), then the
     references; a Judge that passed them, or the verdict that refuses the candidate.
 
-    Held-out cases run in a child of their own, after the public ones passed, and every word
-    from it is replaced: a process that held held-out cases does not write a message. The
-    held-out references the judge does not keep yet are run beside that child (held-out cases
-    are checked for a track's best, which passed the public ones: it is rarely refused)."""
-    with ThreadPoolExecutor(1, thread_name_prefix="references") as pool:
-        ahead = _beside(pool, _references, check, entries) if hidden else None
-        result, report = _run(check, check.editable, {
+    Held-out cases run in a child of their own, and every word from it is replaced: a process
+    that held held-out cases does not write a message. The held-out references the judge does
+    not keep yet are run beside that child (held-out cases are checked for a track's best, which
+    passed the public ones: it is rarely refused)."""
+    def candidate() -> tuple[SandboxResult, RunnerReport]:
+        return _run(check, check.editable, {
             "count_launches": True, "steps": judge.steps(check.problem, entries, ("candidate",))}, entries,
             None if hidden else check.in_runner)  # held-out cases never reach a runner that times
-        prefetched = ahead.result() if ahead is not None else None
+
+    prefetched: tuple[dict[int, Any], dict[str, float]] | Verdict | None = None
+    if hidden:
+        (result, report), prefetched = _together(candidate, lambda: _references(check, entries))
+    else:
+        result, report = candidate()
     if not result.ok:
         if hidden:
             result = replace(result, message="", stderr_tail="")
@@ -237,16 +245,17 @@ def _check_candidate(check: _Check) -> Verdict:
     the public cases passed, and its words never reach a refusal of the public ones."""
     public = [e for e in check.entries if not e.held_out]
     hidden = [e for e in check.entries if e.held_out]
-    with ThreadPoolExecutor(1, thread_name_prefix="held-out") as pool:
-        ahead = _beside(pool, _candidate_part, check, hidden, True) if public and hidden else None
-        parts: list[judge.Judge] = []
-        for entries, is_hidden in ((public, False), (hidden, True)):
-            if not entries:
-                continue
-            found = ahead.result() if is_hidden and ahead is not None else _candidate_part(check, entries, is_hidden)
-            if isinstance(found, Verdict):
-                return found  # (leaving the pool waits for a held-out part still running)
-            parts.append(found)
+    found: list[judge.Judge | Verdict]
+    if public and hidden:
+        found = list(_together(lambda: _candidate_part(check, public, False),
+                               lambda: _candidate_part(check, hidden, True)))
+    else:
+        found = [_candidate_part(check, entries, entries is hidden) for entries in (public, hidden) if entries]
+    parts: list[judge.Judge] = []
+    for part in found:  # public first: its refusal is the answer
+        if isinstance(part, Verdict):
+            return part
+        parts.append(part)
     return judge.Judge.merged(check.problem, check.entries, parts).accepted(check.seeds)
 
 

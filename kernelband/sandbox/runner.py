@@ -242,7 +242,8 @@ def run_sandboxed(
     # a jailed run on the interpreter has no GPU device (jail.gpu_in_jail): nothing it does
     # reaches the GPU, so other measurements' timed rounds let it go on compiling on the cores
     # the measuring runners are not pinned to
-    listed = preempt.enabled() and not (jailed and not jail.gpu_in_jail(limits.interpret))
+    reaches_gpu = not jailed or jail.gpu_in_jail(limits.interpret)
+    listed = preempt.enabled() and reaches_gpu
     if listed:
         preempt.arrive(handle.pid)
     collected: Any = None
