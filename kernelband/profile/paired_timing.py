@@ -44,7 +44,7 @@ from kernelband.profile.paired_runners import (
 )
 from kernelband.profile.per_problem import PerProblem
 from kernelband.profile.runner_check import RunnerCheck
-from kernelband.sandbox.gpu_lock import gpu_turn
+from kernelband.sandbox.gpu_lock import gpu_turn, settle
 from kernelband.sandbox.limits import SandboxLimits
 
 
@@ -152,10 +152,13 @@ def prepare_first(pair: RunnerPair, config: PairedConfig, rng: random.Random) ->
 
 
 def time_pair(problem: KernelProblem, pair: RunnerPair, config: PairedConfig, rng: random.Random,
-              calibration_key: str = "", first: tuple[list[str], float] | None = None) -> PairedRun:
+              calibration_key: str = "", first: tuple[list[str], float] | None = None,
+              settle: Callable[[], None] = lambda: None) -> PairedRun:
     """Calibrate (once per `calibration_key`: the original and the timing mode), then run the
     interleaved rounds; raises TimingRejected on a broken rule. `first`: what `prepare_first`
-    returned, when the caller prepared the cases already (outside the GPU's exclusive turn)."""
+    returned, when the caller prepared the cases already (outside the GPU's exclusive turn).
+    `settle()` returns once the GPU work of the processes the turn stopped has finished: called
+    before the first timed batch, so the untimed warm-up runs while it drains."""
     original, candidate = pair.runners["original"], pair.runners["candidate"]
     cases, prepared_s = first or prepare_first(pair, config, rng)
     started = time.perf_counter()
@@ -163,6 +166,7 @@ def time_pair(problem: KernelProblem, pair: RunnerPair, config: PairedConfig, rn
     batch = CALIBRATIONS.get(key) if calibration_key else None
     calibrate_s = 0.0  # a problem calibrated before costs nothing here
     if batch is None:
+        settle()  # calibration batches are timed
         batch = _calibrate(pair, cases, config)
         calibrate_s = time.perf_counter() - started
         if calibration_key:
@@ -170,6 +174,7 @@ def time_pair(problem: KernelProblem, pair: RunnerPair, config: PairedConfig, rn
     run = PairedRun(cases, batch, len(original.cases), verifiable=candidate.verifiable,
                     inputs_drawn=original.inputs_drawn)
     _warm_up(pair, cases, run.batch)
+    settle()
     run.notes = [f"{role}'s runner {r.unpinned}" for role, r in pair.runners.items() if r.unpinned]
     run.case_original_ms = {c: [] for c in cases}
     run.case_candidate_ms = {c: [] for c in cases}
@@ -237,6 +242,12 @@ def _one_round(problem: KernelProblem, pair: RunnerPair, run: PairedRun, config:
         run.parts_s["verify"] += time.perf_counter() - started
 
 
+# how a problem's original could be measured when its first way failed (inputs at fixed
+# addresses; the test's calls instead of its harness), kept for the problem's later candidates:
+# each would otherwise start runners that fail the same way first, tens of seconds of a GPU task
+FALLBACKS = PerProblem()
+
+
 def measure_paired_runners(
     problem: KernelProblem, editable: str | None, device: str, config: PairedConfig | None = None, *,
     limits: SandboxLimits | None = None, keep_original: bool = True,
@@ -249,34 +260,53 @@ def measure_paired_runners(
     the exclusive turn: a candidate it refuses (CandidateRefused) is never timed. A failing
     original's runner is never held against the candidate: the measurement is taken again in
     fresh runners, first with the inputs at fixed addresses, then (a TritonBench-G problem with a
-    performance harness) with the test's calls into the region, each fallback named in `run.notes`."""
+    performance harness) with the test's calls into the region, each fallback named in `run.notes`
+    and kept for the problem's later measurements; the failed tries' seconds are `parts_s["retried"]`."""
     config = config or PairedConfig()
-    try:
-        return _measure_once(problem, editable, device, config, limits, keep_original, after, until_checked)
-    except OriginalRunnerError as exc:
-        failure = exc
-    shuffled = config.shuffle_layout and config.clock == "wall" and device.startswith("cuda")
-    fixed = replace(config, shuffle_layout=False)
-    if keep_original or shuffled:
-        # a fresh original, its inputs where they first land: an original that reads a little
-        # past its buffers can fault once a shifted input ends at the edge of its allocation
+    key = ORIGINALS.key(problem, device, config, (limits or SandboxLimits.from_settings()).cache_scope)
+    ways = _ways(problem, device, config, keep_original)
+    known = FALLBACKS.get(key)
+    if known is not None and known["way"] not in ways:
+        known = None
+    failure: OriginalRunnerError | None = None
+    retried = 0.0  # the failed tries' seconds: a step's parts then add up
+    for way, note in ways.items():
+        if failure is None and known is not None and way != known["way"]:
+            continue  # an earlier measurement of this problem found this way failing
+        started = time.perf_counter()
         try:
-            run = _measure_once(problem, editable, device, fixed, limits, False, after, until_checked)
+            run = _measure_once(replace(problem, perf_source="") if way == "calls" else problem, editable, device,
+                                config if way == "first" else replace(config, shuffle_layout=False),
+                                limits, keep_original and failure is None, after, until_checked)
         except OriginalRunnerError as exc:
-            failure = exc
-        else:
-            if shuffled:
-                run.notes.append(f"inputs at fixed addresses: with fresh placement the original failed "
-                                 f"({failure.reason})")
-            return run
-    if not problem.perf_source:
-        raise failure
-    # the harness's own inputs can be what the original cannot take (its largest sizes, say);
-    # the test's calls are the inputs the original was checked on
-    run = _measure_once(replace(problem, perf_source=""), editable, device, fixed, limits, False, after, until_checked)
-    run.notes.append(f"timed with the test's calls into the region: the performance harness failed in the "
-                     f"original's runner ({failure.reason}: {str(failure)[:200]})")
-    return run
+            failure, retried = exc, retried + time.perf_counter() - started
+            continue
+        if failure is not None:
+            run.parts_s["retried"] = retried
+            if way != "first":
+                FALLBACKS.keep(key, {"way": way, "reason": failure.reason, "message": str(failure)[:200]})
+        if note and failure is not None:
+            run.notes.append(note.format(reason=failure.reason, message=str(failure)[:200]))
+        elif note and known is not None:
+            run.notes.append(note.format(**known) + " (as this problem's earlier measurement found)")
+        return run
+    assert failure is not None  # the first way, or the one kept, was tried
+    raise failure
+
+
+def _ways(problem: KernelProblem, device: str, config: PairedConfig, keep_original: bool) -> dict[str, str]:
+    """The ways to measure, in order: as configured; with the inputs at fixed addresses (a
+    fresh original, its inputs where they first land: an original that reads a little past its
+    buffers can fault once a shifted input ends at the edge of its allocation); with the test's
+    calls (the harness's own inputs can be what the original cannot take, its largest sizes say)."""
+    shuffled = config.shuffle_layout and config.clock == "wall" and device.startswith("cuda")
+    ways = {"first": ""}  # each way and the note a measurement taken that way carries
+    if keep_original or shuffled:
+        ways["fixed"] = "inputs at fixed addresses: with fresh placement the original failed ({reason})" if shuffled else ""
+    if problem.perf_source:
+        ways["calls"] = ("timed with the test's calls into the region: the performance harness failed in the "
+                         "original's runner ({reason}: {message})")
+    return ways
 
 
 def _measure_once(problem: KernelProblem, editable: str | None, device: str, config: PairedConfig,
@@ -296,9 +326,11 @@ def _measure_once(problem: KernelProblem, editable: str | None, device: str, con
             if until_checked is not None:
                 until_checked()
             own = tuple(runner.session.pid for runner in pair.runners.values())
-            with gpu_turn(device, exclusive=True, own=own) as turn:  # the timed rounds have the GPU alone
+            # the timed rounds have the GPU alone
+            with gpu_turn(device, exclusive=True, own=own, settle_later=True) as turn:
                 held = time.perf_counter()
-                run = time_pair(problem, pair, config, rng, ORIGINALS.key(problem, device, config, original.scope), first)
+                run = time_pair(problem, pair, config, rng, ORIGINALS.key(problem, device, config, original.scope),
+                                first, lambda: settle(turn))
             # what this measurement cost the node's other GPU tasks: every second they could not
             # start a shared turn (a first prepare is a shared turn's, whatever the part's name)
             parts["held_alone"] = parts.get("held_alone", 0.0) + time.perf_counter() - held

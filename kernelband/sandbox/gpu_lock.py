@@ -31,11 +31,17 @@ def _lock_path(suffix: str = "") -> Path:
 
 
 @contextmanager
-def gpu_turn(device: str, *, exclusive: bool, own: tuple[int, ...] = ()) -> Iterator[dict[str, float]]:
+def gpu_turn(device: str, *, exclusive: bool, own: tuple[int, ...] = (),
+             settle_later: bool = False) -> Iterator[dict[str, float]]:
     """Hold this node's GPU shared or exclusive while the block runs (nothing on a CPU
     device). Yields {"waited_s": ..., "preempted": ...}: how long the turn took to come and how
     many sandboxed process groups an exclusive turn stopped (`own`: the process groups of the
     runners it times, never stopped).
+
+    An exclusive turn that stopped groups lets the GPU work they had queued finish
+    (`preempt.SETTLE_S`) before its block runs; with `settle_later` it does not wait: the block
+    must call `settle(turn)` before anything it times, and can run untimed GPU work (a warm-up)
+    meanwhile.
 
     `flock` grants a new shared lock while others hold one, even with an exclusive request
     waiting, so with several tasks checking and compiling on a node the timed rounds could
@@ -52,7 +58,7 @@ def gpu_turn(device: str, *, exclusive: bool, own: tuple[int, ...] = ()) -> Iter
     _held.turn = True
     try:
         preempting = exclusive and preempt.enabled()
-        with _preempting_turn(own) if preempting else _turn(exclusive) as waited:
+        with _preempting_turn(own, settle_later) if preempting else _turn(exclusive) as waited:
             yield waited
     finally:
         _held.turn = False
@@ -61,8 +67,13 @@ def gpu_turn(device: str, *, exclusive: bool, own: tuple[int, ...] = ()) -> Iter
 _held = threading.local()  # whether this thread holds a turn
 
 
+def settle(turn: dict[str, float]) -> None:
+    """Wait until the work the turn stopped had the time to finish on the GPU (see `gpu_turn`)."""
+    time.sleep(max(0.0, turn.get("settle_until", 0.0) - time.monotonic()))
+
+
 @contextmanager
-def _preempting_turn(own: tuple[int, ...]) -> Iterator[dict[str, float]]:
+def _preempting_turn(own: tuple[int, ...], settle_later: bool) -> Iterator[dict[str, float]]:
     """Exclusive turns one after another (their own file), each holding the queue for its
     length, so no shared turn starts; the shared turns already running are stopped."""
     waited = {"waited_s": 0.0, "preempted": 0.0}
@@ -73,9 +84,11 @@ def _preempting_turn(own: tuple[int, ...]) -> Iterator[dict[str, float]]:
             fcntl.flock(queue, fcntl.LOCK_EX)
             try:
                 preempt.recover()
-                with preempt.preempting(own) as stopped:
+                with preempt.preempting(own, 0.0 if settle_later else preempt.SETTLE_S) as stopped:
                     waited["waited_s"] = time.perf_counter() - start
                     waited["preempted"] = float(stopped)
+                    if settle_later and stopped:
+                        waited["settle_until"] = time.monotonic() + preempt.SETTLE_S
                     yield waited
             finally:
                 fcntl.flock(queue, fcntl.LOCK_UN)

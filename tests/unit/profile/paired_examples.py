@@ -25,7 +25,8 @@ class TurnRecorder:
         self.now = "none"
 
     @contextmanager
-    def __call__(self, device: str, *, exclusive: bool, own: tuple[int, ...] = ()) -> Iterator[dict[str, float]]:
+    def __call__(self, device: str, *, exclusive: bool, own: tuple[int, ...] = (),
+                 settle_later: bool = False) -> Iterator[dict[str, float]]:
         self.now = "exclusive" if exclusive else "shared"
         try:
             yield {"waited_s": 0.0}

@@ -236,6 +236,34 @@ def test_a_harness_the_original_cannot_run_falls_back_to_the_tests_calls_and_say
     assert "timed with the test's calls into the region" in notes and "MemoryError" in notes
 
 
+def test_a_problems_later_candidates_are_measured_the_way_its_original_could_be_at_once(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from kernelband.profile import paired_timing
+
+    problem = replace(load_problem(COPY_TRITONBENCH, "tritonbench", "copy", device="cpu"), perf_source=BROKEN_HARNESS)
+    quick = PairedConfig(rounds=3, min_rounds=3, batch_ms=10.0, seed=5, clock="cpu")
+    tried: list[str] = []
+    once = paired_timing._measure_once
+
+    def spy(problem: KernelProblem, *args: Any) -> Any:
+        tried.append("harness" if problem.perf_source else "calls")
+        return once(problem, *args)
+
+    monkeypatch.setattr(paired_timing, "_measure_once", spy)
+    paired_timing.FALLBACKS.known.clear()
+    first = measure_paired_runners(problem, None, "cpu", quick, keep_original=False)
+    assert tried == ["harness", "calls"] and first.parts_s["retried"] > 0  # the failed try's seconds
+    tried.clear()
+    later = measure_paired_runners(problem, None, "cpu", quick, keep_original=False)
+    assert tried == ["calls"] and "retried" not in later.parts_s
+    note = next(n for n in later.notes if "test's calls" in n)
+    assert "MemoryError" in note and "as this problem's earlier measurement found" in note
+    other = replace(problem, perf_source=BROKEN_HARNESS + "\n# another job's copy\n")
+    tried.clear()
+    measure_paired_runners(other, None, "cpu", quick, keep_original=False)
+    assert tried == ["harness", "calls"]  # kept per problem: another problem tries its own way first
+
+
 def test_a_pair_times_only_an_evenly_spread_subset_of_the_cases_and_says_so() -> None:
     five = ", ".join(f'{{"name": "n{n}", "params": {{"n": {n}}}, "dtype": "float32"}}' for n in (8, 16, 24, 32, 40))
     source = FIXTURE.read_text().replace(
@@ -277,6 +305,34 @@ def test_the_first_inputs_are_prepared_in_a_shared_turn_and_only_timing_holds_th
     assert all(h.endswith(":exclusive") for h in held if h.startswith("run_batch"))
 
 
+def test_the_warm_up_runs_while_stopped_work_drains_and_nothing_timed_before_it_has(problem: KernelProblem) -> None:
+    from kernelband.profile import paired_commands, paired_timing
+
+    held: list[str] = []  # runner commands, and "settle" where the turn's stopped work had drained
+    exchange = paired_commands.RunnerPair.exchange
+
+    def spy(self: paired_commands.RunnerPair, commands: list[tuple[str, dict[str, Any]]],
+            timeout_s: float | None = None) -> Any:
+        held.extend(str(command["cmd"]) for _, command in commands)
+        return exchange(self, commands, timeout_s)
+
+    quick = replace(CONFIG, rounds=3, min_rounds=3, batch_ms=10.0, seed=13)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(paired_timing, "gpu_turn", TurnRecorder())
+        patch.setattr(paired_timing, "settle", lambda turn: held.append("settle"))
+        patch.setattr(paired_commands.RunnerPair, "exchange", spy)
+        paired_timing.CALIBRATIONS.known.clear()
+        measure(problem, None, quick)  # calibrates: its batches are timed, so it settles first
+        first = held[:]
+        held.clear()
+        measure(problem, None, quick)  # calibrated before: the warm-up goes first
+    assert first.index("settle") < first.index("run_batch")
+    cases = len(problem.cases)
+    batches_before = [h for h in held[:held.index("settle")] if h == "run_batch"]
+    assert len(batches_before) == 2 * cases  # one untimed batch per case in each runner
+    assert held.count("settle") == 1 and held[held.index("settle"):].count("run_batch") >= 3 * 2 * cases
+
+
 def test_the_wait_for_a_shared_turn_is_its_own_part_not_the_candidates_start(problem: KernelProblem) -> None:
     import time
     from contextlib import contextmanager
@@ -284,7 +340,8 @@ def test_the_wait_for_a_shared_turn_is_its_own_part_not_the_candidates_start(pro
     from kernelband.profile import paired_timing
 
     @contextmanager
-    def busy_gpu(device: str, *, exclusive: bool, own: tuple[int, ...] = ()) -> Iterator[dict[str, float]]:
+    def busy_gpu(device: str, *, exclusive: bool, own: tuple[int, ...] = (),
+                 settle_later: bool = False) -> Iterator[dict[str, float]]:
         start = time.perf_counter()
         if not exclusive:  # another candidate's timed rounds hold the GPU for a while
             time.sleep(0.3)

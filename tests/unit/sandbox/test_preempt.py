@@ -125,6 +125,26 @@ def test_a_runner_its_judge_pauses_during_the_turn_stays_paused(
     assert _stopped(judged)  # its judge resumes it when it needs it
 
 
+def test_a_turn_that_settles_later_starts_at_once_and_settles_before_anything_timed(
+        children: list[subprocess.Popen[bytes]]) -> None:
+    from kernelband.sandbox.gpu_lock import settle
+
+    other = _busy(children)
+    entered = time.monotonic()
+    with gpu_turn("cuda", exclusive=True, settle_later=True) as turn:
+        started = time.monotonic()
+        assert _stopped(other) and turn["preempted"] == 1.0
+        assert started - entered < preempt.SETTLE_S  # untimed work can run while the GPU drains
+        settle(turn)
+        assert time.monotonic() >= started + preempt.SETTLE_S * 0.9
+        again = time.monotonic()
+        settle(turn)  # settled once: nothing more to wait for
+        assert time.monotonic() - again < 0.02
+    entered = time.monotonic()
+    with gpu_turn("cuda", exclusive=True):  # the default still drains before the block
+        assert time.monotonic() - entered >= preempt.SETTLE_S * 0.9
+
+
 def test_exclusive_turns_still_take_turns() -> None:
     log: list[tuple[str, float]] = []
 
