@@ -20,6 +20,7 @@ from kernelband.db.json_rows import insert_returning_ids
 from kernelband.db.models import Attempt, Candidate, Track, utcnow
 from kernelband.db.row_buffer import loaded_row
 from kernelband.generate.normalize import source_hash
+from kernelband.scheduling.candidate_facts import note_child
 
 _CHILDREN = "kb_generated_children"  # session.info: attempt id -> its child
 Wanted = tuple[Track, Attempt, str, Candidate | None]  # track, attempt, editable, its parent
@@ -49,15 +50,17 @@ def insert_children(session: Session, wanted: Sequence[Wanted]) -> list[Candidat
     every one asked for, in order."""
     prepared: dict[int, Candidate] = session.info.setdefault(_CHILDREN, {})
     new: dict[int, dict[str, Any]] = {}
+    parents: list[Candidate] = []
     for track, attempt, editable, parent in wanted:
         if attempt.id not in prepared and attempt.id not in new:
-            new[attempt.id] = child_row(track, attempt, editable,
-                                        attempt_candidate(session, attempt, parent))
+            parents.append(attempt_candidate(session, attempt, parent))
+            new[attempt.id] = child_row(track, attempt, editable, parents[-1])
     rows = list(new.values())
     ids = insert_returning_ids(session.connection(), typing.cast(Table, Candidate.__table__),
                                rows)
-    for attempt_id, row, child_id in zip(new, rows, ids, strict=True):
+    for attempt_id, row, child_id, parent in zip(new, rows, ids, parents, strict=True):
         prepared[attempt_id] = loaded_row(session, Candidate, {"id": child_id, **row})
+        note_child(session, prepared[attempt_id], parent.editable)  # its compile's payload
     return [prepared[attempt.id] for _, attempt, _, _ in wanted]
 
 

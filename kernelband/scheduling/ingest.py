@@ -30,6 +30,7 @@ from kernelband.loop.transcripts import record_transcript
 from kernelband.loop.translate import kept_original, needs_translation, replaces_best
 from kernelband.profile.measurement import Measurement as MeasurementValue
 from kernelband.scheduling.attempts import new_attempt
+from kernelband.scheduling.candidate_facts import note_measurement, note_static_profile
 from kernelband.scheduling.children import attempt_candidate, generated_child
 from kernelband.scheduling.events import append_event, prime_event_counters
 from kernelband.scheduling.results import (
@@ -178,6 +179,7 @@ def apply_compile(session: Session, job: Job, track: Track, attempt: Attempt,
     """A compiled child goes on to be profiled on its target; a rejected one ends the pull."""
     child = attempt_candidate(session, attempt, candidate)
     child.static_profile = result.static_profile
+    note_static_profile(session, child.id, result.static_profile)  # its profile's payload
     if not result.ok:
         reject(child, result)
         fail_pull(session, job, track, attempt, child, result)
@@ -336,7 +338,9 @@ def store_measurement(session: Session, candidate: Candidate, data: MeasurementV
               **paired_columns(data.speedup.to_dict() if data.speedup is not None else None),
               "features": features, "created_at": utcnow()}
     add_row(session, Measurement, values)
-    return row_value(Measurement, values)
+    measurement = row_value(Measurement, values)
+    note_measurement(session, candidate.id, measurement)  # the payload of a pull from it
+    return measurement
 
 
 def set_best(session: Session, job: Job, track: Track, candidate: Candidate,

@@ -20,6 +20,12 @@ from kernelband.db.models import Candidate, Job, Measurement, Problem, Track
 from kernelband.db.repository import latest_measurements
 from kernelband.loop.context import generation_context, needs_generation_context
 from kernelband.scheduling.attempts import ClaimedAttempt
+from kernelband.scheduling.candidate_facts import (
+    CandidateFacts,
+    HeldCandidates,
+    known_facts,
+    note_facts,
+)
 from kernelband.scheduling.state import WITHOUT_STORED_STATE
 
 PHI_FACTS = (("log1p(time)", ""), ("registers per thread", ""), ("shared memory", "KiB"),
@@ -34,12 +40,14 @@ class PayloadFacts:
     """Columns that never change once set, kept by one engine context so that a dispatch
     reads them once per job rather than once per pass: a job's problem, limits, model, policy
     and generator, a problem's loaded form, a track's target and (once its baseline is
-    measured, `ingest.apply_baseline`) its original time. Held per context, not per process:
-    a database whose ids start over (tests) gets a new context."""
+    measured, `ingest.apply_baseline`) its original time; and the candidates' columns this
+    context wrote or read (`candidate_facts`). Held per context, not per process: a database
+    whose ids start over (tests) gets a new context."""
 
     jobs: dict[int, Row[Any]] = field(default_factory=dict)
     problems: dict[int, Row[Any]] = field(default_factory=dict)
     tracks: dict[int, Row[Any]] = field(default_factory=dict)
+    candidates: HeldCandidates = field(default_factory=HeldCandidates)
 
 
 def profile_summary(measurement: Measurement | Row[Any] | None) -> list[dict[str, Any]]:
@@ -95,28 +103,44 @@ def task_payloads(session: Session, attempts: Sequence[ClaimedAttempt],
 
 
 def _candidates(session: Session, attempts: Sequence[ClaimedAttempt]
-                ) -> tuple[dict[int, Row[Any]], dict[int, Measurement | Row[Any]]]:
+                ) -> tuple[dict[int, CandidateFacts], dict[int, Any]]:
     """The attempts' candidates (with their parents' source) and the newest measurement of
-    each generate attempt's candidate (the parent of the pull).
+    each generate attempt's candidate (the parent of the pull): those this context holds
+    (`candidate_facts`) as held, the others read (and noted).
 
     On Postgres one query: each candidate's measurements are joined as an index probe per
     candidate (a lateral join kept one by `OFFSET 0`), newest first, so the first row of each
     candidate carries its newest measurement; elsewhere (SQLite: tests) two queries."""
     ids = {a.candidate_id for a in attempts if a.candidate_id}
-    parents = {a.candidate_id for a in attempts if a.kind == "generate" and a.candidate_id}
-    if not ids or session.get_bind().dialect.name != "postgresql":
-        return (_columns(session, ids, *_CANDIDATE_COLUMNS,
-                         join=(_PARENT, _PARENT.id == Candidate.parent_id)),
-                dict(latest_measurements(session, parents)))
-    candidates: dict[int, Row[Any]] = {}
-    newest: dict[int, Measurement | Row[Any]] = {}
-    for row in session.execute(_CANDIDATES_MEASURED, {"ids": sorted(ids)}):
-        if row.id in candidates:
-            continue  # an older measurement of a candidate already seen
-        candidates[row.id] = row
-        if row.measurement_id is not None and row.id in parents:
-            newest[row.id] = row
+    candidates = known_facts(session, ids)
+    for facts in _read_candidates(session, ids - candidates.keys()):
+        note_facts(session, facts)
+        candidates[facts.id] = facts
+    newest = {a.candidate_id: candidates[a.candidate_id].newest for a in attempts
+              if a.kind == "generate" and a.candidate_id in candidates
+              and candidates[a.candidate_id].newest is not None}
     return candidates, newest
+
+
+def _read_candidates(session: Session, ids: set[int]) -> list[CandidateFacts]:
+    """The facts of these candidates, read (none for no ids)."""
+    if not ids:
+        return []
+    if session.get_bind().dialect.name != "postgresql":
+        rows = _columns(session, ids, *_CANDIDATE_COLUMNS,
+                        join=(_PARENT, _PARENT.id == Candidate.parent_id))
+        measured = latest_measurements(session, ids)
+        return [_facts(row, measured.get(key)) for key, row in rows.items()]
+    found: dict[int, CandidateFacts] = {}
+    for row in session.execute(_CANDIDATES_MEASURED, {"ids": sorted(ids)}):
+        if row.id not in found:  # else an older measurement of a candidate already seen
+            found[row.id] = _facts(row, row if row.measurement_id is not None else None)
+    return list(found.values())
+
+
+def _facts(row: Row[Any], newest: Any) -> CandidateFacts:
+    return CandidateFacts(row.id, row.editable, row.parent_id, row.parent_editable,
+                          row.static_features, newest)
 
 
 def _needs_context(job: Row[Any]) -> bool:
@@ -173,8 +197,8 @@ def _rows(session: Session, model: Any, ids: set[int], *options: Any) -> list[An
 
 
 def _payload(session: Session, attempt: ClaimedAttempt, job: Row[Any], track: Row[Any],
-             problem: Row[Any], candidate: Row[Any] | None,
-             newest: dict[int, Measurement | Row[Any]]) -> dict[str, Any]:
+             problem: Row[Any], candidate: CandidateFacts | None,
+             newest: dict[int, Any]) -> dict[str, Any]:
     payload: dict[str, Any] = {"attempt_id": attempt.id, "job_id": job.id, "target": track.target,
                                "problem": problem.loaded, **attempt.payload}
     if job.limits:  # the job's own sandbox limits (kernelband.sandbox.job_limits)

@@ -34,6 +34,7 @@ from kernelband.scheduling.attempts import (
     insert_claimed,
     send_on_commit,
 )
+from kernelband.scheduling.candidate_facts import hold_candidates
 from kernelband.scheduling.dispatch import Dispatcher, TaskMessage, TaskResult
 from kernelband.scheduling.events import hold_event_counters
 from kernelband.scheduling.fencing import FencingError, verify_epoch
@@ -174,6 +175,7 @@ def fenced(ctx: EngineContext) -> Iterator[Session]:
             verify_epoch(session, ctx.leader_epoch)
             batch_row_updates(session)
             keep_states_hot(session, ctx.state_writeback_s)
+            hold_candidates(session, ctx.payload_facts.candidates)
             yield session
     finally:
         if session is not None:
