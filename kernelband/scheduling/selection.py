@@ -181,23 +181,26 @@ def read_running(session: Session) -> tuple[list[RunningTrack], dict[int, Hot]]:
     flushed first, as the ORM's autoflush would), and each one's policy state."""
     if session.new or session.dirty or session.deleted:
         session.flush()
-    rows = session.connection().execute(_RUNNING).all()  # its order
-    hot = hot_states(session, [(row.track_id, row.job_id, row.track_started_at, row.version)
-                               for row in rows])
+    # plain tuples, unpacked by position (`_RUNNING`'s column order): a pass reads every
+    # running track, and a named attribute of a result row is a lookup by name each time
+    rows = [tuple(row) for row in session.connection().execute(_RUNNING)]  # its order
+    hot = hot_states(session, [(row[0], row[1], row[3], row[2]) for row in rows])
     per_job: dict[int, int] = {}
     for row in rows:
-        state = hot[row.track_id][0]
-        per_job[row.job_id] = per_job.get(row.job_id, 0) + state.next_decision - state.t
+        state = hot[row[0]][0]
+        per_job[row[1]] = per_job.get(row[1], 0) + state.next_decision - state.t
     out = []
-    for row in rows:
-        state = hot[row.track_id][0]
+    for (track_id, job_id, version, track_started_at, target, original_id, best_id, size,
+         team_id, parallelism, budget_iterations, budget_tokens, tokens_used, budget_usd,
+         cost_usd, budget_wall_s, started_at, seed, policy, policy_params, generator, model,
+         problem_id) in rows:
+        state = hot[track_id][0]
         out.append(RunningTrack(
-            row.track_id, row.job_id, row.team_id, row.parallelism, row.budget_iterations,
-            state.next_decision, state.next_decision - state.t, per_job[row.job_id],
-            row.budget_tokens, row.tokens_used, row.budget_usd, row.cost_usd, row.budget_wall_s,
-            row.started_at, row.target, row.original_candidate_id, row.best_candidate_id,
-            row.frontier_size, row.version, row.track_started_at, row.seed, row.policy,
-            row.policy_params, row.generator, row.model, row.problem_id))
+            track_id, job_id, team_id, parallelism, budget_iterations, state.next_decision,
+            state.next_decision - state.t, per_job[job_id], budget_tokens, tokens_used,
+            budget_usd, cost_usd, budget_wall_s, started_at, target, original_id, best_id, size,
+            version, track_started_at, seed, policy, policy_params, generator, model,
+            problem_id))
     return out, hot
 
 
