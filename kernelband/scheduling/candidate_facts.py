@@ -26,7 +26,10 @@ from sqlalchemy.orm import Session
 _HELD = "kb_held_candidates"  # session.info: the engine context's HeldCandidates
 _NOTED = "kb_noted_candidates"  # session.info: this transaction's notes, by candidate id
 _LISTENING = "kb_candidate_facts_listening"
-MAX_HELD = 50_000  # candidates; past it the held facts start over (each is read again once)
+# Candidates held; past it the least recently noted go first (a source may be tens of KiB).
+# A child's compile and profile payloads follow its insert within a few passes, so they are
+# always held; a parent drawn from a large frontier may be read again.
+MAX_HELD = 20_000
 
 
 @dataclass(frozen=True)
@@ -110,13 +113,12 @@ def _publish(session: Session) -> None:
     held: HeldCandidates | None = session.info.get(_HELD)
     if held is None or not noted:
         return
-    if len(held.facts) + len(noted) > MAX_HELD:
-        held.facts.clear()
     for candidate_id, facts in noted.items():
-        if facts is None:
-            held.facts.pop(candidate_id, None)
-        else:
+        held.facts.pop(candidate_id, None)  # re-inserted last: dict order is least recent first
+        if facts is not None:
             held.facts[candidate_id] = facts
+    while len(held.facts) > MAX_HELD:
+        held.facts.pop(next(iter(held.facts)))
 
 
 def _discard(session: Session, _previous: Any) -> None:

@@ -9,7 +9,7 @@ import pytest
 from scheduling_fakes import context, make_job, run_to_end
 from sqlalchemy.orm import Session, sessionmaker
 
-from kernelband.scheduling import payloads, pipeline
+from kernelband.scheduling import candidate_facts, payloads, pipeline
 from kernelband.scheduling.candidate_facts import (
     CandidateFacts,
     known_facts,
@@ -70,3 +70,13 @@ def test_a_savepoint_rolled_back_forgets_what_was_noted(db_factory: sessionmaker
         note_static_profile(session, 7, {"features": {"phi": [1.0]}})
         session.begin_nested().rollback()  # the change may or may not be committed
     assert 7 not in ctx.payload_facts.candidates.facts  # read again when asked for
+
+
+def test_the_least_recently_noted_go_first_past_the_bound(db_factory: sessionmaker[Session],
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(candidate_facts, "MAX_HELD", 2)
+    ctx = context(db_factory)
+    for candidate_id in (1, 2, 1, 3):  # 1 noted again after 2
+        with fenced(ctx) as session:
+            note_facts(session, CandidateFacts(candidate_id, "K", None, None, None))
+    assert list(ctx.payload_facts.candidates.facts) == [1, 3]
