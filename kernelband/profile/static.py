@@ -173,21 +173,45 @@ def _sandbox_safe_ptxas(cc: int) -> Iterator[None]:
 def _compile(record: LaunchRecord, cc: int) -> tuple[Any, Any]:
     import triton
     from triton.backends.compiler import GPUTarget
-    from triton.compiler import ASTSource
 
     jit = as_jit_function(record.fn)
     spec = specialise(record, jit)
     options = {"num_warps": record.num_warps, "num_stages": record.num_stages}
     options.update({k: v for k, v in record.options.items() if k in _PASSED_OPTIONS})
-    source = ASTSource(jit, spec.signature, constexprs=spec.constexprs, attrs=spec.attrs)
     try:
         with deinterpreted(), _fork_exec_subprocesses(), _sandbox_safe_ptxas(cc):
+            source, options = _launch_source(jit, record, spec, cc, options)
             compiled = triton.compile(source, target=GPUTarget("cuda", cc, 32), options=options)
     except Exception as exc:  # compiler errors come in many types; all mean "does not compile"
         raise StaticProfileError(
             f"kernel {record.kernel_name} does not compile for sm_{cc}: {str(exc).strip()[:500]}"
         ) from exc
     return compiled, spec
+
+
+def _launch_source(jit: Any, record: LaunchRecord, spec: Any, cc: int,
+                   options: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+    """What Triton's own launch of `record` on an sm_`cc` GPU would compile, made by Triton's
+    binder: the compile then lands in Triton's cache (the job's) under the key a runner's
+    launch of the same arguments looks up, so a GPU node's timing runner loads the kernel
+    instead of compiling it while it holds the GPU. Hand-built attributes compile the same
+    code under another key (the binder also lists arguments without attributes). Falls back
+    to `spec` where the binder's internals differ (another Triton)."""
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+    from triton.compiler.compiler import make_backend
+
+    fallback = ASTSource(jit, spec.signature, constexprs=spec.constexprs, attrs=spec.attrs), options
+    try:
+        from triton.runtime.jit import create_function_from_signature
+
+        backend = make_backend(GPUTarget("cuda", cc, 32))
+        binder = create_function_from_signature(jit.signature, jit.params, backend)
+        bound, specialization, parsed = binder(*record.args.values(), **options)
+        parsed, signature, constexprs, attrs = jit._pack_args(backend, dict(options), bound, specialization, parsed)
+    except Exception:  # noqa: BLE001 - Triton internals: the hand-built source still profiles
+        return fallback
+    return ASTSource(jit, signature, constexprs, attrs), dict(parsed.__dict__)
 
 
 def _profile_uncached(record: LaunchRecord, cc: int) -> StaticProfile:

@@ -125,3 +125,42 @@ def test_a_tensor_reinterpreted_as_a_triton_dtype_keeps_that_dtype(kernels: Modu
     raw = torch.zeros(N, dtype=torch.uint8)
     p = profile(dry(lambda: kernels.fp8_upcast(raw)), cc)
     assert p.signature["x_ptr"] == "*fp8e5" and p.signature["out_ptr"] == "*fp16"
+
+
+class _StandInDriver:
+    """Triton's active driver as a GPU node's would answer for an sm_90 device, so a launch's
+    own compile path can run here without one (`warmup`: compile, never launch)."""
+
+    def get_current_target(self) -> Any:
+        from triton.backends.compiler import GPUTarget
+
+        return GPUTarget("cuda", 90, 32)
+
+    def get_current_device(self) -> int:
+        return 0
+
+    def get_current_stream(self, device: int | None = None) -> int:
+        return 0
+
+    def get_active_torch_device(self) -> torch.device:
+        return torch.device("cpu")
+
+
+def test_a_static_profiles_compile_is_the_one_a_runners_launch_finds_in_the_cache(
+        kernels: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from triton.runtime.driver import driver
+
+    from kernelband.profile.specialize import as_jit_function, deinterpreted
+
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "triton"))
+    odd = torch.randn(4001)  # its length gets no divisibility attribute: listed without one
+    record = dry(lambda: kernels.add(odd, odd, 512, 4))
+    clear_memory_cache()
+    static_profile(record, 90, tmp_path / "static")
+    compiled = set((tmp_path / "triton").iterdir())
+    assert compiled
+    jit = as_jit_function(record.fn)
+    monkeypatch.setattr(driver, "_active", _StandInDriver())
+    with deinterpreted():
+        jit.warmup(*record.args.values(), grid=record.grid, num_warps=record.num_warps, num_stages=record.num_stages)
+    assert set((tmp_path / "triton").iterdir()) == compiled  # found, not compiled again
