@@ -17,7 +17,9 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Sequence
+from typing import Any
 
+import orjson
 import redis
 from kombu.message import Message
 from kombu.transport.virtual.base import QoS as VirtualQoS
@@ -67,7 +69,7 @@ class ResultsQueueReader:
                           args=[limit, time.time()])
         messages = []
         for raw in raws:
-            message = self._channel.Message(json.loads(raw), channel=self._channel)  # type: ignore[attr-defined]
+            message = self._channel.Message(_envelope(raw), channel=self._channel)  # type: ignore[attr-defined]
             VirtualQoS.append(self._qos, message, message.delivery_tag)  # in-process record only
             messages.append(message)
         return messages
@@ -83,6 +85,14 @@ class ResultsQueueReader:
             pipe.execute()
         for tag in tags:
             VirtualQoS.ack(self._qos, tag)  # forget it in-process (no restore at close)
+
+
+def _envelope(raw: bytes) -> Any:
+    """kombu's JSON envelope of a message (orjson; the standard decoder for what it refuses)."""
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return json.loads(raw)
 
 
 __all__ = ["TAKE_SCRIPT", "ResultsQueueReader"]

@@ -52,3 +52,19 @@ def test_a_queue_the_app_does_not_know_is_refused_not_created(broker: str) -> No
         assert not redis.Redis.from_url(broker).exists("no-such-queue")
     finally:
         dispatcher.close()
+
+
+def test_a_pass_of_tasks_lands_in_each_queue_in_the_order_sent(broker: str) -> None:
+    dispatcher = CeleryDispatcher(Settings(broker_url=broker, result_backend_url=broker))
+    queues = ("gpu.h100", TASK_QUEUES[0])
+    tasks = [TaskMessage(i, "profile" if i % 2 else "compile", queues[i % 2], {"n": i},
+                         f"kb-{i}-1") for i in range(8)]
+    try:
+        assert dispatcher.submit_many(tasks) == 0
+        client = redis.Redis.from_url(broker)
+        for queue in queues:  # RPOP order (a worker's): oldest first
+            taken = [json.loads(raw)["headers"]["id"] for raw in client.lrange(queue, 0, -1)[::-1]]
+            assert taken == [task.task_id for task in tasks if task.queue == queue]
+        client.close()
+    finally:
+        dispatcher.close()
