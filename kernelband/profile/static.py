@@ -201,7 +201,6 @@ def _launch_source(jit: Any, record: LaunchRecord, spec: Any, cc: int,
     from triton.compiler import ASTSource
     from triton.compiler.compiler import make_backend
 
-    fallback = ASTSource(jit, spec.signature, constexprs=spec.constexprs, attrs=spec.attrs), options
     try:
         from triton.runtime.jit import create_function_from_signature
 
@@ -210,7 +209,7 @@ def _launch_source(jit: Any, record: LaunchRecord, spec: Any, cc: int,
         bound, specialization, parsed = binder(*record.args.values(), **options)
         parsed, signature, constexprs, attrs = jit._pack_args(backend, dict(options), bound, specialization, parsed)
     except Exception:  # noqa: BLE001 - Triton internals: the hand-built source still profiles
-        return fallback
+        return ASTSource(jit, spec.signature, constexprs=spec.constexprs, attrs=spec.attrs), options
     return ASTSource(jit, signature, constexprs, attrs), dict(parsed.__dict__)
 
 
